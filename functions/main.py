@@ -1,0 +1,127 @@
+"""Cloud Functions entry points (functions-framework, Eventarc Pub/Sub CloudEvents).
+
+Thin: decode the Pub/Sub message, call the controller. Permanent errors (a malformed
+message, an unknown run) are logged and acknowledged by returning normally; anything else
+raises, so Pub/Sub redelivers the message.
+
+Deploy each with `--trigger-topic`: `on_job_event` (job-events), `on_tick` (ticks),
+`on_kick` (kick).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+import functions_framework
+from cloudevents.http import CloudEvent
+
+from shared.adapters.wiring import controller
+from shared.job_events import BadEventError, parse_log_entry
+from shared.run_store import RunNotFoundError
+
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+log = logging.getLogger("cave_pipeline.functions")
+EVENT_MAX_AGE_S = float(os.environ.get("PIPELINE_EVENT_MAX_AGE_S", "3600"))
+
+
+class BadMessageError(ValueError):
+    """The CloudEvent does not carry a Pub/Sub message we understand (permanent)."""
+
+
+def _log(severity: str, message: str, **fields: Any) -> None:
+    log.info(json.dumps({"severity": severity, "message": message, **fields}, default=str))
+
+
+def pubsub_message(cloud_event: CloudEvent) -> tuple[bytes, dict[str, str]]:
+    """Data and attributes of the Pub/Sub message inside an Eventarc CloudEvent."""
+    data = cloud_event.data if isinstance(cloud_event.data, dict) else None
+    message = (data or {}).get("message")
+    if not isinstance(message, dict):
+        raise BadMessageError("CloudEvent data has no Pub/Sub `message` object")
+    try:
+        payload = base64.b64decode(message.get("data") or b"", validate=True)
+    except (ValueError, TypeError) as e:
+        raise BadMessageError(f"Pub/Sub message data is not base64: {e}") from None
+    return payload, dict(message.get("attributes") or {})
+
+
+def _json_body(payload: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(payload or b"{}")
+    except ValueError as e:
+        raise BadMessageError(f"message is not JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise BadMessageError("message is not a JSON object")
+    return body
+
+
+def _permanent(kind: str, cloud_event: CloudEvent, err: Exception) -> None:
+    _log("ERROR", f"{kind}: message dropped", reason=str(err), event_id=cloud_event["id"])
+
+
+@functions_framework.cloud_event
+def on_job_event(cloud_event: CloudEvent) -> None:
+    """A Kubernetes Job event from the log sink: reconcile the run that owns the Job."""
+    try:
+        payload, _ = pubsub_message(cloud_event)
+        event = parse_log_entry(payload)
+        result = controller().on_job_event(event, EVENT_MAX_AGE_S)
+    except (BadMessageError, BadEventError, RunNotFoundError) as e:
+        return _permanent("on_job_event", cloud_event, e)
+    if result is not None:
+        _log(
+            "INFO",
+            "reconciled",
+            run=result.run_id,
+            trigger="job-event",
+            job=event.job_name,
+            reason=event.reason,
+            status=result.status,
+            actions=result.actions,
+        )
+
+
+@functions_framework.cloud_event
+def on_tick(cloud_event: CloudEvent) -> None:
+    """The heartbeat (Cloud Scheduler, every minute): reconcile every active run."""
+    for result in controller().on_tick():
+        _log(
+            "INFO",
+            "reconciled",
+            run=result.run_id,
+            trigger="tick",
+            status=result.status,
+            actions=result.actions,
+        )
+
+
+@functions_framework.cloud_event
+def on_kick(cloud_event: CloudEvent) -> None:
+    """An operator action (start, approve, pause, resume, scale, submit): reconcile the run.
+
+    The action itself is already recorded in Firestore by the CLI; the kick only makes the
+    controller look now instead of at the next tick.
+    """
+    try:
+        payload, _ = pubsub_message(cloud_event)
+        body = _json_body(payload)
+        run_id = body.get("run_id")
+        if not isinstance(run_id, str) or not run_id:
+            raise BadMessageError("kick message needs a string `run_id`")
+        result = controller().reconcile(run_id)
+    except (BadMessageError, RunNotFoundError) as e:
+        return _permanent("on_kick", cloud_event, e)
+    _log(
+        "INFO",
+        "reconciled",
+        run=run_id,
+        trigger="kick",
+        action=body.get("action"),
+        status=result.status,
+        actions=result.actions,
+    )

@@ -1,0 +1,50 @@
+"""The `pipeline` command: operator entry point (click). Subcommands live in cmd_*.py.
+
+Errors raised below are translated to a one-line message and an exit code here, at the edge:
+2 for bad input (config, arguments), 3 for an unreachable dependency, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from scripts import cmd_demo, cmd_grid, cmd_local, cmd_run
+from shared.config import ConfigError
+
+BAD_INPUT = (ConfigError, ValueError, LookupError)
+
+
+class PipelineGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except BAD_INPUT as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        except (ConnectionError, TimeoutError) as e:
+            click.echo(f"error: cannot reach a service: {e}", err=True)
+            sys.exit(3)
+
+
+@click.group(cls=PipelineGroup)
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def main(verbose: bool) -> None:
+    """cave-pipeline: chunked-graph builds on GKE Autopilot, driven by events."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
+
+
+for module in (cmd_demo, cmd_grid, cmd_local, cmd_run):
+    module.register(main)
+
+if __name__ == "__main__":
+    main()

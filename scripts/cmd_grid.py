@@ -1,0 +1,79 @@
+"""Commands that answer "which pod builds this chunk?" and render a layer's Job."""
+
+from __future__ import annotations
+
+import click
+import yaml
+
+from shared import grid
+from shared.config import PipelineConfig, load_config
+from shared.layers import layer_count, layer_shape
+from shared.manifest import render_job, validate_config_renders
+
+CONFIG_OPTION = click.option(
+    "-c", "--config", "config_path", default="pipeline.yml", show_default=True,
+    type=click.Path(dir_okay=False), help="pipeline.yml (its `dataset:` names the dataset file).",
+)  # fmt: skip
+STAGE_OPTION = click.option("--stage", default="ingest", show_default=True)
+
+
+def _layer_geometry(cfg: PipelineConfig, stage: str, layer: int) -> tuple[tuple, int, int]:
+    n_layers = layer_count(cfg.layer2_shape())
+    if not 2 <= layer <= n_layers:
+        raise click.BadParameter(f"layer {layer}: this graph's layers are 2..{n_layers}")
+    job = cfg.job.for_stage(stage)
+    shape = layer_shape(cfg.layer2_shape(), layer)
+    return shape, job.perm_seed, grid.layer_batch_size(job.batch_size, layer)
+
+
+def register(main: click.Group) -> None:
+    @main.command()
+    @CONFIG_OPTION
+    @STAGE_OPTION
+    @click.argument("layer", type=int)
+    @click.argument("coord", nargs=3, type=int)
+    def locate(config_path: str, stage: str, layer: int, coord: tuple[int, int, int]) -> None:
+        """Which batch index (pod) owns chunk X Y Z at LAYER."""
+        cfg = load_config(config_path)
+        shape, seed, batch = _layer_geometry(cfg, stage, layer)
+        index = grid.coord_to_batch_index(coord, shape, seed, batch)
+        click.echo(
+            f"{stage} layer {layer} chunk {tuple(coord)} -> batch {index} of "
+            f"{grid.num_batches(shape, batch)} (grid {shape}, batch size {batch}, seed {seed})"
+        )
+
+    @main.command()
+    @CONFIG_OPTION
+    @STAGE_OPTION
+    @click.argument("layer", type=int)
+    @click.argument("index", type=int)
+    def batch(config_path: str, stage: str, layer: int, index: int) -> None:
+        """List the chunks of batch INDEX at LAYER, in the order the pod processes them."""
+        cfg = load_config(config_path)
+        shape, seed, size = _layer_geometry(cfg, stage, layer)
+        coords = grid.batch_coords(index, shape, seed, size)
+        click.echo(f"{stage} layer {layer} batch {index}: {len(coords)} chunks")
+        for x, y, z in coords.tolist():
+            click.echo(f"({x}, {y}, {z})")
+
+    @main.command()
+    @CONFIG_OPTION
+    @click.argument("stage")
+    @click.argument("layer", type=int)
+    @click.option("--parallelism", type=int, default=None, help="Default: the ramp's start.")
+    @click.option("--run-id", default="preview", show_default=True)
+    def render(config_path: str, stage: str, layer: int, parallelism: int | None,
+               run_id: str) -> None:  # fmt: skip
+        """Print the Indexed Job of STAGE at LAYER as YAML."""
+        cfg = load_config(config_path)
+        start = parallelism or cfg.job.for_stage(stage).ramp.start
+        manifest = render_job(cfg, stage, layer, run_id=run_id, parallelism=start)
+        click.echo(yaml.safe_dump(manifest, sort_keys=False), nl=False)
+
+    @main.command()
+    @CONFIG_OPTION
+    def validate(config_path: str) -> None:
+        """Load the config and render every Job it implies; report the first problem."""
+        cfg = load_config(config_path)
+        validate_config_renders(cfg)
+        click.echo(f"{config_path}: ok (graph {cfg.graph_id}, layer-2 grid {cfg.layer2_shape()})")

@@ -1,0 +1,50 @@
+"""How the CLI reaches Firestore and Pub/Sub: from the environment, or from the local stack
+that `pipeline local up` started (it leaves its addresses in `<state-dir>/stack.json`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.pubsub_bus import PubSubBus
+from shared.adapters.wiring import WiringError, project_from_env
+
+DEFAULT_STACK_DIR = ".local-stack"
+
+
+@dataclass
+class Services:
+    project: str
+    store: FirestoreRunStore
+    bus: PubSubBus
+
+    def kick(self, run_id: str, action: str, by: str = "") -> None:
+        """Ask the controller to reconcile now (the action is already in Firestore)."""
+        self.bus.publish_json("kick", {"run_id": run_id, "action": action, "by": by})
+
+
+def load_stack_env(state_dir: str | Path = DEFAULT_STACK_DIR) -> dict[str, str]:
+    """The env of a running `pipeline local up`, or {} if none is running there."""
+    path = Path(state_dir) / "stack.json"
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text())["env"]
+
+
+def connect() -> Services:
+    """Services from PIPELINE_PROJECT (and the emulator variables, if set), else from a
+    local stack running in this folder."""
+    if not os.environ.get("PIPELINE_PROJECT"):
+        os.environ.update(load_stack_env())
+    try:
+        project = project_from_env()
+    except WiringError as e:
+        raise WiringError(f"{e}, or start `pipeline local up` in this folder") from None
+    return Services(project, FirestoreRunStore(project), PubSubBus(project))
+
+
+def operator_name() -> str:
+    return os.environ.get("USER") or os.environ.get("LOGNAME") or "operator"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Sets up this checkout on a fresh machine: Python deps (editable install with the dev
+# extras) and a check that Google's emulators are installed. Idempotent; fast when done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "cave-pipeline needs Python >= 3.11")'
+
+stamp=.setup-stamp
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  echo "setup: installing cave-pipeline[dev] (editable)…" >&2
+  python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+  touch "$stamp"
+fi
+
+# The local stack needs the gcloud SDK's emulators (and Java for two of them).
+python3 - <<'PY'
+import sys
+from shared.adapters.emulators import EmulatorMissingError, check_emulators
+try:
+    check_emulators()
+except EmulatorMissingError as e:
+    sys.exit(f"setup: {e}")
+PY

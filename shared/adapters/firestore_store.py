@@ -1,0 +1,159 @@
+"""Firestore adapter of the run store.
+
+Layout: `runs/{run}` (run fields + `version`), `runs/{run}/layers/{stage}-L{n}`,
+`runs/{run}/alerts/{id}` (the alert outbox), `jobs/{job_name}` -> run id, and
+`dedupe/{event_id}` with an `expires_at` TTL field. Every state transition is one
+atomic batch whose run-document write carries a precondition (the update time of the version
+the caller decided from), so of two racing reconciles exactly one commits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+
+from shared.run_store import (
+    RunExistsError,
+    RunNotFoundError,
+    StaleStateError,
+    StoredAlert,
+)
+from shared.state import RunState
+
+RUNS, LAYERS, ALERTS, JOBS, DEDUPE = "runs", "layers", "alerts", "jobs", "dedupe"
+
+
+class FirestoreRunStore:
+    """RunStore on Firestore (or its emulator, found through FIRESTORE_EMULATOR_HOST)."""
+
+    def __init__(self, project: str, client: firestore.Client | None = None) -> None:
+        self.db = client or firestore.Client(project=project)
+
+    def _run(self, run_id: str) -> firestore.DocumentReference:
+        return self.db.collection(RUNS).document(run_id)
+
+    def create_run(self, state: RunState) -> None:
+        batch = self.db.batch()
+        batch.create(self._run(state.run_id), state.run_doc())
+        for ls in state.layers.values():
+            batch.set(self._run(state.run_id).collection(LAYERS).document(ls.key), ls.to_doc())
+        try:
+            batch.commit()
+        except gexc.AlreadyExists:
+            raise RunExistsError(
+                f"run {state.run_id!r} already exists: pick another id, or "
+                f"`pipeline resume {state.run_id}`"
+            ) from None
+
+    def load_run(self, run_id: str) -> RunState:
+        snap = self._run(run_id).get()
+        if not snap.exists:
+            raise RunNotFoundError(f"no run {run_id!r} (see `pipeline runs`)")
+        layers = [d.to_dict() for d in self._run(run_id).collection(LAYERS).stream()]
+        return RunState.from_docs(snap.to_dict(), layers)
+
+    def commit(self, before: RunState, after: RunState, alerts: list[dict[str, Any]] = ()) -> None:
+        run_ref = self._run(before.run_id)
+        run_doc = after.run_doc()
+        run_doc["version"] = before.version + 1
+        changed = [
+            ls
+            for key, ls in after.layers.items()
+            if key not in before.layers or before.layers[key].to_doc() != ls.to_doc()
+        ]
+        old_names = {key: ls.job_name for key, ls in before.layers.items()}
+        new_jobs = [ls.job_name for ls in changed if ls.job_name not in ("", old_names.get(ls.key))]
+        now = datetime.now(UTC)
+        # Optimistic concurrency without a transaction: a transaction's read lock makes
+        # concurrent reconciles abort each other (the emulator livelocks four of them). A
+        # precondition on the update time of the version we checked is just as strict.
+        snap = run_ref.get()
+        stored = snap.get("version") if snap.exists else None
+        if stored != before.version:
+            raise StaleStateError(
+                f"run {before.run_id}: version {stored} != {before.version} (changed)"
+            )
+        batch = self.db.batch()
+        batch.update(
+            run_ref, run_doc, option=self.db.write_option(last_update_time=snap.update_time)
+        )
+        for ls in changed:
+            batch.set(run_ref.collection(LAYERS).document(ls.key), ls.to_doc())
+        for name in new_jobs:
+            batch.set(self.db.collection(JOBS).document(name), {"run_id": before.run_id})
+        for alert in alerts:
+            doc = {"kind": alert["kind"], "body": alert, "created_at": now, "sent": False}
+            batch.set(run_ref.collection(ALERTS).document(uuid.uuid4().hex), doc)
+        try:
+            batch.commit()
+        except (gexc.FailedPrecondition, gexc.Aborted) as e:
+            raise StaleStateError(f"run {before.run_id}: changed while committing ({e})") from None
+        after.version = before.version + 1
+
+    def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
+        for _ in range(10):
+            before = self.load_run(run_id)
+            after = RunState.from_docs(
+                before.run_doc(), [ls.to_doc() for ls in before.layers.values()]
+            )
+            mutate(after)
+            try:
+                self.commit(before, after)
+                return after
+            except StaleStateError:
+                continue
+        raise StaleStateError(f"run {run_id}: too much contention, try again")
+
+    def run_for_job(self, job_name: str) -> str | None:
+        snap = self.db.collection(JOBS).document(job_name).get()
+        return snap.get("run_id") if snap.exists else None
+
+    def active_runs(self) -> list[str]:
+        query = self.db.collection(RUNS).where(
+            filter=firestore.FieldFilter("status", "in", ["running", "paused"])
+        )
+        return [d.id for d in query.stream()]
+
+    def list_runs(self) -> list[RunState]:
+        runs = [RunState.from_docs(d.to_dict(), []) for d in self.db.collection(RUNS).stream()]
+        epoch = datetime.min.replace(tzinfo=UTC)
+        return sorted(runs, key=lambda r: r.created_at or epoch, reverse=True)
+
+    def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
+        query = (
+            self._run(run_id)
+            .collection(ALERTS)
+            .where(filter=firestore.FieldFilter("sent", "==", False))
+        )
+        out = [
+            StoredAlert(d.id, d.get("kind"), d.get("body"), d.get("created_at"), False)
+            for d in query.stream()
+        ]
+        return sorted(out, key=lambda a: a.created_at)
+
+    def all_alerts(self, run_id: str) -> list[StoredAlert]:
+        docs = self._run(run_id).collection(ALERTS).stream()
+        out = [
+            StoredAlert(d.id, d.get("kind"), d.get("body"), d.get("created_at"), d.get("sent"))
+            for d in docs
+        ]
+        return sorted(out, key=lambda a: a.created_at)
+
+    def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
+        batch = self.db.batch()
+        for alert_id in alert_ids:
+            batch.update(self._run(run_id).collection(ALERTS).document(alert_id), {"sent": True})
+        if alert_ids:
+            batch.commit()
+
+    def first_sighting(self, event_id: str, expires_at: datetime) -> bool:
+        try:
+            self.db.collection(DEDUPE).document(event_id).create({"expires_at": expires_at})
+            return True
+        except gexc.AlreadyExists:
+            return False

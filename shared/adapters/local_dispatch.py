@@ -1,0 +1,156 @@
+"""Local stand-in for Eventarc: delivers Pub/Sub messages to the functions as CloudEvents.
+
+Each subscription's messages are pulled from the Pub/Sub emulator and POSTed, as Eventarc
+does, to a functions-framework app built from `functions/main.py` (binary-mode CloudEvent,
+type `google.cloud.pubsub.topic.v1.messagePublished`). A 2xx response acks the message;
+anything else nacks it so Pub/Sub redelivers, exactly the at-least-once contract the
+functions are written for. Deliveries are serialised, like a deployment with one instance
+and concurrency 1.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import functions_framework
+from google.cloud import pubsub_v1
+
+log = logging.getLogger("cave_pipeline.dispatch")
+PUBSUB_EVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
+
+
+def functions_source() -> Path:
+    """Path of `functions/main.py` (located, not imported: functions stay a separate tree)."""
+    spec = importlib.util.find_spec("functions")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the `functions` package is not installed: pip install -e .")
+    return Path(next(iter(spec.submodule_search_locations))) / "main.py"
+
+
+def cloud_event_request(
+    project: str, topic: str, subscription: str, message: pubsub_v1.subscriber.message.Message
+) -> tuple[dict[str, str], bytes]:
+    """Headers and body of the HTTP request Eventarc sends for one Pub/Sub message."""
+    publish_time = message.publish_time.isoformat().replace("+00:00", "Z")
+    body = {
+        "message": {
+            "data": base64.b64encode(message.data).decode(),
+            "attributes": dict(message.attributes),
+            "messageId": message.message_id,
+            "message_id": message.message_id,
+            "publishTime": publish_time,
+            "publish_time": publish_time,
+        },
+        "subscription": f"projects/{project}/subscriptions/{subscription}",
+    }
+    headers = {
+        "ce-id": message.message_id,
+        "ce-specversion": "1.0",
+        "ce-source": f"//pubsub.googleapis.com/projects/{project}/topics/{topic}",
+        "ce-type": PUBSUB_EVENT_TYPE,
+        "ce-time": publish_time,
+        "Content-Type": "application/json",
+    }
+    return headers, json.dumps(body).encode()
+
+
+@dataclass
+class DeliveryStats:
+    delivered: int = 0
+    failed: int = 0
+    by_target: dict[str, int] = field(default_factory=dict)
+    last_error: str = ""
+
+
+class Dispatcher:
+    """Streams each subscription to one function target of `functions/main.py`."""
+
+    def __init__(self, project: str, routes: dict[str, tuple[str, str]]) -> None:
+        """`routes`: subscription name -> (topic, function target)."""
+        self.project, self.routes = project, routes
+        self.subscriber = pubsub_v1.SubscriberClient()
+        source = str(functions_source())
+        self.clients = {
+            target: functions_framework.create_app(target, source, "cloudevent").test_client()
+            for _, target in routes.values()
+        }
+        self._serial = threading.Lock()
+        self._futures: list[Any] = []
+        self.stats = DeliveryStats()
+        self.on_delivery: Callable[[str, int], None] | None = None
+
+    def start(self) -> Dispatcher:
+        flow = pubsub_v1.types.FlowControl(max_messages=10)
+        for sub, (topic, target) in self.routes.items():
+            path = self.subscriber.subscription_path(self.project, sub)
+            callback = self._callback(topic, sub, target)
+            self._futures.append(self.subscriber.subscribe(path, callback, flow_control=flow))
+        return self
+
+    def _callback(self, topic: str, sub: str, target: str) -> Callable[[Any], None]:
+        def deliver(message: pubsub_v1.subscriber.message.Message) -> None:
+            headers, body = cloud_event_request(self.project, topic, sub, message)
+            with self._serial:
+                started = time.monotonic()
+                try:
+                    response = self.clients[target].post("/", headers=headers, data=body)
+                    status = response.status_code
+                except Exception as e:  # the app itself crashed: redeliver
+                    status, self.stats.last_error = 599, repr(e)
+                elapsed = time.monotonic() - started
+            if 200 <= status < 300:
+                self.stats.delivered += 1
+                self.stats.by_target[target] = self.stats.by_target.get(target, 0) + 1
+                message.ack()
+            else:
+                self.stats.failed += 1
+                log.warning("%s -> %s answered %s; nacked for redelivery", sub, target, status)
+                message.nack()
+            if self.on_delivery:
+                self.on_delivery(target, status)
+            log.debug("%s delivered to %s in %.3fs", sub, target, elapsed)
+
+        return deliver
+
+    def stop(self) -> None:
+        for future in self._futures:
+            future.cancel()
+        for future in self._futures:
+            try:
+                future.result(timeout=5)
+            except Exception:  # cancelled futures raise; that is the normal end
+                pass
+        self.subscriber.close()
+
+
+class Ticker:
+    """Local stand-in for Cloud Scheduler: publishes `{"at": ...}` to `ticks` periodically."""
+
+    def __init__(self, publish: Callable[[], None], period_s: float) -> None:
+        self.publish, self.period_s = publish, period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ticker", daemon=True)
+
+    def start(self) -> Ticker:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                self.publish()
+            except Exception as e:  # a missed tick is harmless; the next one comes
+                log.warning("tick not published: %s", e)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -1,0 +1,68 @@
+"""Builds the controller's adapters from the environment (Cloud Functions and local stack).
+
+Env: `PIPELINE_PROJECT` (else `GOOGLE_CLOUD_PROJECT`) for Firestore and Pub/Sub;
+`PIPELINE_CLUSTER` = `gke` (default; see shared.adapters.gke_cluster) or `local` (the local
+stack registers its in-process cluster with `use_cluster`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.pubsub_bus import PubSubBus
+from shared.cluster import Cluster
+from shared.controller import Controller
+
+
+class WiringError(RuntimeError):
+    """The environment does not say how to reach the project or the cluster."""
+
+
+_lock = threading.Lock()
+_cluster: Cluster | None = None
+_controller: Controller | None = None
+
+
+def use_cluster(cluster: Cluster | None) -> None:
+    """Register the cluster the controller talks to (the local stack's, in-process)."""
+    global _cluster, _controller
+    with _lock:
+        _cluster, _controller = cluster, None
+
+
+def project_from_env() -> str:
+    project = os.environ.get("PIPELINE_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT")
+    if not project:
+        raise WiringError("set PIPELINE_PROJECT (the project of Firestore and Pub/Sub)")
+    return project
+
+
+def _cluster_from_env() -> Cluster:
+    if _cluster is not None:
+        return _cluster
+    kind = os.environ.get("PIPELINE_CLUSTER", "gke")
+    if kind == "gke":
+        from shared.adapters.gke_cluster import GkeCluster  # kubernetes client: cloud only
+
+        return GkeCluster.from_env()
+    raise WiringError(
+        f"PIPELINE_CLUSTER={kind!r} but no cluster is registered in this process: "
+        "the local cluster runs inside `pipeline local up` / `pipeline demo`"
+    )
+
+
+def controller() -> Controller:
+    """The process-wide controller (built once; Cloud Functions reuse warm instances)."""
+    global _controller
+    with _lock:
+        if _controller is None:
+            project = project_from_env()
+            bus = PubSubBus(project)
+            _controller = Controller(
+                FirestoreRunStore(project),
+                _cluster_from_env(),
+                lambda kind, body: bus.publish_json("alerts", body, kind=kind),
+            )
+        return _controller

@@ -1,0 +1,103 @@
+"""The cluster interface: what the controller needs from Kubernetes, and nothing more.
+
+Implemented by `shared.adapters.local_cluster.LocalCluster` (subprocess pods, Indexed-Job
+semantics) and `shared.adapters.gke_cluster.GkeCluster` (the `kubernetes` client). Pure
+module: dataclasses and a Protocol, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+
+class ClusterError(RuntimeError):
+    """The cluster refused a request or could not be reached; the message says what to do."""
+
+
+class ClusterUnreachableError(ClusterError):
+    """The API server did not answer (transient: the caller may retry later)."""
+
+
+class ManifestRejectedError(ClusterError):
+    """The API server rejected a manifest (permanent until the config is fixed)."""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A Job as observed, in Kubernetes' own terms (interval strings as in `.status`)."""
+
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    completions: int
+    parallelism: int
+    suspended: bool
+    active: int = 0
+    ready: int = 0
+    succeeded: int = 0
+    failed: int = 0  # failed pods, as `.status.failed`
+    completed_indexes: str = ""
+    failed_indexes: str = ""
+    # Terminal condition, if any: "Complete" or "Failed", with the Failed reason
+    # (MaxFailedIndexesExceeded, FailedIndexes, BackoffLimitExceeded, ...).
+    condition: str | None = None
+    reason: str | None = None
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    created: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.condition in ("Complete", "Failed")
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """One pod attempt of a Job index."""
+
+    name: str
+    uid: str
+    job_name: str
+    index: int
+    phase: str  # Pending, Running, Succeeded, Failed
+    cpu_request: float  # vCPU
+    memory_request_gib: float
+    created: datetime | None = None
+    started: datetime | None = None
+    finished: datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None  # e.g. DisruptionTarget, FailedScheduling, Error
+    node: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class Cluster(Protocol):
+    """Operations on Indexed Jobs. Every call is idempotent where Kubernetes allows it."""
+
+    def create_job(self, manifest: dict[str, Any]) -> bool:
+        """Create a Job; returns False if a Job of that name already exists (409)."""
+
+    def get_job(self, name: str) -> JobStatus | None:
+        """The Job's status, or None if there is no such Job."""
+
+    def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
+        """Jobs whose labels include all of `labels`."""
+
+    def patch_job(
+        self, name: str, *, parallelism: int | None = None, suspend: bool | None = None
+    ) -> None:
+        """Set parallelism and/or suspend to absolute values."""
+
+    def delete_job(self, name: str) -> None:
+        """Delete the Job and its pods (background propagation); missing is fine."""
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        """The Job's pods (every attempt still known), optionally of one index."""
+
+    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
+        """The last lines of a pod's log."""
+
+    def job_events(self, job_name: str) -> list[dict[str, Any]]:
+        """The Job's Kubernetes events (v1 Event dicts), oldest first."""

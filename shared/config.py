@@ -1,0 +1,250 @@
+"""Configuration: `pipeline.yml` plus the dataset file it names, validated on load.
+
+The shape follows the predecessor (graph_id, dataset, images, bigtable, job with ramp and
+resource curves, env, commands) plus what the event-driven controller adds (`controller`,
+`project`, `workloads`). Unknown keys are errors, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+STAGES = ("ingest", "l2cache", "meshing", "migrate_cleanup", "migrate")
+AdvanceMode = Literal["manual", "approve", "auto"]
+
+
+class ConfigError(ValueError):
+    """A config file is missing, unreadable or invalid; the message names file and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Curve(_Strict):
+    """Per-layer request curve: `base * factor**(layer-2) + add`, capped at `max`."""
+
+    base: float = Field(gt=0)
+    factor: float = Field(default=1.0, gt=0)
+    add: float = 0.0
+    max: float | None = Field(default=None, gt=0)
+
+    def at(self, layer: int) -> float:
+        value = self.base * self.factor ** (layer - 2) + self.add
+        return min(value, self.max) if self.max is not None else value
+
+
+class LayerOverride(_Strict):
+    cpu: float | None = Field(default=None, gt=0)
+    memory: float | None = Field(default=None, gt=0)  # GiB
+
+
+class Resources(_Strict):
+    cpu: Curve = Curve(base=0.5)
+    memory: Curve = Curve(base=1.0)  # GiB
+    overrides: dict[int, LayerOverride] = {}
+
+
+class Ramp(_Strict):
+    """Parallelism starts at `start`, grows by `factor` every `period` seconds, up to `max`."""
+
+    start: int = Field(default=2, ge=1)
+    factor: float = Field(default=2.0, ge=1.0)
+    period: float = Field(default=60.0, gt=0)
+    max: int = Field(default=100, ge=1)
+
+
+class JobSettings(_Strict):
+    perm_seed: int = Field(default=42, ge=0)
+    batch_size: int = Field(default=100, ge=1)
+    task_retries: int = Field(default=3, ge=0)
+    max_failed_tasks: int = Field(default=10, ge=0)
+    compute_class: str = ""
+    spot: bool = True
+    lock_expiry_s: float = Field(default=180.0, gt=0)
+    lock_expiry_factor: float = Field(default=2.0, ge=1.0)  # upper layers' chunks take longer
+    ramp: Ramp = Ramp()
+    resources: Resources = Resources()
+
+
+class JobOverride(_Strict):
+    """Per-workload overrides of any `job` field (omitted fields keep the job's value)."""
+
+    perm_seed: int | None = Field(default=None, ge=0)
+    batch_size: int | None = Field(default=None, ge=1)
+    task_retries: int | None = Field(default=None, ge=0)
+    max_failed_tasks: int | None = Field(default=None, ge=0)
+    compute_class: str | None = None
+    spot: bool | None = None
+    lock_expiry_s: float | None = Field(default=None, gt=0)
+    lock_expiry_factor: float | None = Field(default=None, ge=1.0)
+    ramp: Ramp | None = None
+    resources: Resources | None = None
+
+
+class JobConfig(JobSettings):
+    workloads: dict[str, JobOverride] = {}
+
+    def for_stage(self, stage: str) -> JobSettings:
+        """The job settings of one stage, its overrides applied."""
+        base = JobSettings(**{k: getattr(self, k) for k in JobSettings.model_fields})
+        override = self.workloads.get(stage)
+        if override is None:
+            return base
+        changes = {k: v for k, v in override.model_dump(exclude_none=True).items()}
+        return JobSettings(**{**base.model_dump(), **changes})
+
+
+class Bigtable(_Strict):
+    project: str
+    instance: str
+
+
+class WorkloadIdentity(_Strict):
+    ksa: str = "pipeline-worker"
+    gsa_email: str = ""
+
+
+class Controller(_Strict):
+    advance: AdvanceMode = "approve"
+    budget_usd: float | None = Field(default=None, gt=0)
+    stall_after_s: float = Field(default=1800.0, gt=0)
+    event_max_age_s: float = Field(default=3600.0, gt=0)
+    tick_period_s: float = Field(default=60.0, gt=0)
+
+
+class DataSource(_Strict):
+    size: tuple[int, int, int]  # volume size in voxels (x, y, z)
+    watershed: str = ""
+    edges: str = ""
+    components: str = ""
+
+    @field_validator("size")
+    @classmethod
+    def _positive(cls, v: tuple[int, int, int]) -> tuple[int, int, int]:
+        if min(v) < 1:
+            raise ValueError(f"every dimension must be >= 1, got {list(v)}")
+        return v
+
+
+class GraphConfig(_Strict):
+    CHUNK_SIZE: tuple[int, int, int]
+    FANOUT: Literal[2] = 2
+    SPATIAL_BITS: int = Field(default=10, ge=1, le=16)
+    LAYER_ID_BITS: Literal[8] = 8
+    ID_PREFIX: str = ""
+
+
+class MeshConfig(_Strict):
+    max_layer: int | None = Field(default=None, ge=2)
+    # PyChunkedGraph's own mesh keys pass through to its workers.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Dataset(_Strict):
+    data_source: DataSource
+    graph_config: GraphConfig
+    ingest_config: dict[str, Any] = {}
+    mesh_config: MeshConfig | None = None
+    l2cache_config: dict[str, Any] | None = None
+
+
+class PipelineConfig(_Strict):
+    graph_id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
+    dataset: str
+    project: str = "local-demo"  # project of the Firestore and Pub/Sub resources
+    region: str = "us-east1"
+    zone: str = ""
+    namespace: str = "default"
+    images: dict[str, str] = {}
+    bigtable: Bigtable
+    workload_identity: WorkloadIdentity = WorkloadIdentity()
+    job: JobConfig = JobConfig()
+    env: dict[str, str] = {}
+    commands: dict[str, list[str]] = {}
+    workloads: dict[str, str] = {}  # stage -> "package.module:function" per-chunk plugin
+    controller: Controller = Controller()
+
+    # Filled by load_config; not part of the file.
+    dataset_config: Dataset | None = None
+    source_path: str = ""
+
+    @model_validator(mode="after")
+    def _known_stages(self) -> PipelineConfig:
+        for field in ("images", "commands", "workloads"):
+            for stage in getattr(self, field):
+                if stage not in STAGES:
+                    raise ValueError(
+                        f"{field}.{stage}: unknown stage; expected one of {', '.join(STAGES)}"
+                    )
+        for stage in self.job.workloads:
+            if stage not in STAGES:
+                raise ValueError(
+                    f"job.workloads.{stage}: unknown stage; expected one of {', '.join(STAGES)}"
+                )
+        return self
+
+    @property
+    def ds(self) -> Dataset:
+        if self.dataset_config is None:
+            raise ConfigError("dataset not loaded: use load_config()")
+        return self.dataset_config
+
+    def layer2_shape(self) -> tuple[int, int, int]:
+        """Grid shape of layer 2: the volume cut into CHUNK_SIZE chunks."""
+        size, chunk = self.ds.data_source.size, self.ds.graph_config.CHUNK_SIZE
+        return tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))  # type: ignore[return-value]
+
+
+def _format_errors(path: Path, err: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = "unknown key (typo?)" if e["type"] == "extra_forbidden" else e["msg"]
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Load and validate `pipeline.yml` and the dataset file it names (relative to it)."""
+    path = Path(path).resolve()
+    raw = _read_yaml(path)
+    for reserved in ("dataset_config", "source_path"):
+        if reserved in raw:
+            raise ConfigError(f"{path}: {reserved}: unknown key (typo?)")
+    try:
+        cfg = PipelineConfig(**raw)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(path, e)) from None
+    ds_path = (path.parent / cfg.dataset).resolve()
+    try:
+        dataset = Dataset(**_read_yaml(ds_path))
+    except ValidationError as e:
+        raise ConfigError(_format_errors(ds_path, e)) from None
+    return cfg.model_copy(update={"dataset_config": dataset, "source_path": str(path)})
+
+
+def config_from_dict(raw: dict[str, Any], dataset: dict[str, Any]) -> PipelineConfig:
+    """Build a config from already-parsed mappings (e.g. the snapshot stored with a run)."""
+    try:
+        cfg = PipelineConfig(**{k: v for k, v in raw.items() if k not in ("dataset_config",)})
+        return cfg.model_copy(update={"dataset_config": Dataset(**dataset)})
+    except ValidationError as e:
+        raise ConfigError(_format_errors(Path("<snapshot>"), e)) from None

@@ -1,0 +1,50 @@
+"""Index-interval strings as Kubernetes writes them in a Job's status: "1,3-5,9".
+
+`completedIndexes` and `failedIndexes` of an Indexed Job use this form; so do our stored
+layer records and alerts. Pure module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def parse(text: str) -> list[int]:
+    """Expand "1,3-5" into [1, 3, 4, 5]. Raises ValueError naming the bad part."""
+    out: list[int] = []
+    for part in (p.strip() for p in (text or "").split(",")):
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            a, b = (int(lo), int(hi)) if sep else (int(lo), int(lo))
+        except ValueError:
+            raise ValueError(f"bad interval {part!r} in {text!r}: expected N or N-M") from None
+        if a < 0 or b < a:
+            raise ValueError(f"bad interval {part!r} in {text!r}: need 0 <= N <= M")
+        out.extend(range(a, b + 1))
+    return out
+
+
+def format(indexes: Iterable[int]) -> str:  # noqa: A001 - mirrors parse()
+    """Compress indexes into "1,3-5" form (sorted, deduplicated)."""
+    values = sorted(set(int(i) for i in indexes))
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def count(text: str) -> int:
+    """Number of indexes in an interval string, without expanding it."""
+    total = 0
+    for part in (p.strip() for p in (text or "").split(",")):
+        if part:
+            lo, sep, hi = part.partition("-")
+            total += (int(hi) - int(lo) + 1) if sep else 1
+    return total

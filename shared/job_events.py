@@ -1,0 +1,115 @@
+"""Kubernetes Job events as Cloud Logging LogEntries (the `job-events` topic's schema).
+
+GKE writes Kubernetes events to Cloud Logging (`logName .../logs/events`, resource type
+`k8s_cluster`, `jsonPayload` a v1 Event); a log sink filtered on `involvedObject.kind="Job"`
+publishes each LogEntry as JSON in the Pub/Sub message data. The local cluster emits the
+same shape. Pure module.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+class BadEventError(ValueError):
+    """A message is not a Job-event LogEntry; permanent (acknowledge, do not retry)."""
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    insert_id: str
+    job_name: str
+    namespace: str
+    reason: str
+    message: str
+    timestamp: datetime
+    event_type: str = "Normal"
+
+
+def _iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def make_log_entry(
+    *,
+    project: str,
+    cluster: str,
+    location: str,
+    namespace: str,
+    job_name: str,
+    job_uid: str,
+    reason: str,
+    message: str,
+    event_type: str = "Normal",
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """A LogEntry shaped like the GKE event exporter's, for one Job event."""
+    now = now or datetime.now(UTC)
+    name = f"{job_name}.{uuid.uuid4().hex[:16]}"
+    return {
+        "insertId": uuid.uuid4().hex,
+        "logName": f"projects/{project}/logs/events",
+        "resource": {
+            "type": "k8s_cluster",
+            "labels": {"project_id": project, "location": location, "cluster_name": cluster},
+        },
+        "severity": "WARNING" if event_type == "Warning" else "INFO",
+        "timestamp": _iso(now),
+        "receiveTimestamp": _iso(now),
+        "jsonPayload": {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": _iso(now)},
+            "involvedObject": {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": job_name,
+                "namespace": namespace,
+                "uid": job_uid,
+            },
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "source": {"component": "job-controller"},
+            "firstTimestamp": _iso(now),
+            "lastTimestamp": _iso(now),
+            "count": 1,
+            "reportingComponent": "job-controller",
+        },
+    }
+
+
+def parse_log_entry(data: bytes | str | dict[str, Any]) -> JobEvent:
+    """Decode a LogEntry (JSON bytes or dict). Raises BadEventError naming what is missing."""
+    try:
+        entry = data if isinstance(data, dict) else json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadEventError(f"job event is not JSON: {e}") from None
+    if not isinstance(entry, dict):
+        raise BadEventError("job event is not a JSON object")
+    payload = entry.get("jsonPayload")
+    if not isinstance(payload, dict):
+        raise BadEventError("job event has no jsonPayload (is the log sink filter right?)")
+    obj = payload.get("involvedObject") or {}
+    if obj.get("kind") != "Job" or not obj.get("name"):
+        raise BadEventError(f"event is not about a Job: involvedObject={obj!r}")
+    stamp = payload.get("lastTimestamp") or entry.get("timestamp")
+    try:
+        ts = datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        raise BadEventError(f"job event has a bad timestamp {stamp!r}") from None
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return JobEvent(
+        insert_id=str(entry.get("insertId") or payload.get("metadata", {}).get("name", "")),
+        job_name=obj["name"],
+        namespace=obj.get("namespace", ""),
+        reason=str(payload.get("reason", "")),
+        message=str(payload.get("message", "")),
+        timestamp=ts,
+        event_type=str(payload.get("type", "Normal")),
+    )

@@ -1,0 +1,69 @@
+"""Operator actions as mutations of a run's state. Pure: the CLI applies them through
+`RunStore.update_run` (a precondition on the run's version) and then kicks the controller.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shared.state import LayerState, RunState, layer_key
+
+
+class ActionError(ValueError):
+    """The action does not apply to this run (the message says why and what to do)."""
+
+
+def _layer(run: RunState, stage: str, layer: int) -> LayerState:
+    ls = run.layers.get(layer_key(stage, layer))
+    if ls is None:
+        known = ", ".join(f"{s} L2-L{run.top_layers[s]}" for s in run.stages)
+        raise ActionError(f"run {run.run_id} has no layer {stage} L{layer} (it has: {known})")
+    return ls
+
+
+def approve(
+    run: RunState, stage: str, layers: list[int] | None, by: str, now: datetime
+) -> list[str]:
+    """Set the approval flag of the given layers (all not yet started, if None)."""
+    if stage not in run.stages:
+        raise ActionError(f"run {run.run_id} has no stage {stage!r} (it has: {run.stages})")
+    targets = (
+        [_layer(run, stage, n) for n in layers]
+        if layers
+        else [ls for ls in run.ordered_layers() if ls.stage == stage and ls.phase == "waiting"]
+    )
+    for ls in targets:
+        if not ls.approved:
+            ls.approved, ls.approved_by, ls.approved_at = True, by, now
+    return [ls.key for ls in targets]
+
+
+def pause(run: RunState) -> None:
+    if run.status != "running":
+        raise ActionError(f"run {run.run_id} is {run.status}, not running")
+    run.status = "paused"
+
+
+def resume(run: RunState) -> None:
+    if run.status != "paused":
+        raise ActionError(f"run {run.run_id} is {run.status}, not paused")
+    run.status = "running"
+
+
+def scale(run: RunState, stage: str, layer: int, parallelism: int | None) -> None:
+    """Pin a layer's parallelism (None hands it back to the ramp)."""
+    if parallelism is not None and parallelism < 1:
+        raise ActionError(f"parallelism must be >= 1, got {parallelism}")
+    _layer(run, stage, layer).scale_override = parallelism
+
+
+def resubmit(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
+    """Start a failed layer again as a new Job; done chunks are skipped by the workers."""
+    ls = _layer(run, stage, layer)
+    if ls.phase != "failed":
+        raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
+    fresh = LayerState(stage=ls.stage, layer=ls.layer, attempt=ls.attempt + 1)
+    fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now
+    run.layers[ls.key] = fresh
+    if run.status == "failed":
+        run.status = "running"

@@ -1,0 +1,209 @@
+"""The reconcile decision: stored run state + observed Jobs + clock -> new state + actions.
+
+Pure: no I/O. `shared.controller` reads the inputs through adapters, commits the new state
+under a precondition on the run's version, and only then performs the actions. Every trigger
+(Job event, tick, operator kick) ends here, so the outcome never depends on which event was
+seen, or how often.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shared import intervals
+from shared.cluster import JobStatus
+from shared.config import Ramp
+from shared.state import LayerState, RunState
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """What the config says about one layer: its size and ramp."""
+
+    completions: int
+    ramp: Ramp
+
+
+@dataclass(frozen=True)
+class CreateJob:
+    stage: str
+    layer: int
+    job_name: str
+    parallelism: int
+    suspend: bool = False
+
+
+@dataclass(frozen=True)
+class PatchJob:
+    job_name: str
+    parallelism: int | None = None
+    suspend: bool | None = None
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert for the `alerts` topic; `kind` becomes the message attribute."""
+
+    kind: str
+    stage: str = ""
+    layer: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+Action = CreateJob | PatchJob | Alert
+
+
+@dataclass
+class Decision:
+    state: RunState
+    actions: list[Action]
+
+    @property
+    def changed_state(self) -> bool:
+        return bool(self.actions) or self._dirty
+
+    _dirty: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    stall_after_s: float = 1800.0
+
+
+def ramp_target(ramp: Ramp, completions: int, started: datetime | None, now: datetime) -> int:
+    """Parallelism the ramp allows at `now`: start * factor**steps, capped; at least 1."""
+    cap = max(1, min(ramp.max, completions))
+    if started is None:
+        return min(ramp.start, cap)
+    steps = max(0, math.floor((now - started).total_seconds() / ramp.period))
+    # Bound the exponent so a multi-day run never overflows a float.
+    value = ramp.start * ramp.factor ** min(steps, 64)
+    return int(min(max(ramp.start, value), cap))
+
+
+def _job_progress(ls: LayerState, job: JobStatus, now: datetime, out: list[Action]) -> None:
+    """Copy the Job's index sets into the layer and alert newly failed indexes once."""
+    ls.completed_indexes = job.completed_indexes
+    ls.failed_indexes = job.failed_indexes
+    ls.active = 0 if job.finished else job.active
+    done = intervals.count(job.completed_indexes)
+    if done > ls.progress_count or ls.progress_at is None:
+        ls.progress_count, ls.progress_at, ls.stall_alerted = done, now, False
+    fresh = set(intervals.parse(job.failed_indexes)) - set(intervals.parse(ls.alerted_indexes))
+    if fresh:
+        out.append(
+            Alert(
+                "failed_indexes", ls.stage, ls.layer, {"indexes": sorted(fresh), "job": ls.job_name}
+            )
+        )
+        ls.alerted_indexes = intervals.format(set(intervals.parse(ls.alerted_indexes)) | fresh)
+
+
+def _running_layer(
+    run: RunState,
+    ls: LayerState,
+    job: JobStatus | None,
+    plan: LayerPlan,
+    now: datetime,
+    settings: Settings,
+    out: list[Action],
+) -> None:
+    paused = run.status == "paused"
+    if job is None:
+        # Committed as running but the Job is missing (crash between commit and create, or
+        # deleted by hand): create it again; the deterministic name makes this idempotent.
+        out.append(CreateJob(ls.stage, ls.layer, ls.job_name, max(1, ls.parallelism), paused))
+        return
+    _job_progress(ls, job, now, out)
+    if job.condition == "Complete":
+        ls.phase, ls.finished_at = "succeeded", job.completion_time or now
+        return
+    if job.condition == "Failed":
+        ls.phase, ls.finished_at, ls.failure_reason = "failed", now, job.reason or "Failed"
+        out.append(
+            Alert(
+                "layer_failed",
+                ls.stage,
+                ls.layer,
+                {"reason": ls.failure_reason, "failed_indexes": job.failed_indexes},
+            )
+        )
+        return
+    if paused:
+        if not job.suspended:
+            out.append(PatchJob(ls.job_name, suspend=True))
+        return
+    if job.suspended:
+        out.append(PatchJob(ls.job_name, suspend=False))
+    target = ls.scale_override or ramp_target(plan.ramp, plan.completions, ls.ramp_started_at, now)
+    target = max(1, min(target, plan.completions))
+    if ls.scale_override is None:
+        target = max(target, min(ls.parallelism, plan.completions))  # the ramp never lowers
+    if target != job.parallelism:
+        out.append(PatchJob(ls.job_name, parallelism=target))
+    ls.parallelism = target
+    stalled_for = (now - (ls.progress_at or now)).total_seconds()
+    if stalled_for >= settings.stall_after_s and not ls.stall_alerted:
+        ls.stall_alerted = True
+        out.append(
+            Alert("layer_stalled", ls.stage, ls.layer, {"no_progress_s": round(stalled_for)})
+        )
+
+
+def _eligible_since(run: RunState, ls: LayerState) -> datetime | None:
+    """When the layer could first have started: the layer below finished, and approval."""
+    below = run.layers.get(f"{ls.stage}-L{ls.layer - 1}")
+    stamps = [below.finished_at] if below is not None and below.finished_at else []
+    if run.advance != "auto" and ls.approved_at:
+        stamps.append(ls.approved_at)
+    return max(stamps) if stamps else None
+
+
+def decide(
+    run: RunState,
+    jobs: dict[str, JobStatus | None],
+    plans: dict[str, LayerPlan],
+    now: datetime,
+    job_name_for: Callable[[LayerState], str],
+    settings: Settings = Settings(),
+) -> Decision:
+    """Decide what to do for one run. `jobs` maps each running layer's Job name to what the
+    cluster reports (None: no such Job). Returns the new state and the actions to take."""
+    state = copy.deepcopy(run)
+    out: list[Action] = []
+    if state.status in ("succeeded", "failed"):
+        return Decision(state, out)
+    for ls in state.ordered_layers():
+        plan = plans[ls.key]
+        if ls.phase == "running":
+            _running_layer(state, ls, jobs.get(ls.job_name), plan, now, settings, out)
+        elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
+            if state.advance == "auto" or ls.approved:
+                ls.phase, ls.completions = "running", plan.completions
+                ls.job_name = job_name_for(ls)
+                ls.eligible_at = _eligible_since(state, ls) or now
+                ls.submitted_at = ls.ramp_started_at = ls.progress_at = now
+                ls.parallelism = ramp_target(plan.ramp, plan.completions, now, now)
+                out.append(CreateJob(ls.stage, ls.layer, ls.job_name, ls.parallelism))
+            elif not ls.approval_alerted:
+                ls.approval_alerted = True
+                out.append(Alert("approval_needed", ls.stage, ls.layer, {"advance": run.advance}))
+    if all(ls.phase == "succeeded" for ls in state.layers.values()):
+        state.status, state.finished_at = "succeeded", now
+        if not state.finish_alerted:
+            state.finish_alerted = True
+            out.append(Alert("run_finished", details={"status": "succeeded"}))
+    decision = Decision(state, out)
+    decision._dirty = _state_differs(run, state)
+    return decision
+
+
+def _state_differs(before: RunState, after: RunState) -> bool:
+    return before.run_doc() != after.run_doc() or any(
+        before.layers[k].to_doc() != after.layers[k].to_doc() for k in after.layers
+    )

@@ -1,0 +1,69 @@
+"""The run store interface: where runs, layers, alerts and pod records live (Firestore).
+
+Pure module: the Protocol and its errors. The adapter is
+`shared.adapters.firestore_store.FirestoreRunStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from shared.state import RunState
+
+
+class RunNotFoundError(LookupError):
+    """No such run; permanent (a message naming it is acknowledged, not retried)."""
+
+
+class RunExistsError(ValueError):
+    """A run of that id already exists."""
+
+
+class StaleStateError(RuntimeError):
+    """The run changed since it was read (another reconcile or an operator won the race)."""
+
+
+@dataclass(frozen=True)
+class StoredAlert:
+    alert_id: str
+    kind: str
+    body: dict[str, Any]
+    created_at: datetime
+    sent: bool
+
+
+class RunStore(Protocol):
+    def create_run(self, state: RunState) -> None:
+        """Store a new run and all its layers; RunExistsError if the id is taken."""
+
+    def load_run(self, run_id: str) -> RunState:
+        """The run and its layers; RunNotFoundError if unknown."""
+
+    def commit(self, before: RunState, after: RunState, alerts: list[dict[str, Any]] = ()) -> None:
+        """Write `after` if the stored version is still `before.version` (else
+        StaleStateError), bumping the version; `alerts` are added to the run's outbox in the
+        same atomic write."""
+
+    def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
+        """Load, apply `mutate`, commit; retried on StaleStateError. For operator actions."""
+
+    def run_for_job(self, job_name: str) -> str | None:
+        """The run that owns a Job name, if any."""
+
+    def active_runs(self) -> list[str]:
+        """Runs that are running or paused."""
+
+    def list_runs(self) -> list[RunState]:
+        """Every run, newest first (layers not loaded)."""
+
+    def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
+        """Outbox alerts not yet published."""
+
+    def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
+        """Record that alerts were published."""
+
+    def first_sighting(self, event_id: str, expires_at: datetime) -> bool:
+        """True the first time an event id is seen (dedupe of at-least-once delivery)."""

@@ -1,0 +1,139 @@
+"""Run and layer state as stored in Firestore: dataclasses and the build DAG. Pure module.
+
+A run is a set of stages (ingest, then meshing and l2cache; or the two migration passes),
+each a sequence of layers. Each layer is one Indexed Job. The run document carries a
+`version` that every state transition bumps under a precondition, so two reconciles of one
+run can never both apply a transition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from typing import Any
+
+RUN_STATUSES = ("running", "paused", "succeeded", "failed")
+LAYER_PHASES = ("waiting", "running", "succeeded", "failed")
+
+# Stage -> stages that must be complete before its first layer may start.
+STAGE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
+    "ingest": (),
+    "l2cache": ("ingest",),
+    "meshing": ("ingest",),
+    "migrate_cleanup": (),
+    "migrate": ("migrate_cleanup",),
+}
+
+
+def layer_key(stage: str, layer: int) -> str:
+    """Document id of a layer: `ingest-L3`."""
+    return f"{stage}-L{layer}"
+
+
+@dataclass
+class LayerState:
+    """One layer of one stage: its state machine, approval, Job and progress."""
+
+    stage: str
+    layer: int
+    phase: str = "waiting"
+    approved: bool = False
+    approved_by: str = ""
+    approved_at: datetime | None = None
+    attempt: int = 0  # bumped by each operator re-submit; part of the Job name
+    job_name: str = ""
+    completions: int = 0
+    parallelism: int = 0
+    scale_override: int | None = None
+    eligible_at: datetime | None = None  # dependencies complete (and approved, if needed)
+    ramp_started_at: datetime | None = None
+    submitted_at: datetime | None = None
+    finished_at: datetime | None = None
+    completed_indexes: str = ""
+    failed_indexes: str = ""
+    active: int = 0  # pods running or pending, as last observed
+    alerted_indexes: str = ""
+    approval_alerted: bool = False
+    progress_count: int = 0
+    progress_at: datetime | None = None
+    stall_alerted: bool = False
+    failure_reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return layer_key(self.stage, self.layer)
+
+    def to_doc(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> LayerState:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+@dataclass
+class RunState:
+    """A build: its stages and layers, advance mode and status."""
+
+    run_id: str
+    graph_id: str
+    stages: list[str]
+    top_layers: dict[str, int]  # stage -> its last layer
+    advance: str = "approve"
+    status: str = "running"
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    budget_usd: float | None = None
+    budget_alerted: bool = False
+    finish_alerted: bool = False
+    version: int = 0
+    config: dict[str, Any] = field(default_factory=dict)  # pipeline.yml snapshot
+    dataset: dict[str, Any] = field(default_factory=dict)  # dataset snapshot
+    layers: dict[str, LayerState] = field(default_factory=dict)
+
+    def ordered_layers(self) -> list[LayerState]:
+        """Layers in build order: stages as listed, lowest layer first."""
+        order = {s: i for i, s in enumerate(self.stages)}
+        return sorted(self.layers.values(), key=lambda ls: (order.get(ls.stage, 99), ls.layer))
+
+    def stage_complete(self, stage: str) -> bool:
+        mine = [ls for ls in self.layers.values() if ls.stage == stage]
+        return bool(mine) and all(ls.phase == "succeeded" for ls in mine)
+
+    def dependencies_met(self, ls: LayerState) -> bool:
+        """A layer may start when the layer below is complete (or, for the first layer of a
+        stage, when every stage it depends on is complete)."""
+        below = self.layers.get(layer_key(ls.stage, ls.layer - 1))
+        if below is not None:
+            return below.phase == "succeeded"
+        return all(
+            self.stage_complete(dep) for dep in STAGE_DEPENDENCIES[ls.stage] if dep in self.stages
+        )
+
+    def run_doc(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc.pop("layers")
+        return doc
+
+    @classmethod
+    def from_docs(cls, run: dict[str, Any], layers: list[dict[str, Any]]) -> RunState:
+        known = {f.name for f in fields(cls)} - {"layers"}
+        state = cls(**{k: v for k, v in run.items() if k in known})
+        state.layers = {ls.key: ls for ls in (LayerState.from_doc(d) for d in layers)}
+        return state
+
+
+def first_layer(stage: str) -> int:
+    """Every stage starts at layer 2 (layer 1 is the supervoxel layer, never a Job)."""
+    return 2
+
+
+def build_layers(stages: list[str], top_layers: dict[str, int]) -> dict[str, LayerState]:
+    """All layers of a run, every one waiting."""
+    out: dict[str, LayerState] = {}
+    for stage in stages:
+        for layer in range(first_layer(stage), top_layers[stage] + 1):
+            ls = LayerState(stage=stage, layer=layer)
+            out[ls.key] = ls
+    return out

@@ -1,0 +1,107 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from shared.adapters.emulators import (
+    EmulatorMissingError,
+    EmulatorSet,
+    check_emulators,
+    wipe_firestore,
+)
+
+# --------------------------------------------------------------------------------------------
+# Emulators (gcloud SDK): one set per session; fresh table / project ids per test.
+# Tests using these fixtures get the `emulator` marker automatically (`-m "not emulator"`).
+# --------------------------------------------------------------------------------------------
+
+EMULATOR_FIXTURES = {
+    "emulators",
+    "bigtable_table",
+    "bigtable_client",
+    "firestore_project",
+    "pubsub_project",
+}
+BIGTABLE_PROJECT = "emulator-project"
+BIGTABLE_INSTANCE = "emulator-instance"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # printed by every Bigtable client built against the emulator
+    config.addinivalue_line(
+        "filterwarnings", "ignore:Connecting to Bigtable emulator:RuntimeWarning"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if EMULATOR_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.emulator)
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def emulators() -> Iterator[EmulatorSet]:
+    """Pub/Sub, Firestore and Bigtable emulators for the session, with the client env vars
+    (PUBSUB_EMULATOR_HOST, ...) set in os.environ. Skips if the binaries are missing."""
+    try:
+        check_emulators()
+    except EmulatorMissingError as exc:
+        pytest.skip(str(exc))
+    with EmulatorSet() as emus, pytest.MonkeyPatch.context() as mp:
+        for key, value in emus.env.items():
+            mp.setenv(key, value)
+        yield emus
+
+
+@pytest.fixture
+def bigtable_client(emulators: EmulatorSet) -> Iterator[Callable[..., Any]]:
+    """Factory ``(table_id, lock_expiry=30 s, create=False) -> kvdbclient client`` on the
+    Bigtable emulator; clients are closed after the test."""
+    from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
+
+    clients = []
+
+    def open_client(
+        table_id: str, lock_expiry: timedelta = timedelta(seconds=30), create: bool = False
+    ) -> Any:
+        client = open_bigtable_client(
+            table_id, BIGTABLE_PROJECT, BIGTABLE_INSTANCE, lock_expiry, create=create
+        )
+        clients.append(client)
+        return client
+
+    yield open_client
+    for client in clients:
+        close_bigtable_client(client)
+
+
+@pytest.fixture
+def bigtable_table(bigtable_client: Callable[..., Any]) -> tuple[Any, str]:
+    """``(client, table_id)``: a fresh table with kvdbclient's column families."""
+    table_id = _unique("test")
+    return bigtable_client(table_id, create=True), table_id
+
+
+@pytest.fixture
+def firestore_project(emulators: EmulatorSet) -> Iterator[str]:
+    """A fresh Firestore project id, wiped after the test."""
+    project = _unique("test")
+    yield project
+    wipe_firestore(emulators.env["FIRESTORE_EMULATOR_HOST"], project)
+
+
+@pytest.fixture
+def pubsub_project(emulators: EmulatorSet) -> str:
+    """A fresh Pub/Sub project id (the emulator cannot be reset, so topics never collide)."""
+    return _unique("test")

@@ -1,0 +1,49 @@
+"""scripts/approve.py against the Firestore emulator: sets flags, refuses what isn't there."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from scripts.approve import main as approve_main
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.build_plan import new_run
+from shared.config import load_config
+from shared.controller import Controller
+from tests.fakes import RecordingCluster
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
+
+
+@pytest.fixture
+def store(firestore_project):
+    store = FirestoreRunStore(firestore_project)
+    store.create_run(new_run(load_config(DEMO), "r-ap", ["ingest"], "approve", datetime.now(UTC)))
+    return store
+
+
+def test_approve_all_waiting_layers_ahead(store, capsys):
+    assert approve_main(["--project", store.db.project, "--by", "ana", "r-ap", "ingest"]) == 0
+    run = store.load_run("r-ap")
+    assert all(ls.approved and ls.approved_by == "ana" for ls in run.layers.values())
+    assert run.version == 1
+    # The controller now advances without an operator.
+    cluster = RecordingCluster()
+    Controller(store, cluster, lambda *a: None).reconcile("r-ap")
+    assert len(cluster.creates) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope", "ingest"], "no run 'nope'"),
+        (["r-ap", "meshing"], "no stage 'meshing'"),
+        (["r-ap", "ingest", "9"], "no layer [9]"),
+    ],
+)
+def test_refuses_what_does_not_exist(store, capsys, args, message):
+    assert approve_main(["--project", store.db.project, *args]) == 2
+    assert message in capsys.readouterr().err
+    assert store.load_run("r-ap").version == 0

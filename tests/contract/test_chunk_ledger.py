@@ -1,0 +1,117 @@
+"""The per-chunk ledger against the Bigtable emulator, through kvdbclient."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from shared.adapters.chunk_ledger import (
+    CHUNK_DONE,
+    LOCK,
+    ChunkLedger,
+    ClaimResult,
+    chunk_row_key,
+    random_token,
+)
+
+A, B = 0x1111_2222_3333_4444, 0xFFFF_0000_FFFF_0001  # B > 2**63: full uint64 range
+
+
+def _cells(ledger: ChunkLedger, chunk_id: int, qualifier: bytes) -> list[Any]:
+    row = ledger.client._table.read_row(chunk_row_key(chunk_id))
+    return [c for c in (row.cells if row else []) if c.family == "0" and c.qualifier == qualifier]
+
+
+@pytest.fixture
+def ledger(bigtable_table: tuple[Any, str]) -> ChunkLedger:
+    client, _ = bigtable_table
+    return ChunkLedger(client)
+
+
+def test_claim_done_then_already_done(ledger: ChunkLedger) -> None:
+    assert ledger.claim(7, A) is ClaimResult.ACQUIRED
+    assert not ledger.is_done(7)
+    ledger.mark_done(7, A)
+    assert ledger.is_done(7)
+    assert ledger.claim(7, A) is ClaimResult.ALREADY_DONE
+    assert ledger.claim(7, B) is ClaimResult.ALREADY_DONE
+
+
+def test_rows_are_predecessor_compatible(ledger: ChunkLedger) -> None:
+    assert ledger.claim(2**40 + 3, A) is ClaimResult.ACQUIRED
+    (lock,) = _cells(ledger, 2**40 + 3, b"lock")
+    assert lock.value == LOCK.serialize(A) == b"%020d" % A
+    ledger.mark_done(2**40 + 3, A)
+    assert _cells(ledger, 2**40 + 3, b"lock") == []
+    (done,) = _cells(ledger, 2**40 + 3, b"chunk_done")
+    assert CHUNK_DONE.deserialize(done.value) == A
+
+
+def test_contention_and_release(ledger: ChunkLedger) -> None:
+    assert ledger.claim(1, A) is ClaimResult.ACQUIRED
+    assert ledger.claim(1, B) is ClaimResult.HELD_BY_OTHER
+    assert ledger.claim(1, A) is ClaimResult.HELD_BY_OTHER  # not re-entrant
+    assert ledger.release(1, B) is False  # a non-holder cannot release
+    assert ledger.claim(1, B) is ClaimResult.HELD_BY_OTHER
+    assert ledger.release(1, A) is True
+    assert ledger.claim(1, B) is ClaimResult.ACQUIRED
+    assert ledger.claim(2, A) is ClaimResult.ACQUIRED  # chunks are independent
+
+
+def test_renew_only_by_holder(ledger: ChunkLedger) -> None:
+    assert not ledger.renew(3, A)  # nothing to renew
+    assert ledger.claim(3, A) is ClaimResult.ACQUIRED
+    assert ledger.renew(3, A)
+    assert ledger.renew(3, A)
+    assert not ledger.renew(3, B)
+    assert ledger.claim(3, B) is ClaimResult.HELD_BY_OTHER
+    ledger.release(3, A)
+    assert not ledger.renew(3, A)  # released claims cannot be revived
+
+
+def test_expired_lock_can_be_taken_over(
+    bigtable_table: tuple[Any, str], bigtable_client: Callable[..., Any]
+) -> None:
+    _, table_id = bigtable_table
+    ledger = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
+    assert ledger.lock_expiry == timedelta(seconds=1)
+    assert ledger.claim(4, A) is ClaimResult.ACQUIRED
+    assert ledger.claim(4, B) is ClaimResult.HELD_BY_OTHER
+    time.sleep(1.5)
+    assert ledger.claim(4, B) is ClaimResult.ACQUIRED
+    # the stale holder must learn it lost the chunk, and must not disturb the new holder
+    assert not ledger.renew(4, A)
+    assert ledger.release(4, A) is False
+    assert ledger.claim(4, A) is ClaimResult.HELD_BY_OTHER
+    assert ledger.renew(4, B)
+    ledger.mark_done(4, B)
+    assert ledger.claim(4, A) is ClaimResult.ALREADY_DONE
+
+
+def test_done_marker_found_after_lock_race(ledger: ChunkLedger) -> None:
+    # a chunk finished (done, lock released) by another worker between our check and lock
+    ledger.client.write([ledger.client.mutate_row(chunk_row_key(5), {CHUNK_DONE: B})])
+    assert ledger.claim(5, A) is ClaimResult.ALREADY_DONE
+    assert _cells(ledger, 5, b"lock") == []  # and our lock was released again
+
+
+def test_done_among(ledger: ChunkLedger) -> None:
+    ids = list(range(1000, 1300))
+    done = set(ids[::7]) | {2**64 - 1}
+    for chunk_id in done:
+        assert ledger.claim(chunk_id, A) is ClaimResult.ACQUIRED
+        ledger.mark_done(chunk_id, A)
+    assert ledger.claim(ids[1], A) is ClaimResult.ACQUIRED  # locked is not done
+    assert ledger.done_among(ids + [2**64 - 1, 2**64 - 2]) == done
+    assert ledger.done_among([]) == set()
+    assert ledger.done_among(ids[:3] * 2) == {ids[0]}
+
+
+def test_random_token() -> None:
+    tokens = {random_token() for _ in range(1000)}
+    assert len(tokens) == 1000
+    assert all(0 < t < 2**64 for t in tokens)

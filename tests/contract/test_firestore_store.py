@@ -1,0 +1,122 @@
+"""The Firestore run store and the controller's commit discipline, against the emulator."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.build_plan import new_run
+from shared.config import load_config
+from shared.controller import Controller
+from shared.run_store import RunExistsError, RunNotFoundError, StaleStateError
+from tests.fakes import RecordingCluster
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(firestore_project: str) -> FirestoreRunStore:
+    return FirestoreRunStore(firestore_project)
+
+
+@pytest.fixture
+def run(store: FirestoreRunStore):
+    cfg = load_config(DEMO)
+    state = new_run(cfg, "r1", ["ingest"], "auto", NOW)
+    store.create_run(state)
+    return state
+
+
+def test_create_load_roundtrip(store, run):
+    loaded = store.load_run("r1")
+    assert loaded.run_doc() == run.run_doc()
+    assert {k: v.to_doc() for k, v in loaded.layers.items()} == {
+        k: v.to_doc() for k, v in run.layers.items()
+    }
+    with pytest.raises(RunExistsError, match="already exists"):
+        store.create_run(run)
+    with pytest.raises(RunNotFoundError, match="pipeline runs"):
+        store.load_run("nope")
+
+
+def test_commit_requires_the_version_it_read(store, run):
+    before = store.load_run("r1")
+    after = store.load_run("r1")
+    after.layers["ingest-L2"].phase = "running"
+    after.layers["ingest-L2"].job_name = "job-a"
+    store.commit(before, after, [{"kind": "approval_needed", "x": 1}])
+    assert store.load_run("r1").version == 1
+    assert store.run_for_job("job-a") == "r1"
+    assert [a.kind for a in store.unsent_alerts("r1")] == ["approval_needed"]
+    with pytest.raises(StaleStateError):
+        store.commit(before, after)  # the same stale read again
+
+
+def test_alert_outbox_marked_sent(store, run):
+    before = store.load_run("r1")
+    store.commit(before, store.load_run("r1"), [{"kind": "a"}, {"kind": "b"}])
+    alerts = store.unsent_alerts("r1")
+    store.mark_alerts_sent("r1", [alerts[0].alert_id])
+    assert [a.kind for a in store.unsent_alerts("r1")] == [alerts[1].kind]
+
+
+def test_dedupe_first_sighting(store):
+    expires = NOW + timedelta(hours=1)
+    assert store.first_sighting("evt-1", expires) is True
+    assert store.first_sighting("evt-1", expires) is False
+    assert store.first_sighting("evt-2", expires) is True
+
+
+def test_active_runs_and_list(store, run):
+    assert store.active_runs() == ["r1"]
+    store.update_run("r1", lambda r: setattr(r, "status", "succeeded"))
+    assert store.active_runs() == []
+    assert [r.run_id for r in store.list_runs()] == ["r1"]
+
+
+def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
+    cluster = RecordingCluster()
+    published: list[str] = []
+    controllers = [
+        Controller(store, cluster, lambda kind, body: published.append(kind), clock=lambda: NOW)
+        for _ in range(4)
+    ]
+    barrier = threading.Barrier(len(controllers))
+    errors: list[BaseException] = []
+
+    def go(c: Controller) -> None:
+        barrier.wait()
+        try:
+            c.reconcile("r1")
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    state = store.load_run("r1")
+    assert set(cluster.jobs) == {state.layers["ingest-L2"].job_name}
+    assert state.layers["ingest-L3"].phase == "waiting"
+    # Finish layer 2: concurrent reconciles start layer 3 exactly once, never layer 4.
+    cluster.finish(state.layers["ingest-L2"].job_name, condition="Complete",
+                   completed_indexes=f"0-{state.layers['ingest-L2'].completions - 1}",
+                   completion_time=NOW)  # fmt: skip
+    barrier.reset()
+    threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    state = store.load_run("r1")
+    assert len(cluster.jobs) == 2
+    assert state.layers["ingest-L3"].phase == "running"
+    assert state.layers["ingest-L4"].phase == "waiting"

@@ -1,0 +1,147 @@
+"""The Cloud Functions through functions-framework, with real Eventarc Pub/Sub envelopes,
+against the Firestore and Pub/Sub emulators (the cluster is the recording fake)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import functions_framework
+import pytest
+
+from shared.adapters import wiring
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.local_dispatch import functions_source
+from shared.adapters.pubsub_bus import TOPICS, PubSubBus
+from shared.build_plan import new_run
+from shared.config import load_config
+from shared.job_events import make_log_entry
+from tests.fakes import RecordingCluster
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
+
+
+@pytest.fixture
+def env(firestore_project, pubsub_project, monkeypatch):
+    # One project id for both services, as in the cloud.
+    monkeypatch.setenv("PIPELINE_PROJECT", firestore_project)
+    bus = PubSubBus(firestore_project)
+    for topic in TOPICS:
+        bus.ensure_topic(topic)
+    alerts_sub = bus.ensure_subscription("alerts", "alerts-test")
+    cluster = RecordingCluster()
+    wiring.use_cluster(cluster)
+    store = FirestoreRunStore(firestore_project)
+    yield store, cluster, bus, alerts_sub
+    wiring.use_cluster(None)
+    bus.close()
+
+
+def client(target: str):
+    app = functions_framework.create_app(target, str(functions_source()), "cloudevent")
+    return app.test_client()
+
+
+def envelope(data: bytes, topic: str, attributes: dict | None = None, message_id: str = "m1"):
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    body = {
+        "message": {"data": base64.b64encode(data).decode(), "attributes": attributes or {},
+                    "messageId": message_id, "publishTime": now},
+        "subscription": f"projects/p/subscriptions/{topic}-sub",
+    }  # fmt: skip
+    headers = {
+        "ce-id": message_id, "ce-specversion": "1.0",
+        "ce-source": f"//pubsub.googleapis.com/projects/p/topics/{topic}",
+        "ce-type": "google.cloud.pubsub.topic.v1.messagePublished",
+        "Content-Type": "application/json",
+    }  # fmt: skip
+    return headers, json.dumps(body)
+
+
+def start_run(store: FirestoreRunStore, advance: str = "auto") -> str:
+    run = new_run(load_config(DEMO), "r-fn", ["ingest"], advance, datetime.now(UTC))
+    store.create_run(run)
+    return run.run_id
+
+
+def test_kick_creates_the_first_layer_job(env):
+    store, cluster, _, _ = env
+    run_id = start_run(store)
+    headers, body = envelope(json.dumps({"run_id": run_id, "action": "start"}).encode(), "kick")
+    assert client("on_kick").post("/", headers=headers, data=body).status_code == 200
+    assert cluster.creates == [store.load_run(run_id).layers["ingest-L2"].job_name]
+    manifest = cluster.manifests[cluster.creates[0]]
+    assert manifest["spec"]["completionMode"] == "Indexed"
+
+
+@pytest.mark.parametrize(
+    ("target", "data"),
+    [
+        ("on_kick", b"not json"),
+        ("on_kick", json.dumps({"action": "start"}).encode()),  # no run_id
+        ("on_kick", json.dumps({"run_id": "no-such-run"}).encode()),
+        ("on_job_event", b"{}"),
+        ("on_job_event", json.dumps({"jsonPayload": {"involvedObject": {"kind": "Pod"}}}).encode()),
+    ],
+)
+def test_permanent_errors_are_acknowledged(env, target, data):
+    headers, body = envelope(data, "kick")
+    assert client(target).post("/", headers=headers, data=body).status_code == 200
+
+
+def test_job_event_reconciles_owner_and_duplicates_are_dropped(env):
+    store, cluster, _, _ = env
+    run_id = start_run(store)
+    store_run = store.load_run(run_id)
+    headers, body = envelope(json.dumps({"run_id": run_id}).encode(), "kick")
+    client("on_kick").post("/", headers=headers, data=body)
+    name = store.load_run(run_id).layers["ingest-L2"].job_name
+    n = store_run.layers["ingest-L2"]
+    cluster.finish(name, condition="Complete", completion_time=datetime.now(UTC),
+                   completed_indexes=f"0-{load_plan_completions(store, run_id) - 1}")  # fmt: skip
+    entry = make_log_entry(project="p", cluster="c", location="l", namespace="default",
+                           job_name=name, job_uid="u", reason="Completed",
+                           message="Job completed")  # fmt: skip
+    headers, body = envelope(json.dumps(entry).encode(), "job-events")
+    app = client("on_job_event")
+    assert app.post("/", headers=headers, data=body).status_code == 200
+    assert store.load_run(run_id).layers["ingest-L3"].phase == "running"
+    version = store.load_run(run_id).version
+    assert app.post("/", headers=headers, data=body).status_code == 200  # redelivery
+    assert store.load_run(run_id).version == version  # deduped on insertId
+    assert n.phase == "waiting"
+
+
+def load_plan_completions(store, run_id) -> int:
+    return store.load_run(run_id).layers["ingest-L2"].completions
+
+
+def test_stale_job_event_is_dropped(env):
+    store, cluster, _, _ = env
+    run_id = start_run(store)
+    headers, body = envelope(json.dumps({"run_id": run_id}).encode(), "kick")
+    client("on_kick").post("/", headers=headers, data=body)
+    name = store.load_run(run_id).layers["ingest-L2"].job_name
+    old = datetime.now(UTC) - timedelta(hours=2)
+    entry = make_log_entry(project="p", cluster="c", location="l", namespace="default",
+                           job_name=name, job_uid="u", reason="Completed", message="",
+                           now=old)  # fmt: skip
+    version = store.load_run(run_id).version
+    headers, body = envelope(json.dumps(entry).encode(), "job-events")
+    assert client("on_job_event").post("/", headers=headers, data=body).status_code == 200
+    assert store.load_run(run_id).version == version
+
+
+def test_tick_reconciles_active_runs_and_publishes_alerts(env):
+    store, _, bus, alerts_sub = env
+    run_id = start_run(store, advance="approve")
+    headers, body = envelope(json.dumps({"at": "now"}).encode(), "ticks")
+    assert client("on_tick").post("/", headers=headers, data=body).status_code == 200
+    response = bus.subscriber.pull(subscription=alerts_sub, max_messages=10, timeout=10)
+    kinds = [m.message.attributes["kind"] for m in response.received_messages]
+    assert kinds == ["approval_needed"]
+    payload = json.loads(response.received_messages[0].message.data)
+    assert payload["run_id"] == run_id and payload["layer"] == 2
+    assert store.unsent_alerts(run_id) == []

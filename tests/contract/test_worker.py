@@ -1,0 +1,352 @@
+"""`python -m worker` against the Bigtable emulator: pods are subprocesses with the Job's env.
+
+The demo (32^3 volume, 8^3 chunks: a 4x4x4 grid, 4 layers) is built batch by batch, layer by
+layer, and checked by the oracle; then the harness's contract: done chunks skipped, exit codes
+42/1/143, claims released, waits for a chunk held by another pod, renewals within the lock
+expiry given in the env.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn
+
+from shared.adapters.chunk_ledger import (
+    CHUNK_DONE,
+    ChunkLedger,
+    ClaimResult,
+    chunk_row_key,
+    random_token,
+)
+from shared.adapters.demo_graph import read_all_nodes
+from shared.demo.oracle import OracleResult, compare, expected_stats, observed_stats
+from shared.demo.volume import generate_volume, save_volume
+from shared.grid import batch_coords, coord_to_batch_index, layer_batch_size, num_batches
+from shared.layers import chunk_id, layer_count, layer_shape
+from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
+
+REPO = Path(__file__).resolve().parents[2]
+SIZE, CHUNK, BATCH, SEED = (32, 32, 32), (8, 8, 8), 16, 7
+L2_SHAPE = (4, 4, 4)
+N_LAYERS = layer_count(L2_SHAPE)
+
+
+@dataclass
+class Demo:
+    volume: np.ndarray
+    dataset: dict[str, Any]
+    expected: dict[str, Any]
+
+
+@dataclass
+class Run:
+    code: int
+    lines: list[dict[str, Any]]
+    stderr: str
+    seconds: float
+
+    def summary(self) -> dict[str, Any]:
+        return next(x for x in self.lines if x["message"].startswith("batch summary"))
+
+    def messages(self) -> str:
+        return "\n".join(x["message"] for x in self.lines)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    path = tmp_path_factory.mktemp("demo") / "volume.npy"
+    vol = generate_volume(SIZE, seed=3)
+    save_volume(path, vol)
+    dataset = {
+        "data_source": {"size": list(SIZE), "watershed": str(path)},
+        "graph_config": {"CHUNK_SIZE": list(CHUNK), "SPATIAL_BITS": 10},
+    }
+    assert N_LAYERS == 4
+    return Demo(vol, dataset, expected_stats(vol, CHUNK, N_LAYERS))
+
+
+def _env(table_id: str, demo: Demo, layer: int = 2, index: int = 0, **extra: str) -> dict:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "PCG_GRAPH_ID": table_id,
+        "PCG_LAYER": str(layer),
+        "PCG_PERM_SEED": str(SEED),
+        "PCG_BATCH_SIZE": str(BATCH),
+        "PCG_N_PROCESSES": "1",
+        "PCG_GRID_SHAPE": ",".join(map(str, layer_shape(L2_SHAPE, layer))),
+        "PCG_STAGE": "ingest",
+        "PCG_RUN_ID": "test-run",
+        "PCG_N_LAYERS": str(N_LAYERS),
+        "PCG_LOCK_EXPIRY_S": "60",
+        "BIGTABLE_PROJECT": BIGTABLE_PROJECT,
+        "BIGTABLE_INSTANCE": BIGTABLE_INSTANCE,
+        "PCG_DATASET_JSON": json.dumps(demo.dataset),
+        "JOB_COMPLETION_INDEX": str(index),
+    }
+    env.update(extra)
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def _start(env: dict) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "worker"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _parse(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def _finish(proc: subprocess.Popen[str], started: float, timeout: float = 60) -> Run:
+    out, err = proc.communicate(timeout=timeout)
+    return Run(proc.returncode, _parse(out), err, time.monotonic() - started)
+
+
+def _run(env: dict, timeout: float = 60) -> Run:
+    return _finish(_start(env), time.monotonic(), timeout)
+
+
+def _run_layer(table_id: str, demo: Demo, layer: int, **extra: str) -> list[Run]:
+    """Every batch of a layer at once, like an Indexed Job with full parallelism."""
+    n = num_batches(layer_shape(L2_SHAPE, layer), layer_batch_size(BATCH, layer))
+    t0 = time.monotonic()
+    procs = [_start(_env(table_id, demo, layer, i, **extra)) for i in range(n)]
+    runs = [_finish(p, t0) for p in procs]
+    for run in runs:
+        assert run.code == 0, (run.messages(), run.stderr[-3000:])
+    return runs
+
+
+def _build(table_id: str, demo: Demo) -> dict[int, list[Run]]:
+    return {layer: _run_layer(table_id, demo, layer) for layer in range(2, N_LAYERS + 1)}
+
+
+def _oracle(client: Any, demo: Demo) -> OracleResult:
+    return compare(demo.expected, observed_stats(read_all_nodes(client), N_LAYERS))
+
+
+def _wait_for(proc: subprocess.Popen[str], text: str, timeout: float = 30) -> list[str]:
+    """Read the worker's stdout until a line containing ``text``; returns the lines read."""
+    assert proc.stdout is not None
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if ready:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if text in line:
+                return lines
+    proc.kill()
+    raise AssertionError(f"worker never logged {text!r}: {''.join(lines)} {proc.stderr.read()}")
+
+
+def _first_chunk(batch_size: int = BATCH) -> tuple[tuple[int, int, int], int]:
+    coord = tuple(int(v) for v in batch_coords(0, L2_SHAPE, SEED, batch_size)[0])
+    return coord, chunk_id(2, coord, N_LAYERS, 10)  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------- the demo
+
+
+def test_demo_build_matches_oracle_rerun_skips_and_a_chunk_built_twice_fails(bigtable_table, demo):
+    """One build (pod start-up dominates the test time), three checks in order."""
+    client, table_id = bigtable_table
+    runs = _build(table_id, demo)
+    result = _oracle(client, demo)
+    assert result.ok, result.mismatches
+    for layer, layer_runs in runs.items():
+        summaries = [r.summary() for r in layer_runs]
+        assert sum(s["processed"] for s in summaries) == int(np.prod(layer_shape(L2_SHAPE, layer)))
+        assert all(s["skipped"] == 0 and s["chunk_compute_s"] > 0 for s in summaries)
+        first = layer_runs[0].lines[0]
+        assert first["message"] == f"layer {layer} batch 0: {first['chunks']} chunks"
+        assert {"severity", "run", "stage", "layer", "index"} <= first.keys()
+
+    # Re-running a batch skips its done chunks: nothing is built twice.
+    again = _run(_env(table_id, demo, 2, 1))
+    assert again.code == 0, again.messages()
+    assert again.summary()["processed"] == 0 and again.summary()["skipped"] == BATCH
+    assert _oracle(client, demo).ok
+
+    # Without its done marker a chunk is built again: orphan nodes, and the oracle fails.
+    coord, cid = _first_chunk()
+    assert demo.volume[tuple(slice(c * 8, c * 8 + 8) for c in coord)].any()
+    client._table.mutate_row(
+        chunk_row_key(cid), DeleteRangeFromColumn(CHUNK_DONE.family_id, CHUNK_DONE.key)
+    )
+    rebuilt = _run(_env(table_id, demo, 2, coord_to_batch_index(coord, L2_SHAPE, SEED, BATCH)))
+    assert rebuilt.code == 0 and rebuilt.summary()["processed"] == 1
+    result = _oracle(client, demo)
+    assert not result.ok
+    assert any(m.startswith("layer 2:") and "(+" in m for m in result.mismatches)
+    assert result.parentless > 0
+
+
+# ------------------------------------------------------------------------------- exit 42
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        ({"PCG_WORKLOAD": "tests.no_such_module:process"}, "tests.no_such_module:process"),
+        ({"PCG_WORKLOAD": "tests.plugins:no_such_function"}, "no_such_function"),
+        ({"PCG_GRID_SHAPE": None}, "PCG_GRID_SHAPE"),
+        ({"PCG_LAYER": "two"}, "PCG_LAYER"),
+        ({"PCG_GRID_SHAPE": "4,4,5"}, "PCG_GRID_SHAPE"),
+        ({"JOB_COMPLETION_INDEX": "4"}, "JOB_COMPLETION_INDEX"),
+        ({"PCG_DATASET_JSON": "{not json"}, "PCG_DATASET_JSON"),
+    ],
+    ids=["module", "function", "missing", "malformed", "grid", "index", "dataset"],
+)
+def test_bad_config_exits_42_naming_the_variable(bigtable_table, demo, extra, named):
+    _, table_id = bigtable_table
+    run = _run(_env(table_id, demo, **extra))
+    assert run.code == 42, (run.messages(), run.stderr)
+    error = run.lines[-1]
+    assert error["severity"] == "ERROR" and named in error["message"]
+    if "PCG_WORKLOAD" in extra:
+        assert "PCG_WORKLOAD" in error["message"]
+
+
+def test_fatal_chunk_exits_42_with_coordinates_and_traceback(bigtable_table, bigtable_client, demo):
+    client, table_id = bigtable_table
+    run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:fatal"))
+    assert run.code == 42
+    coord, cid = _first_chunk()
+    fatal = next(x for x in run.lines if x["message"].startswith("fatal chunk"))
+    assert fatal["message"].startswith(f"fatal chunk 2_{coord}")
+    assert fatal["coord"] == list(coord) and fatal["severity"] == "ERROR"
+    assert "FatalChunkError" in fatal["traceback"] and "plugins.py" in fatal["traceback"]
+    assert run.summary()["exit_code"] == 42
+    ledger = ChunkLedger(client)
+    assert not ledger.is_done(cid)
+    assert ledger.claim(cid, random_token()) is ClaimResult.ACQUIRED  # released on failure
+
+
+def test_transient_error_exits_1_and_releases_the_claim(bigtable_table, demo):
+    client, table_id = bigtable_table
+    run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:boom"))
+    assert run.code == 1
+    failed = next(x for x in run.lines if x["severity"] == "ERROR")
+    assert "transient boom" in failed["message"] and "RuntimeError" in failed["traceback"]
+    # The retry (same index) claims the chunk at once: no waiting for a 60 s lock to lapse.
+    retry = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:ok"))
+    assert retry.code == 0 and retry.summary()["processed"] == BATCH
+    assert "held by another worker" not in retry.messages()
+    assert ChunkLedger(client).is_done(_first_chunk()[1])
+
+
+# ------------------------------------------------------------------------------- SIGTERM
+
+
+def test_sigterm_during_a_slow_chunk_exits_143_and_releases(bigtable_table, demo):
+    client, table_id = bigtable_table
+    env = _env(table_id, demo, PCG_WORKLOAD="tests.plugins:slow", PCG_TERM_GRACE_S="1")
+    proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "60"})
+    head = _wait_for(proc, "slow chunk started")
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    run = _finish(proc, t0, timeout=20)
+    lines = _parse("".join(head)) + run.lines
+    assert run.code == 143
+    assert run.seconds < 10
+    summary = next(x for x in lines if x["message"].startswith("batch summary"))
+    assert summary["exit_code"] == 143 and summary["processed"] == 0
+    assert any("SIGTERM" in x["message"] for x in lines)
+    _, cid = _first_chunk()
+    ledger = ChunkLedger(client)
+    assert not ledger.is_done(cid)
+    assert ledger.claim(cid, random_token()) is ClaimResult.ACQUIRED
+
+
+def test_sigterm_lets_the_current_chunk_finish_then_stops(bigtable_table, demo):
+    client, table_id = bigtable_table
+    env = _env(table_id, demo, PCG_WORKLOAD="tests.plugins:slow", PCG_TERM_GRACE_S="20")
+    proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "1"})
+    head = _wait_for(proc, "slow chunk started")
+    proc.send_signal(signal.SIGTERM)
+    run = _finish(proc, time.monotonic(), timeout=20)
+    lines = _parse("".join(head)) + run.lines
+    assert run.code == 143
+    summary = next(x for x in lines if x["message"].startswith("batch summary"))
+    assert summary["processed"] == 1
+    ledger = ChunkLedger(client)
+    assert ledger.is_done(_first_chunk()[1])
+    assert len(ledger.done_among(
+        chunk_id(2, tuple(c), N_LAYERS, 10) for c in batch_coords(0, L2_SHAPE, SEED, BATCH)
+    )) == 1  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- claims
+
+
+def test_claims_are_renewed_within_the_env_lock_expiry(bigtable_table, bigtable_client, demo):
+    _, table_id = bigtable_table
+    env = _env(table_id, demo, PCG_WORKLOAD="tests.plugins:slow", PCG_BATCH_SIZE="1",
+               PCG_LOCK_EXPIRY_S="2")  # fmt: skip
+    proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "4.5"})
+    _wait_for(proc, "slow chunk started")
+    # A rival with the same 2 s expiry: without renewals the claim lapses after 2 s.
+    rival = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=2)))
+    _, cid = _first_chunk(1)
+    deadline = time.monotonic() + 3.5
+    while time.monotonic() < deadline:
+        assert rival.claim(cid, random_token()) is ClaimResult.HELD_BY_OTHER
+        time.sleep(0.3)
+    run = _finish(proc, time.monotonic())
+    assert run.code == 0
+    assert rival.is_done(cid)
+
+
+@pytest.mark.parametrize("holder_renews", [False, True], ids=["lapses", "stays"])
+def test_a_chunk_held_by_another_pod_is_waited_for(bigtable_table, bigtable_client, demo,
+                                                   holder_renews):  # fmt: skip
+    _, table_id = bigtable_table
+    holder = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=2)))
+    _, cid = _first_chunk(1)
+    token = random_token()
+    assert holder.claim(cid, token) is ClaimResult.ACQUIRED  # a preempted predecessor's claim
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(0.4):
+            holder.renew(cid, token)
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    if holder_renews:
+        renewer.start()
+    try:
+        run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:ok", PCG_BATCH_SIZE="1",
+                        PCG_LOCK_EXPIRY_S="2"))  # fmt: skip
+    finally:
+        stop.set()
+    assert "held by another worker" in run.messages()
+    if holder_renews:
+        assert run.code == 1
+        assert "still held by another worker" in run.messages()
+        assert not holder.is_done(cid)
+    else:
+        assert run.code == 0 and run.summary()["processed"] == 1
+        assert holder.is_done(cid)

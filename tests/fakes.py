@@ -1,0 +1,74 @@
+"""A recording fake of the cluster interface, for controller tests (DESIGN 6 allows this one
+fake: the local cluster has its own semantic tests). Thread-safe."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from shared.cluster import JobStatus, PodInfo
+
+
+class RecordingCluster:
+    def __init__(self) -> None:
+        self.jobs: dict[str, JobStatus] = {}
+        self.manifests: dict[str, dict[str, Any]] = {}
+        self.creates: list[str] = []
+        self.patches: list[tuple[str, int | None, bool | None]] = []
+        self._lock = threading.Lock()
+
+    def create_job(self, manifest: dict[str, Any]) -> bool:
+        name = manifest["metadata"]["name"]
+        with self._lock:
+            self.creates.append(name)
+            if name in self.jobs:
+                return False
+            spec = manifest["spec"]
+            self.manifests[name] = manifest
+            self.jobs[name] = JobStatus(
+                name=name, labels=manifest["metadata"].get("labels", {}), annotations={},
+                completions=spec["completions"], parallelism=spec["parallelism"],
+                suspended=bool(spec.get("suspend")),
+            )  # fmt: skip
+            return True
+
+    def get_job(self, name: str) -> JobStatus | None:
+        with self._lock:
+            return self.jobs.get(name)
+
+    def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
+        with self._lock:
+            return [j for j in self.jobs.values() if labels.items() <= j.labels.items()]
+
+    def patch_job(self, name: str, *, parallelism: int | None = None,
+                  suspend: bool | None = None) -> None:  # fmt: skip
+        from dataclasses import replace
+
+        with self._lock:
+            self.patches.append((name, parallelism, suspend))
+            job = self.jobs[name]
+            self.jobs[name] = replace(
+                job,
+                parallelism=job.parallelism if parallelism is None else parallelism,
+                suspended=job.suspended if suspend is None else suspend,
+            )
+
+    def finish(self, name: str, **status: Any) -> None:
+        """Test hook: make the Job look finished (or anything else) to the controller."""
+        from dataclasses import replace
+
+        with self._lock:
+            self.jobs[name] = replace(self.jobs[name], **status)
+
+    def delete_job(self, name: str) -> None:
+        with self._lock:
+            self.jobs.pop(name, None)
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        return []
+
+    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
+        return ""
+
+    def job_events(self, job_name: str) -> list[dict[str, Any]]:
+        return []
