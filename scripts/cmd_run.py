@@ -55,6 +55,23 @@ def _apply(run_id: str, action: str, mutate) -> RunState:  # noqa: ANN001 - a Ru
 def register(main: click.Group) -> None:
     @main.command()
     @CONFIG_OPTION
+    def setup(config_path: str) -> None:
+        """Create the graph's Bigtable table (lock and done rows live there), if missing."""
+        from datetime import timedelta
+
+        from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
+
+        cfg = load_config(config_path)
+        connect()  # picks up a running local stack's emulator addresses
+        client = open_bigtable_client(
+            cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance,
+            timedelta(seconds=cfg.job.lock_expiry_s), create=True,
+        )  # fmt: skip
+        close_bigtable_client(client)
+        click.echo(f"table {cfg.graph_id} ready in {cfg.bigtable.project}/{cfg.bigtable.instance}")
+
+    @main.command()
+    @CONFIG_OPTION
     @click.option("--run-id", default=None, help="Default: <graph>-<time>-<random>.")
     @click.option("--stages", default=None, help="Comma list; default: the dataset's DAG.")
     @click.option("--advance", type=ADVANCE, default=None, help="Default: controller.advance.")

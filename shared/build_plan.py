@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from shared.autopilot import layer_requests
 from shared.config import PipelineConfig
 from shared.grid import layer_batch_size, num_batches
 from shared.layers import layer_count, layer_shape
@@ -54,10 +55,12 @@ def top_layer(cfg: PipelineConfig, stage: str) -> int:
 
 
 def layer_plan(cfg: PipelineConfig, stage: str, layer: int) -> LayerPlan:
-    """Number of batches (Job completions) and the ramp of one layer."""
+    """Number of batches (Job completions), ramp and per-pod requests of one layer."""
     job = cfg.job.for_stage(stage)
     shape = layer_shape(cfg.layer2_shape(), layer)
-    return LayerPlan(num_batches(shape, layer_batch_size(job.batch_size, layer)), job.ramp)
+    req = layer_requests(job, layer)
+    completions = num_batches(shape, layer_batch_size(job.batch_size, layer))
+    return LayerPlan(completions, job.ramp, req.cpu, req.memory_gib)
 
 
 def plans_for(cfg: PipelineConfig, run: RunState) -> dict[str, LayerPlan]:

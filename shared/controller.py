@@ -19,9 +19,11 @@ from shared import grid
 from shared.build_plan import plans_for
 from shared.cluster import Cluster
 from shared.config import PipelineConfig, config_from_dict
+from shared.costs import RunCost, run_cost
 from shared.job_events import JobEvent
 from shared.layers import layer_shape
 from shared.manifest import job_name, render_job
+from shared.pricing import load_rates
 from shared.reconcile import Alert, CreateJob, Decision, PatchJob, Settings, decide
 from shared.run_store import RunStore, StaleStateError
 from shared.state import LayerState, RunState
@@ -34,6 +36,18 @@ LOG_TAIL_LINES = 30
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def spend(cfg: PipelineConfig, run: RunState, now: datetime) -> float:
+    """A run's estimated Autopilot Spot spend so far (priced from the packaged rate table)."""
+    return estimate(cfg, run, now).usd
+
+
+def estimate(cfg: PipelineConfig, run: RunState, now: datetime) -> RunCost:
+    """The run's cost broken down by layer, plus the cluster fee."""
+    classes = {s: cfg.job.for_stage(s).compute_class for s in run.stages}
+    spot = {s: cfg.job.for_stage(s).spot for s in run.stages}
+    return run_cost(run, load_rates(), cfg.region, classes, spot, now)
 
 
 @dataclass
@@ -103,18 +117,17 @@ class Controller:
             run = self.store.load_run(run_id)
             cfg = config_from_dict(run.config, run.dataset)
             now = self.clock()
-            jobs = {
-                ls.job_name: self.cluster.get_job(ls.job_name)
-                for ls in run.layers.values()
-                if ls.phase == "running"
-            }
+            running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
+            jobs = {name: self.cluster.get_job(name) for name in running}
+            pods = {name: self.cluster.list_pods(name) for name, job in jobs.items() if job}
             decision = decide(
                 run,
                 jobs,
                 plans_for(cfg, run),
                 now,
                 lambda ls, cfg=cfg: attempt_job_name(cfg, run_id, ls),
-                Settings(stall_after_s=cfg.controller.stall_after_s),
+                Settings(cfg.controller.stall_after_s, lambda r, t, cfg=cfg: spend(cfg, r, t)),
+                pods,
             )
             alerts = [
                 self._alert_body(cfg, decision.state, a, now)
@@ -123,7 +136,8 @@ class Controller:
             ]
             if decision.changed_state:
                 try:
-                    self.store.commit(run, decision.state, alerts)
+                    records = {k: [r.to_doc() for r in v] for k, v in decision.pod_records.items()}
+                    self.store.commit(run, decision.state, alerts, records)
                 except StaleStateError:
                     continue  # someone else moved the run on: decide again from fresh state
             self._act(cfg, decision)

@@ -16,17 +16,20 @@ from datetime import datetime
 from typing import Any
 
 from shared import intervals
-from shared.cluster import JobStatus
+from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
+from shared.pod_accounting import PodRecord, close_layer, record_pods
 from shared.state import LayerState, RunState
 
 
 @dataclass(frozen=True)
 class LayerPlan:
-    """What the config says about one layer: its size and ramp."""
+    """What the config says about one layer: its size, ramp and per-pod requests."""
 
     completions: int
     ramp: Ramp
+    cpu: float = 0.0
+    memory_gib: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ Action = CreateJob | PatchJob | Alert
 class Decision:
     state: RunState
     actions: list[Action]
+    pod_records: dict[str, list[PodRecord]] = field(default_factory=dict)
 
     @property
     def changed_state(self) -> bool:
@@ -73,6 +77,9 @@ class Decision:
 @dataclass(frozen=True)
 class Settings:
     stall_after_s: float = 1800.0
+    # Estimated spend of a run at a time (shared.costs, bound to the rate table); the budget
+    # guard needs it. None: no pricing, no budget guard.
+    spend: Callable[[RunState, datetime], float] | None = None
 
 
 def ramp_target(ramp: Ramp, completions: int, started: datetime | None, now: datetime) -> int:
@@ -164,6 +171,27 @@ def _eligible_since(run: RunState, ls: LayerState) -> datetime | None:
     return max(stamps) if stamps else None
 
 
+def _budget_guard(
+    state: RunState, jobs: dict[str, JobStatus | None], now: datetime, settings: Settings,
+    out: list[Action],
+) -> None:  # fmt: skip
+    """Pause the run (suspending its Jobs) once its estimated spend reaches the budget."""
+    if not state.budget_usd or settings.spend is None or state.budget_alerted:
+        return
+    spend = settings.spend(state, now)
+    if spend < state.budget_usd:
+        return
+    state.budget_alerted = True
+    if state.status == "running":
+        state.status = "paused"
+        for ls in state.layers.values():
+            job = jobs.get(ls.job_name)
+            if ls.phase == "running" and job is not None and not job.suspended:
+                out.append(PatchJob(ls.job_name, suspend=True))
+    details = {"spend_usd": round(spend, 4), "budget_usd": state.budget_usd}
+    out.append(Alert("budget_reached", details=details))
+
+
 def decide(
     run: RunState,
     jobs: dict[str, JobStatus | None],
@@ -171,20 +199,28 @@ def decide(
     now: datetime,
     job_name_for: Callable[[LayerState], str],
     settings: Settings = Settings(),
+    pods: dict[str, list[PodInfo]] | None = None,
 ) -> Decision:
     """Decide what to do for one run. `jobs` maps each running layer's Job name to what the
-    cluster reports (None: no such Job). Returns the new state and the actions to take."""
+    cluster reports (None: no such Job), `pods` its pods. Returns the new state, the actions
+    to take and the pod attempts to record."""
     state = copy.deepcopy(run)
     out: list[Action] = []
+    records: dict[str, list[PodRecord]] = {}
     if state.status in ("succeeded", "failed"):
         return Decision(state, out)
     for ls in state.ordered_layers():
         plan = plans[ls.key]
         if ls.phase == "running":
+            if pods and ls.job_name in pods:
+                records[ls.key] = record_pods(ls, pods[ls.job_name], now)
             _running_layer(state, ls, jobs.get(ls.job_name), plan, now, settings, out)
+            if ls.phase != "running":
+                close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
             if state.advance == "auto" or ls.approved:
                 ls.phase, ls.completions = "running", plan.completions
+                ls.cpu_request, ls.memory_request_gib = plan.cpu, plan.memory_gib
                 ls.job_name = job_name_for(ls)
                 ls.eligible_at = _eligible_since(state, ls) or now
                 ls.submitted_at = ls.ramp_started_at = ls.progress_at = now
@@ -193,12 +229,13 @@ def decide(
             elif not ls.approval_alerted:
                 ls.approval_alerted = True
                 out.append(Alert("approval_needed", ls.stage, ls.layer, {"advance": run.advance}))
+    _budget_guard(state, jobs, now, settings, out)
     if all(ls.phase == "succeeded" for ls in state.layers.values()):
         state.status, state.finished_at = "succeeded", now
         if not state.finish_alerted:
             state.finish_alerted = True
             out.append(Alert("run_finished", details={"status": "succeeded"}))
-    decision = Decision(state, out)
+    decision = Decision(state, out, {k: v for k, v in records.items() if v})
     decision._dirty = _state_differs(run, state)
     return decision
 

@@ -42,10 +42,16 @@ class RunStore(Protocol):
     def load_run(self, run_id: str) -> RunState:
         """The run and its layers; RunNotFoundError if unknown."""
 
-    def commit(self, before: RunState, after: RunState, alerts: list[dict[str, Any]] = ()) -> None:
+    def commit(
+        self,
+        before: RunState,
+        after: RunState,
+        alerts: list[dict[str, Any]] = (),
+        pod_records: dict[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
         """Write `after` if the stored version is still `before.version` (else
         StaleStateError), bumping the version; `alerts` are added to the run's outbox in the
-        same atomic write."""
+        same atomic write; `pod_records` (layer key -> pod attempt docs) are stored too."""
 
     def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
         """Load, apply `mutate`, commit; retried on StaleStateError. For operator actions."""

@@ -58,6 +58,21 @@ class LayerState:
     progress_at: datetime | None = None
     stall_alerted: bool = False
     failure_reason: str = ""
+    # Pod accounting (see shared.pod_accounting): requests of this layer's pods, usage of the
+    # pods recorded as finished, the running pods' usage so far, and what has been recorded.
+    cpu_request: float = 0.0
+    memory_request_gib: float = 0.0
+    cpu_seconds: float = 0.0  # vCPU-seconds of finished pods
+    memory_gib_seconds: float = 0.0
+    running_cpu_seconds: float = 0.0  # accrued by pods still running at the last reconcile
+    running_memory_gib_seconds: float = 0.0
+    pods_succeeded: int = 0
+    pods_failed: int = 0
+    pods_preempted: int = 0
+    succeeded_runtime_s: float = 0.0
+    open_pods: list[str] = field(default_factory=list)  # uids seen unfinished last time
+    pods_watermark: datetime | None = None  # pods created after it are new to us
+    pods_at_watermark: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -78,6 +78,7 @@ def _start_signal_thread(stop: threading.Event, state: dict[str, Any], log: Json
 def main() -> int:
     env_vars = os.environ
     log = JsonLogger(
+        level=env_vars.get("PCG_LOG_LEVEL", "INFO"),
         run=env_vars.get("PCG_RUN_ID", ""),
         stage=env_vars.get("PCG_STAGE", "ingest"),
         layer=_int_or_raw(env_vars.get("PCG_LAYER")),

@@ -22,6 +22,7 @@ variable                   default   meaning
 ``PCG_WORKLOAD``           by stage  plugin ``package.module:function``
 ``PCG_LOCK_EXPIRY_S``      180       claim expiry, set on the kvdbclient client
 ``PCG_TERM_GRACE_S``       15        after SIGTERM, how long the current chunk may still run
+``PCG_LOG_LEVEL``          INFO      DEBUG adds a line per chunk (read by ``worker.__main__``)
 =========================  ========  ==========================================================
 """
 

@@ -106,11 +106,11 @@ class LockKeeper:
     def release_all(self) -> None:
         """Release every held claim (best effort: a failure is logged, the lock then lapses)."""
         for cid in self.held():
+            self.drop(cid)  # first, so a renewal racing the release is not taken as a loss
             try:
                 self.ledger.release(cid, self.token)
             except Exception as exc:  # noqa: BLE001
                 self.log.warning(f"could not release chunk {cid}: {exc!r}", chunk_id=cid)
-            self.drop(cid)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -174,7 +174,7 @@ class BatchRunner:
         try:
             code = self._run()
         except Exception as exc:  # noqa: BLE001 - e.g. the ledger unreachable
-            code = self._fail(exc, self.log, "batch")
+            code = self._fail(exc, self.log, f"batch {self.env.index}")
         finally:
             self.keeper.stop()
         return self.finish(code)
@@ -191,10 +191,16 @@ class BatchRunner:
             workload=env.workload,
         )
         self.keeper.start()
-        for row in coords:
+        todo = [tuple(int(v) for v in row) for row in coords]
+        ids = [chunk_id(env.layer, c, env.n_layers, env.spatial_bits) for c in todo]
+        done = self.ledger.done_among(ids)  # one read: a re-run skips its done chunks cheaply
+        self.stats.skipped += sum(cid in done for cid in ids)
+        for coord, cid in zip(todo, ids, strict=True):
+            if cid in done:
+                continue
             if self.stop.is_set():
                 return self._preempted()
-            code = self._chunk(tuple(int(v) for v in row))  # type: ignore[arg-type]
+            code = self._chunk(coord)  # type: ignore[arg-type]
             if code is not None:
                 return code
         return EXIT_OK
@@ -255,7 +261,7 @@ class BatchRunner:
         try:
             claim = self._claim(cid, name, clog)
         except Exception as exc:  # noqa: BLE001
-            return self._fail(exc, clog, name)
+            return self._fail(exc, clog, f"chunk {name}")
         if claim is None:
             return EXIT_PREEMPTED if self.stop.is_set() else EXIT_TRANSIENT
         if claim is ClaimResult.ALREADY_DONE:
@@ -278,11 +284,12 @@ class BatchRunner:
         t0 = time.perf_counter()
         try:
             self.fn(ctx)
-        except Exception as exc:  # noqa: BLE001 - classified below
+        except BaseException as exc:  # noqa: BLE001 - classified below (SystemExit: transient)
             self.stats.chunk_compute_s += time.perf_counter() - t0
             self._release(cid, clog)
-            return self._fail(exc, clog, name)
-        self.stats.chunk_compute_s += time.perf_counter() - t0
+            return self._fail(exc, clog, f"chunk {name}")
+        spent = time.perf_counter() - t0
+        self.stats.chunk_compute_s += spent
         with self._state:
             if self._final is not None:  # aborted meanwhile: the claim is already released
                 return self._final
@@ -291,9 +298,10 @@ class BatchRunner:
                 self.ledger.mark_done(cid, self.token)
             except Exception as exc:  # noqa: BLE001
                 self._release(cid, clog)
-                return self._fail(exc, clog, name)
+                return self._fail(exc, clog, f"chunk {name}")
         if cid in self.keeper.lost:
             clog.error(f"chunk {name} finished after its claim lapsed: it may be built twice")
+        clog.debug(f"chunk {name} done", compute_s=round(spent, 6))
         self.stats.processed += 1
         return None
 
@@ -332,10 +340,12 @@ class BatchRunner:
         except Exception as exc:  # noqa: BLE001 - the claim lapses by itself
             clog.warning(f"could not release the claim on chunk {cid}: {exc!r}")
 
-    def _fail(self, exc: BaseException, clog: JsonLogger, name: str) -> int:
+    def _fail(self, exc: BaseException, clog: JsonLogger, what: str) -> int:
+        """Log a failure of ``what`` ("chunk 3_(46, 5, 29)", "batch 40") with its traceback
+        and classify it: the exit code."""
         tb = "".join(traceback.format_exception(exc))
         if _is_fatal(exc):
-            clog.error(f"fatal chunk {name}: {exc}", error=repr(exc), traceback=tb, exit_code=42)
+            clog.error(f"fatal {what}: {exc}", error=repr(exc), traceback=tb, exit_code=42)
             return EXIT_FATAL
         if isinstance(exc, NotFound):
             clog.error(
@@ -346,7 +356,7 @@ class BatchRunner:
             )
             return EXIT_FATAL
         clog.error(
-            f"chunk {name} failed: {exc!r} (transient: exit 1, the index is retried)",
+            f"{what} failed: {exc!r} (transient: exit 1, the index is retried)",
             error=repr(exc),
             traceback=tb,
             exit_code=EXIT_TRANSIENT,

@@ -17,6 +17,8 @@ from typing import Any, TextIO
 
 __all__ = ["JsonLogger", "JsonLogHandler"]
 
+_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+
 
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "item"):  # numpy scalars
@@ -29,10 +31,11 @@ def _jsonable(value: Any) -> Any:
 class JsonLogger:
     """Writes JSON log lines with bound fields; :meth:`bind` returns a child with more."""
 
-    def __init__(self, stream: TextIO | None = None, **fields: Any) -> None:
+    def __init__(self, stream: TextIO | None = None, level: str = "INFO", **fields: Any) -> None:
         self._stream = stream
         self._fields = fields
         self._lock = threading.Lock()
+        self.level = _LEVELS.get(level.upper(), 20)
 
     @property
     def stream(self) -> TextIO:
@@ -40,10 +43,13 @@ class JsonLogger:
 
     def bind(self, **fields: Any) -> JsonLogger:
         child = JsonLogger(self._stream, **{**self._fields, **fields})
+        child.level = self.level
         child._lock = self._lock  # one lock per stream: lines never interleave
         return child
 
     def log(self, severity: str, message: str, **fields: Any) -> None:
+        if _LEVELS.get(severity, 20) < self.level:
+            return
         record = {
             "severity": severity,
             "message": message,

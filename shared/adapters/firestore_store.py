@@ -25,7 +25,8 @@ from shared.run_store import (
 )
 from shared.state import RunState
 
-RUNS, LAYERS, ALERTS, JOBS, DEDUPE = "runs", "layers", "alerts", "jobs", "dedupe"
+RUNS, LAYERS, ALERTS, PODS = "runs", "layers", "alerts", "pods"
+JOBS, DEDUPE = "jobs", "dedupe"
 
 
 class FirestoreRunStore:
@@ -57,7 +58,13 @@ class FirestoreRunStore:
         layers = [d.to_dict() for d in self._run(run_id).collection(LAYERS).stream()]
         return RunState.from_docs(snap.to_dict(), layers)
 
-    def commit(self, before: RunState, after: RunState, alerts: list[dict[str, Any]] = ()) -> None:
+    def commit(
+        self,
+        before: RunState,
+        after: RunState,
+        alerts: list[dict[str, Any]] = (),
+        pod_records: dict[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
         run_ref = self._run(before.run_id)
         run_doc = after.run_doc()
         run_doc["version"] = before.version + 1
@@ -78,6 +85,7 @@ class FirestoreRunStore:
             raise StaleStateError(
                 f"run {before.run_id}: version {stored} != {before.version} (changed)"
             )
+        self._write_pod_records(run_ref, pod_records or {})
         batch = self.db.batch()
         batch.update(
             run_ref, run_doc, option=self.db.write_option(last_update_time=snap.update_time)
@@ -94,6 +102,28 @@ class FirestoreRunStore:
         except (gexc.FailedPrecondition, gexc.Aborted) as e:
             raise StaleStateError(f"run {before.run_id}: changed while committing ({e})") from None
         after.version = before.version + 1
+
+    def _write_pod_records(
+        self, run_ref: firestore.DocumentReference, records: dict[str, list[dict[str, Any]]]
+    ) -> None:
+        """Pod attempts, keyed by uid, in batches of Firestore's 500-write limit. Written
+        before the state commit and idempotent: if that commit loses a race, the next
+        reconcile records the same pods again under the same ids and counts them once."""
+        writes = [
+            (run_ref.collection(LAYERS).document(key).collection(PODS).document(rec["uid"]), rec)
+            for key, recs in records.items()
+            for rec in recs
+        ]
+        for start in range(0, len(writes), 500):
+            batch = self.db.batch()
+            for ref, rec in writes[start : start + 500]:
+                batch.set(ref, rec)
+            batch.commit()
+
+    def pod_records(self, run_id: str, key: str) -> list[dict[str, Any]]:
+        """Every recorded pod attempt of one layer."""
+        pods = self._run(run_id).collection(LAYERS).document(key).collection(PODS)
+        return [d.to_dict() for d in pods.stream()]
 
     def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
         for _ in range(10):

@@ -1,9 +1,9 @@
 """`shared.cluster.Cluster` on a real Kubernetes API server (GKE) through the `kubernetes` client.
 
 Thin: every call goes through `_call`, which turns client, transport and auth failures into
-the interface's three errors (see `_translate`); objects are mapped by the pure
-`shared.k8s_mapping` from their wire form. Cloud Functions build it with `from_env()` from
-the cluster endpoint and CA that terraform passes in, and authenticate with the function's
+the interface's three errors (`translate`, `k8s_mapping.api_error`); objects are mapped from
+their wire form by the pure `shared.k8s_mapping`. Cloud Functions build it with `from_env()`
+from the cluster endpoint and CA that terraform passes in, and authenticate as the function's
 service account through google-auth (`GoogleTokenHook`); operators use their kubeconfig.
 """
 
@@ -13,6 +13,7 @@ import base64
 import binascii
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -48,6 +49,7 @@ REFRESH_MARGIN = timedelta(minutes=5)
 PAGE = 500  # list page size: a big layer's Job keeps many thousands of finished pods
 ENV_ENDPOINT, ENV_CA = "PIPELINE_GKE_ENDPOINT", "PIPELINE_GKE_CA"
 ENV_NAMESPACE, ENV_CONTEXT = "PIPELINE_NAMESPACE", "PIPELINE_KUBE_CONTEXT"
+MERGE_PATCH = "application/merge-patch+json"  # the client would pick json-patch for a dict
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 try:  # clients >= 30 check arguments (the manifest too) against their pydantic models
@@ -102,10 +104,16 @@ class GoogleTokenHook:
     ) -> None:
         self.credentials, self.margin, self.now = credentials, margin, now
         self._request = request
+        self._lock = threading.Lock()  # one refresh at a time across request threads
+        self._stale = False
+
+    def invalidate(self) -> None:
+        """The server answered 401 (e.g. a revoked token): refresh before the next request."""
+        self._stale = True
 
     def needs_refresh(self) -> bool:
         creds = self.credentials
-        if not getattr(creds, "token", None):
+        if self._stale or not getattr(creds, "token", None):
             return True
         expiry = getattr(creds, "expiry", None)
         if expiry is None:  # a token without an expiry does not lapse
@@ -115,11 +123,14 @@ class GoogleTokenHook:
         return expiry - self.now() <= self.margin
 
     def __call__(self, config: Configuration) -> None:
-        if self.needs_refresh():
-            if self._request is None:
-                self._request = GoogleAuthRequest(urllib3.PoolManager(timeout=10.0, retries=1))
-            self.credentials.refresh(self._request)
-        config.api_key["authorization"] = "Bearer " + self.credentials.token
+        with self._lock:
+            if self.needs_refresh():
+                if self._request is None:
+                    pool = urllib3.PoolManager(timeout=10.0, retries=1)
+                    self._request = GoogleAuthRequest(pool)
+                self.credentials.refresh(self._request)
+                self._stale = False
+            config.api_key["authorization"] = "Bearer " + self.credentials.token
 
 
 def _ca_file(ca_cert_b64: str) -> str:
@@ -151,6 +162,7 @@ class GkeCluster:
         self.api_client, self.namespace = api_client, namespace
         self.batch, self.core = BatchV1Api(api_client), CoreV1Api(api_client)
         self.request_timeout = request_timeout
+        self._opts = {"_request_timeout": request_timeout}  # every call has a deadline
         self.endpoint = api_client.configuration.host
 
     # -- constructors --------------------------------------------------------------------
@@ -232,6 +244,9 @@ class GkeCluster:
         except Exception as e:
             if isinstance(e, ApiException) and e.status in ignore:
                 return
+            hook = self.api_client.configuration.refresh_api_key_hook
+            if isinstance(e, ApiException) and e.status == 401 and hasattr(hook, "invalidate"):
+                hook.invalidate()
             error = translate(e, action, self.endpoint)
             if error is None:
                 raise
@@ -241,18 +256,14 @@ class GkeCluster:
         name = (manifest.get("metadata") or {}).get("name", "?")
         created = False
         with self._call(f"create job {name} in namespace {self.namespace}", ignore=(409,)):
-            self.batch.create_namespaced_job(
-                self.namespace, manifest, _request_timeout=self.request_timeout
-            )
+            self.batch.create_namespaced_job(self.namespace, manifest, **self._opts)
             created = True
         return created
 
     def get_job(self, name: str) -> JobStatus | None:
         found = None
         with self._call(f"get job {name}", ignore=(404,)):
-            found = self.batch.read_namespaced_job(
-                name, self.namespace, _request_timeout=self.request_timeout
-            )
+            found = self.batch.read_namespaced_job(name, self.namespace, **self._opts)
         return None if found is None else job_status(self._wire(found))
 
     def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
@@ -272,21 +283,14 @@ class GkeCluster:
         with self._call(f"patch job {name}"):
             # A JSON merge patch of absolute values: replaying it is harmless.
             self.batch.patch_namespaced_job(
-                name,
-                self.namespace,
-                {"spec": spec},
-                _content_type="application/merge-patch+json",
-                _request_timeout=self.request_timeout,
+                name, self.namespace, {"spec": spec}, _content_type=MERGE_PATCH, **self._opts
             )
 
     def delete_job(self, name: str) -> None:
         with self._call(f"delete job {name}", ignore=(404,)):
             # Background: the Job goes now, the garbage collector removes its pods.
             self.batch.delete_namespaced_job(
-                name,
-                self.namespace,
-                propagation_policy="Background",
-                _request_timeout=self.request_timeout,
+                name, self.namespace, propagation_policy="Background", **self._opts
             )
 
     def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
@@ -301,10 +305,7 @@ class GkeCluster:
         try:
             with self._call(f"read log of pod {pod_name}"):
                 return self.core.read_namespaced_pod_log(
-                    pod_name,
-                    self.namespace,
-                    tail_lines=tail_lines,
-                    _request_timeout=self.request_timeout,
+                    pod_name, self.namespace, tail_lines=tail_lines, **self._opts
                 )
         except ClusterError as e:
             # 400 "container ... is waiting to start": no log yet, as a Pending pod has none.
@@ -332,7 +333,7 @@ class GkeCluster:
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"limit": PAGE, "_request_timeout": self.request_timeout}
+            kwargs: dict[str, Any] = {"limit": PAGE, **self._opts}
             if labels:
                 kwargs["label_selector"] = labels
             if field:

@@ -230,7 +230,7 @@ def test_bad_config_exits_42_naming_the_variable(bigtable_table, demo, extra, na
         assert "PCG_WORKLOAD" in error["message"]
 
 
-def test_fatal_chunk_exits_42_with_coordinates_and_traceback(bigtable_table, bigtable_client, demo):
+def test_fatal_chunk_exits_42_with_coordinates_and_traceback(bigtable_table, demo):
     client, table_id = bigtable_table
     run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:fatal"))
     assert run.code == 42
@@ -243,6 +243,19 @@ def test_fatal_chunk_exits_42_with_coordinates_and_traceback(bigtable_table, big
     ledger = ChunkLedger(client)
     assert not ledger.is_done(cid)
     assert ledger.claim(cid, random_token()) is ClaimResult.ACQUIRED  # released on failure
+
+
+def test_missing_volume_is_a_fatal_chunk(bigtable_table, demo, tmp_path):
+    _, table_id = bigtable_table
+    missing = tmp_path / "gone.npy"
+    dataset = {
+        **demo.dataset,
+        "data_source": {**demo.dataset["data_source"], "watershed": str(missing)},
+    }
+    run = _run(_env(table_id, demo, PCG_DATASET_JSON=json.dumps(dataset)))
+    assert run.code == 42
+    fatal = next(x for x in run.lines if x["message"].startswith("fatal chunk 2_"))
+    assert str(missing) in fatal["message"]
 
 
 def test_transient_error_exits_1_and_releases_the_claim(bigtable_table, demo):

@@ -195,13 +195,30 @@ def pod(
         }
     ]
     statuses = [
-        {"name": "worker", "image": "img", "ready": False, "restartCount": 0, "state": state or {}}
+        {
+            "name": "worker",
+            "image": "img",
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "state": state or {},
+        }
     ]
     for i in range(extra_containers):  # e.g. a sidecar listed before the worker
         containers.insert(
             0, {"name": f"side{i}", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}
         )
-        statuses.insert(0, {"name": f"side{i}", "state": {"running": {"startedAt": T0}}})
+        statuses.insert(
+            0,
+            {
+                "name": f"side{i}",
+                "image": "side",
+                "imageID": "",
+                "ready": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": T0}},
+            },
+        )
     status: dict[str, Any] = {"phase": phase, "conditions": conditions or []}
     if started:
         status["startTime"] = started

@@ -63,7 +63,10 @@ def _volume(path: str) -> np.ndarray:
         raise FatalChunkError("dataset data_source.watershed is empty: no volume to ingest")
     if not os.path.isfile(path):
         raise FatalChunkError(f"volume file {path} (data_source.watershed) not found")
-    return load_volume(path)
+    try:
+        return load_volume(path)
+    except (OSError, ValueError) as exc:
+        raise FatalChunkError(f"volume file {path} is not a readable .npy volume: {exc}") from exc
 
 
 def layer2_nodes(vol: np.ndarray, lo: Vec, hi: Vec) -> list[NodeRecord]:

@@ -1,0 +1,68 @@
+"""A run's estimated Autopilot spend, priced at read time from the recorded usage. Pure.
+
+Each layer stores vCPU-seconds and GiB-seconds of its pod attempts (shared.pod_accounting);
+the price comes from the rate table for the run's region, the stage's compute class and
+Spot. Completions whose pods were never seen (garbage-collected before a reconcile listed
+them) are backfilled at the mean observed runtime and reported as such. The cluster fee is
+charged once over the union of the run's Job spans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.pricing import Rate, RateRow, cluster_fee, pod_cost, rate_for
+from shared.state import LayerState, RunState
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    key: str
+    usd: float
+    backfilled_pods: int  # completions priced at the mean runtime, not observed
+
+
+@dataclass(frozen=True)
+class RunCost:
+    layers: list[LayerCost] = field(default_factory=list)
+    cluster_fee_usd: float = 0.0
+
+    @property
+    def usd(self) -> float:
+        return sum(lc.usd for lc in self.layers) + self.cluster_fee_usd
+
+
+def layer_cost(ls: LayerState, rate: Rate) -> LayerCost:
+    """Recorded usage (finished + running so far) priced, plus the backfill."""
+    cpu_s = ls.cpu_seconds + ls.running_cpu_seconds
+    mem_s = ls.memory_gib_seconds + ls.running_memory_gib_seconds
+    usd = pod_cost(rate, cpu_s, mem_s, 1.0)
+    missing = 0
+    if ls.phase == "succeeded" and ls.pods_succeeded < ls.completions:
+        missing = ls.completions - ls.pods_succeeded
+        mean = ls.succeeded_runtime_s / ls.pods_succeeded if ls.pods_succeeded else 0.0
+        usd += pod_cost(rate, ls.cpu_request, ls.memory_request_gib, mean * missing)
+    return LayerCost(ls.key, usd, missing)
+
+
+def run_cost(
+    run: RunState,
+    rates: tuple[RateRow, ...],
+    region: str,
+    compute_class_for: dict[str, str],
+    spot_for: dict[str, bool],
+    now: datetime,
+) -> RunCost:
+    """Price every layer of a run and the cluster fee over its Job spans."""
+    layers = []
+    spans = []
+    for ls in run.ordered_layers():
+        if ls.submitted_at is None:
+            continue
+        rate = rate_for(rates, region, compute_class_for.get(ls.stage, ""),
+                        spot_for.get(ls.stage, True))  # fmt: skip
+        layers.append(layer_cost(ls, rate))
+        spans.append((ls.submitted_at, ls.finished_at or now))
+    fee_rate = rate_for(rates, region, "")
+    return RunCost(layers, cluster_fee(fee_rate, spans) if spans else 0.0)

@@ -1,0 +1,104 @@
+"""Pod accounting: which pod attempts to record, and the usage they add to their layer.
+
+Autopilot bills pod requests per second, so a layer's compute is the sum over its pod
+attempts of requests x runtime. Each reconcile lists the Job's pods and records the ones that
+finished since the last reconcile: those it saw unfinished before (`open_pods`), and those
+created after its last listing (`pods_watermark`) that it never saw at all. Everything else
+was recorded already, so a reconcile writes only what changed, however many batches the
+layer has. Pure module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.cluster import PodInfo
+from shared.state import LayerState
+
+FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class PodRecord:
+    """One pod attempt, as stored in `runs/{run}/layers/{layer}/pods/{uid}`."""
+
+    uid: str
+    name: str
+    index: int
+    phase: str
+    cpu: float
+    memory_gib: float
+    created: datetime | None
+    started: datetime | None
+    finished: datetime | None
+    exit_code: int | None
+    reason: str | None
+    node: str
+
+    @property
+    def seconds(self) -> float:
+        if self.started is None or self.finished is None:
+            return 0.0
+        return max(0.0, (self.finished - self.started).total_seconds())
+
+    def to_doc(self) -> dict[str, Any]:
+        return {**asdict(self), "seconds": self.seconds}
+
+    @classmethod
+    def of(cls, pod: PodInfo) -> PodRecord:
+        return cls(pod.uid, pod.name, pod.index, pod.phase, pod.cpu_request,
+                   pod.memory_request_gib, pod.created, pod.started, pod.finished,
+                   pod.exit_code, pod.reason, pod.node)  # fmt: skip
+
+
+def _is_new(pod: PodInfo, ls: LayerState) -> bool:
+    """Created after the last listing (so never seen), judged by the API server's clock."""
+    if ls.pods_watermark is None or pod.created is None:
+        return True
+    if pod.created > ls.pods_watermark:
+        return True
+    return pod.created == ls.pods_watermark and pod.uid not in ls.pods_at_watermark
+
+
+def record_pods(ls: LayerState, pods: list[PodInfo], now: datetime) -> list[PodRecord]:
+    """Update the layer's accounting from a fresh listing of its Job's pods; returns the
+    finished pods to store. Idempotent for a repeated listing against the same state."""
+    open_before = set(ls.open_pods)
+    records = [
+        PodRecord.of(p)
+        for p in pods
+        if p.phase in FINISHED and (p.uid in open_before or _is_new(p, ls))
+    ]
+    for rec in records:
+        ls.cpu_seconds += rec.cpu * rec.seconds
+        ls.memory_gib_seconds += rec.memory_gib * rec.seconds
+        if rec.phase == "Succeeded":
+            ls.pods_succeeded += 1
+            ls.succeeded_runtime_s += rec.seconds
+        elif rec.reason == "DisruptionTarget":
+            ls.pods_preempted += 1
+        else:
+            ls.pods_failed += 1
+    running = [p for p in pods if p.phase not in FINISHED]
+    ls.open_pods = sorted(p.uid for p in running)
+    ls.running_cpu_seconds = sum(p.cpu_request * _age(p, now) for p in running)
+    ls.running_memory_gib_seconds = sum(p.memory_request_gib * _age(p, now) for p in running)
+    stamps = [p.created for p in pods if p.created is not None]
+    if stamps:
+        mark = max(stamps)
+        if ls.pods_watermark is None or mark >= ls.pods_watermark:
+            same = {p.uid for p in pods if p.created == mark}
+            keep = set(ls.pods_at_watermark) if mark == ls.pods_watermark else set()
+            ls.pods_watermark, ls.pods_at_watermark = mark, sorted(same | keep)
+    return records
+
+
+def _age(pod: PodInfo, now: datetime) -> float:
+    return max(0.0, (now - pod.started).total_seconds()) if pod.started else 0.0
+
+
+def close_layer(ls: LayerState) -> None:
+    """A finished layer has no running pods left to accrue."""
+    ls.open_pods, ls.running_cpu_seconds, ls.running_memory_gib_seconds = [], 0.0, 0.0

@@ -1,0 +1,38 @@
+# --- Firestore: run state ----------------------------------------------------------------------
+#
+# runs/{run}, runs/{run}/layers/..., .../pods/{uid}, and dedupe/{event_id} (see
+# shared/adapters/firestore_store.py). State transitions are transactions with a precondition on
+# the previous state, so concurrent reconciles of one run stay correct.
+#
+# A project has one (default) database; if it already exists, set create_firestore_database =
+# false (it must be in Native mode), or import it into this resource.
+
+locals {
+  firestore_database = "(default)"
+}
+
+resource "google_firestore_database" "default" {
+  count = var.create_firestore_database ? 1 : 0
+
+  name        = local.firestore_database
+  location_id = coalesce(var.firestore_location, var.region)
+  type        = "FIRESTORE_NATIVE"
+
+  # `terraform destroy` leaves the database (run history, cost records) in place.
+  deletion_policy = "ABANDON"
+
+  depends_on = [google_project_service.apis]
+}
+
+# Dedupe records of at-least-once deliveries expire by themselves: Firestore's TTL deletes a
+# document some time (typically within a day) after its `expires_at`. A late deletion only
+# makes a dedupe record last longer, which is harmless; the TTL keeps the collection small.
+resource "google_firestore_field" "dedupe_ttl" {
+  database   = local.firestore_database
+  collection = "dedupe"
+  field      = "expires_at"
+
+  ttl_config {}
+
+  depends_on = [google_firestore_database.default, google_project_service.apis]
+}

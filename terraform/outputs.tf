@@ -1,0 +1,67 @@
+output "kubernetes_cluster_context" {
+  description = "Run this to point kubectl (and the pipeline CLI) at the cluster."
+  value       = "gcloud container clusters get-credentials ${google_container_cluster.pipeline.name} --region ${google_container_cluster.pipeline.location} --project ${var.project_id}"
+}
+
+output "worker_service_account" {
+  description = "Google service account of the worker pods: pipeline.yml workload_identity.gsa_email."
+  value       = google_service_account.worker.email
+}
+
+output "worker_ksa_setup" {
+  description = "Creates the worker's Kubernetes service account and binds it to the worker GSA (run after kubernetes_cluster_context)."
+  value = join("\n", [
+    "kubectl create namespace ${var.namespace} --dry-run=client -o yaml | kubectl apply -f -",
+    "kubectl create serviceaccount ${local.worker_ksa} -n ${var.namespace} --dry-run=client -o yaml | kubectl apply -f -",
+    "kubectl annotate serviceaccount ${local.worker_ksa} -n ${var.namespace} --overwrite iam.gke.io/gcp-service-account=${google_service_account.worker.email}",
+  ])
+}
+
+output "controller_service_account" {
+  description = "Service account the functions run as (and Eventarc invokes them as)."
+  value       = google_service_account.controller.email
+}
+
+output "function_build_service_account" {
+  description = "Service account that builds the functions' containers."
+  value       = google_service_account.function_build.email
+}
+
+output "deployer_service_account" {
+  description = "Service account for the Cloud Build trigger running cloudbuild.yaml."
+  value       = google_service_account.deployer.email
+}
+
+output "topics" {
+  description = "Pub/Sub topics by role."
+  value       = { for name, topic in google_pubsub_topic.topics : name => topic.id }
+}
+
+output "alerts_subscription" {
+  description = "Pull subscription for people: gcloud pubsub subscriptions pull alerts-operator --auto-ack"
+  value       = google_pubsub_subscription.alerts_operator.id
+}
+
+output "functions" {
+  description = "The controller's functions."
+  value       = { for name, fn in google_cloudfunctions2_function.fn : name => fn.id }
+}
+
+output "worker_image_repository" {
+  description = "Where cloudbuild.yaml pushes worker:<tag> and worker-demo:<tag> (pipeline.yml `images`)."
+  value       = "${google_artifact_registry_repository.images.location}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
+}
+
+output "cloudbuild_substitutions" {
+  description = "Substitutions for `gcloud builds submit --config cloudbuild.yaml` (add _TAG=<git sha>)."
+  value = join(",", [
+    "_REGION=${var.region}",
+    "_REPO=${google_artifact_registry_repository.images.repository_id}",
+    "_CLUSTER=${google_container_cluster.pipeline.name}",
+    "_NAMESPACE=${var.namespace}",
+    "_CONTROLLER_SA=${google_service_account.controller.email}",
+    "_BUILD_SA=${google_service_account.function_build.email}",
+    "_MAX_INSTANCES=${var.max_instances}",
+    "_EVENT_MAX_AGE_S=${var.event_max_age_s}",
+  ])
+}

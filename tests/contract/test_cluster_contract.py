@@ -1,0 +1,254 @@
+"""The `shared.cluster.Cluster` contract, one set of tests for every implementation.
+
+`local`: the local cluster (subprocess pods), always. `gke`: a real cluster through
+`GkeCluster.from_kubeconfig()` (context `PIPELINE_KUBE_CONTEXT`, namespace
+`PIPELINE_NAMESPACE`), only when KUBECONFIG is set; pods run `python:3.12-slim` with the same
+`python -c` programs. Every test uses its own Job names and deletes its Jobs afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.cluster import Cluster, JobStatus
+
+NO_CLUSTER = (
+    "no real cluster: set KUBECONFIG to a cluster's kubeconfig to run the contract against it"
+)
+IMAGE = "python:3.12-slim"
+PRINT_INDEX = "import os; print('hello from index', os.environ['JOB_COMPLETION_INDEX'], flush=True)"
+SLEEP = "import time; time.sleep(900)"
+
+
+@dataclass
+class Target:
+    """One implementation under test, with the patience it needs (GKE Autopilot may have to
+    provision a node and pull the image before a pod runs)."""
+
+    kind: str
+    cluster: Cluster
+    timeout: float
+    created: list[str] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module", params=["local", "gke"])
+def target(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Target]:
+    if request.param == "local":
+        from shared.adapters.local_cluster import LocalCluster
+
+        state_dir: Path = tmp_path_factory.mktemp("local-cluster")
+        cluster = LocalCluster(
+            state_dir, capacity_cpu=4.0, capacity_memory_gib=16.0, poll_interval=0.05
+        )
+        cluster.start()
+        try:
+            yield Target("local", cluster, timeout=60.0)
+        finally:
+            cluster.stop()
+        return
+    if not os.environ.get("KUBECONFIG"):
+        pytest.skip(NO_CLUSTER)
+    from shared.adapters.gke_cluster import GkeCluster
+
+    namespace = os.environ.get("PIPELINE_NAMESPACE", "default")
+    cluster = GkeCluster.from_kubeconfig(os.environ.get("PIPELINE_KUBE_CONTEXT"), namespace)
+    yield Target("gke", cluster, timeout=900.0)
+
+
+@pytest.fixture
+def cluster(target: Target) -> Iterator[Target]:
+    """The target, with every Job a test created deleted afterwards (real clusters bill)."""
+    yield target
+    while target.created:
+        target.cluster.delete_job(target.created.pop())
+
+
+def unique(prefix: str) -> str:
+    return f"ct-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll until predicate() is truthy; return its value, or fail naming what was awaited."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 2.0)  # quick locally, gentle on a real API server
+
+
+def manifest(
+    name: str,
+    code: str,
+    *,
+    completions: int = 1,
+    parallelism: int = 1,
+    suspend: bool = False,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A small Indexed Job as the controller renders them (podFailurePolicy included)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"cave-pipeline/test": name, **(labels or {})}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": completions,
+            "parallelism": parallelism,
+            "backoffLimitPerIndex": 1,
+            "maxFailedIndexes": completions,
+            "suspend": suspend,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "Ignore",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    },
+                    {
+                        "action": "FailIndex",
+                        "onExitCodes": {
+                            "containerName": "worker",
+                            "operator": "In",
+                            "values": [42],
+                        },
+                    },
+                ]
+            },
+            "template": {
+                "metadata": {"labels": {"cave-pipeline/test": name}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": IMAGE,
+                            "command": ["python", "-c", code],
+                            "resources": {
+                                "requests": {"cpu": "250m", "memory": "512Mi"},
+                                "limits": {"cpu": "250m", "memory": "512Mi"},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def create(t: Target, body: dict[str, Any]) -> bool:
+    t.created.append(body["metadata"]["name"])
+    return t.cluster.create_job(body)
+
+
+def finished(t: Target, name: str) -> JobStatus:
+    def done() -> JobStatus | None:
+        job = t.cluster.get_job(name)
+        return job if job is not None and job.finished else None
+
+    return wait_for(done, t.timeout, f"job {name} to finish")
+
+
+# -- cases ---------------------------------------------------------------------------------
+
+
+def test_create_is_true_then_false_for_the_same_name(cluster: Target) -> None:
+    name = unique("dup")
+    body = manifest(name, PRINT_INDEX, suspend=True)
+    assert create(cluster, body) is True
+    assert cluster.cluster.create_job(body) is False
+    job = cluster.cluster.get_job(name)
+    assert job is not None and job.name == name and job.suspended
+
+
+def test_get_job_of_an_unknown_name_is_none(cluster: Target) -> None:
+    assert cluster.cluster.get_job(unique("nobody")) is None
+
+
+def test_list_jobs_filters_by_labels(cluster: Target) -> None:
+    name, other = unique("listed"), unique("other")
+    run = uuid.uuid4().hex[:10]
+    create(cluster, manifest(name, PRINT_INDEX, suspend=True, labels={"cave-pipeline/run": run}))
+    create(cluster, manifest(other, PRINT_INDEX, suspend=True))
+    assert [j.name for j in cluster.cluster.list_jobs({"cave-pipeline/run": run})] == [name]
+
+
+@pytest.fixture(scope="module")
+def completed_job(target: Target) -> Iterator[tuple[str, JobStatus]]:
+    """A 3-index Job whose pods print their index, run to completion (shared by the tests
+    that read a finished Job: pods, logs, events)."""
+    name = unique("done")
+    assert target.cluster.create_job(manifest(name, PRINT_INDEX, completions=3, parallelism=3))
+    try:
+        yield name, finished(target, name)
+    finally:
+        target.cluster.delete_job(name)
+
+
+def test_an_indexed_job_completes_every_index(target: Target, completed_job) -> None:
+    name, job = completed_job
+    assert (job.condition, job.completed_indexes, job.failed_indexes) == ("Complete", "0-2", "")
+    assert (job.succeeded, job.completions, job.active) == (3, 3, 0)
+    assert job.labels["cave-pipeline/test"] == name and not job.suspended
+    assert job.start_time is not None and job.completion_time is not None
+    assert job.start_time.tzinfo is not None and job.completion_time >= job.start_time
+
+
+def test_list_pods_of_one_index(target: Target, completed_job) -> None:
+    name, _ = completed_job
+    pods = target.cluster.list_pods(name, 1)
+    assert pods and all(p.index == 1 and p.job_name == name for p in pods)
+    done = [p for p in pods if p.phase == "Succeeded"]
+    assert len(done) == 1 and done[0].exit_code == 0
+    # Autopilot may round requests up, never down.
+    assert done[0].cpu_request >= 0.25 and done[0].memory_request_gib >= 0.5
+    assert {p.index for p in target.cluster.list_pods(name)} == {0, 1, 2}
+
+
+def test_pod_log_returns_what_the_pod_printed(target: Target, completed_job) -> None:
+    name, _ = completed_job
+    pod = next(p for p in target.cluster.list_pods(name, 2) if p.phase == "Succeeded")
+    assert "hello from index 2" in target.cluster.pod_log(pod.name, tail_lines=10)
+
+
+def test_job_events_contain_successful_create(target: Target, completed_job) -> None:
+    name, _ = completed_job
+    reasons = [e.get("reason") for e in target.cluster.job_events(name)]
+    assert "SuccessfulCreate" in reasons
+
+
+def test_patch_parallelism_and_suspend(cluster: Target) -> None:
+    name = unique("patch")
+    create(cluster, manifest(name, SLEEP, completions=4, parallelism=1))
+    c = cluster.cluster
+    c.patch_job(name, parallelism=2)
+    assert c.get_job(name).parallelism == 2
+    c.patch_job(name, suspend=True)
+    job = c.get_job(name)
+    assert job.suspended and job.parallelism == 2
+    wait_for(lambda: c.get_job(name).active == 0, cluster.timeout, f"{name}'s pods to go")
+    c.patch_job(name, parallelism=3, suspend=False)
+    job = c.get_job(name)
+    assert (job.suspended, job.parallelism, job.finished) == (False, 3, False)
+
+
+def test_delete_job_removes_it(cluster: Target) -> None:
+    name = unique("gone")
+    create(cluster, manifest(name, SLEEP))
+    cluster.cluster.delete_job(name)
+    wait_for(lambda: cluster.cluster.get_job(name) is None, cluster.timeout, f"{name} to go")
+    cluster.cluster.delete_job(name)  # deleting what is gone is fine
