@@ -79,6 +79,11 @@ class Cluster(Protocol):
     def create_job(self, manifest: dict[str, Any]) -> bool:
         """Create a Job; returns False if a Job of that name already exists (409)."""
 
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        """Check a manifest as the API server would (a dry-run create), changing nothing:
+        ManifestRejectedError if it would be refused, ClusterUnreachableError if the
+        cluster cannot be asked. Called before any state that depends on it is written."""
+
     def get_job(self, name: str) -> JobStatus | None:
         """The Job's status, or None if there is no such Job."""
 

@@ -17,16 +17,16 @@ from typing import Any
 
 from shared import grid
 from shared.build_plan import plans_for
-from shared.cluster import Cluster
+from shared.cluster import Cluster, ManifestRejectedError
 from shared.config import PipelineConfig, config_from_dict
 from shared.costs import RunCost, run_cost
 from shared.job_events import JobEvent
 from shared.layers import layer_shape
-from shared.manifest import job_name, render_job
+from shared.manifest import ManifestError, job_name, render_job
 from shared.pricing import load_rates
 from shared.reconcile import Alert, CreateJob, Decision, PatchJob, Settings, decide
 from shared.run_store import RunStore, StaleStateError
-from shared.state import LayerState, RunState
+from shared.state import LayerState, RunState, layer_key
 
 log = logging.getLogger("cave_pipeline.controller")
 
@@ -129,6 +129,7 @@ class Controller:
                 Settings(cfg.controller.stall_after_s, lambda r, t, cfg=cfg: spend(cfg, r, t)),
                 pods,
             )
+            manifests = self._prepare_jobs(cfg, decision, now)
             alerts = [
                 self._alert_body(cfg, decision.state, a, now)
                 for a in decision.actions
@@ -140,25 +141,52 @@ class Controller:
                     self.store.commit(run, decision.state, alerts, records)
                 except StaleStateError:
                     continue  # someone else moved the run on: decide again from fresh state
-            self._act(cfg, decision)
+            self._act(decision, manifests)
             self.flush_alerts(run_id)
             return ReconcileResult(run_id, decision.state.status, len(decision.actions), attempt)
         raise StaleStateError(f"run {run_id}: state kept changing under 5 reconciles")
 
-    def _act(self, cfg: PipelineConfig, decision: Decision) -> None:
-        state = decision.state
-        for action in decision.actions:
-            if isinstance(action, CreateJob):
+    def _prepare_jobs(
+        self, cfg: PipelineConfig, decision: Decision, now: datetime
+    ) -> dict[str, dict[str, Any]]:
+        """Render and dry-run every Job the decision creates, before anything is committed.
+
+        A manifest the config or the API server refuses fails its layer (with an alert) in
+        the state about to be committed, instead of a running layer whose Job can never be
+        created. An unreachable cluster raises here, so nothing is written and the trigger
+        is retried."""
+        manifests: dict[str, dict[str, Any]] = {}
+        for action in list(decision.actions):
+            if not isinstance(action, CreateJob):
+                continue
+            try:
                 manifest = render_job(
                     cfg,
                     action.stage,
                     action.layer,
-                    run_id=state.run_id,
+                    run_id=decision.state.run_id,
                     parallelism=action.parallelism,
                     suspend=action.suspend,
                 )
                 manifest["metadata"]["name"] = action.job_name
-                created = self.cluster.create_job(manifest)
+                self.cluster.validate_job(manifest)
+            except (ManifestError, ManifestRejectedError) as e:
+                ls = decision.state.layers[layer_key(action.stage, action.layer)]
+                ls.phase, ls.finished_at, ls.failure_reason = "failed", now, f"rejected: {e}"
+                decision.actions.remove(action)
+                fix = f"correct the config, then `pipeline submit {decision.state.run_id} "
+                details = {"reason": ls.failure_reason, "fix": fix + f"{ls.stage} {ls.layer}`"}
+                decision.actions.append(Alert("layer_failed", ls.stage, ls.layer, details))
+                decision._dirty = True
+                continue
+            manifests[action.job_name] = manifest
+        return manifests
+
+    def _act(self, decision: Decision, manifests: dict[str, dict[str, Any]]) -> None:
+        state = decision.state
+        for action in decision.actions:
+            if isinstance(action, CreateJob):
+                created = self.cluster.create_job(manifests[action.job_name])
                 self._log(
                     "INFO",
                     "job created" if created else "job exists",

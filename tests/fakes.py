@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from shared.cluster import JobStatus, PodInfo
+from shared.cluster import JobStatus, ManifestRejectedError, PodInfo
 
 
 class RecordingCluster:
@@ -31,6 +31,10 @@ class RecordingCluster:
                 suspended=bool(spec.get("suspend")),
             )  # fmt: skip
             return True
+
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        if manifest["spec"].get("parallelism", 1) < 1:  # stands in for API-server validation
+            raise ManifestRejectedError("spec.parallelism: must be >= 1")
 
     def get_job(self, name: str) -> JobStatus | None:
         with self._lock:

@@ -260,6 +260,13 @@ class GkeCluster:
             created = True
         return created
 
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        name = (manifest.get("metadata") or {}).get("name", "?")
+        # A server-side dry run runs validation and admission (Autopilot's included) and
+        # persists nothing; 409 only says the Job exists already, which is fine.
+        with self._call(f"validate job {name} in namespace {self.namespace}", ignore=(409,)):
+            self.batch.create_namespaced_job(self.namespace, manifest, dry_run="All", **self._opts)
+
     def get_job(self, name: str) -> JobStatus | None:
         found = None
         with self._call(f"get job {name}", ignore=(404,)):

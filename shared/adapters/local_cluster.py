@@ -154,6 +154,9 @@ class LocalCluster:
         self._after_change()
         return True
 
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        parse_manifest(manifest)  # raises ManifestRejectedError naming the field
+
     def get_job(self, name: str) -> JobStatus | None:
         with self._lock:
             job = self._jobs.get(name)

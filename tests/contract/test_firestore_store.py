@@ -120,3 +120,41 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
     assert len(cluster.jobs) == 2
     assert state.layers["ingest-L3"].phase == "running"
     assert state.layers["ingest-L4"].phase == "waiting"
+
+
+def test_rejected_manifest_fails_the_layer_before_anything_runs(store, run):
+    """A Job the API server would refuse is never half-started: the layer fails with the
+    reason and an alert, in the same commit."""
+    cluster = RecordingCluster()
+    published: list[tuple[str, dict]] = []
+    store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"], "scale_override", None))
+    controller = Controller(store, cluster, lambda k, b: published.append((k, b)),
+                            clock=lambda: NOW)  # fmt: skip
+
+    def refuse(manifest):
+        from shared.cluster import ManifestRejectedError
+
+        raise ManifestRejectedError("spec.template.spec.containers[0].image: Required value")
+
+    cluster.validate_job = refuse
+    controller.reconcile("r1")
+    state = store.load_run("r1")
+    assert cluster.creates == []
+    assert state.layers["ingest-L2"].phase == "failed"
+    assert "containers[0].image" in state.layers["ingest-L2"].failure_reason
+    assert [k for k, _ in published] == ["layer_failed"]
+    assert "pipeline submit r1 ingest 2" in published[0][1]["fix"]
+
+
+def test_unreachable_cluster_writes_nothing(store, run):
+    from shared.cluster import ClusterUnreachableError
+
+    cluster = RecordingCluster()
+
+    def down(manifest):
+        raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
+
+    cluster.validate_job = down
+    with pytest.raises(ClusterUnreachableError):
+        Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
+    assert store.load_run("r1").version == 0
