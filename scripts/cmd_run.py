@@ -131,6 +131,15 @@ def register(main: click.Group) -> None:
 
     @main.command()
     @click.argument("run_id")
+    @click.argument("stage")
+    @click.argument("layer", type=int)
+    def delete(run_id: str, stage: str, layer: int) -> None:
+        """Delete a layer's Job and pods; the layer stops as failed (`submit` redoes it)."""
+        _apply(run_id, "delete", lambda run: ops.cancel(run, stage, layer, operator_name(), _now()))
+        click.echo(f"deleting the Job of {stage} L{layer} in {run_id}")
+
+    @main.command()
+    @click.argument("run_id")
     @click.option("-o", "--once", is_flag=True, help="One snapshot, then exit.")
     @click.option("-i", "--interval", type=float, default=2.0, show_default=True)
     def status(run_id: str, once: bool, interval: float) -> None:

@@ -24,7 +24,7 @@ from shared.job_events import JobEvent
 from shared.layers import layer_shape
 from shared.manifest import ManifestError, job_name, render_job
 from shared.pricing import load_rates
-from shared.reconcile import Alert, CreateJob, Decision, PatchJob, Settings, decide
+from shared.reconcile import Alert, CreateJob, Decision, DeleteJob, PatchJob, Settings, decide
 from shared.run_store import RunStore, StaleStateError
 from shared.state import LayerState, RunState, layer_key
 
@@ -195,6 +195,8 @@ class Controller:
                     action.layer,
                     job=action.job_name,
                 )
+            elif isinstance(action, DeleteJob):
+                self.cluster.delete_job(action.job_name)
             elif isinstance(action, PatchJob):
                 self.cluster.patch_job(
                     action.job_name, parallelism=action.parallelism, suspend=action.suspend

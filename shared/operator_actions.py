@@ -57,6 +57,17 @@ def scale(run: RunState, stage: str, layer: int, parallelism: int | None) -> Non
     _layer(run, stage, layer).scale_override = parallelism
 
 
+def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
+    """Stop a layer: its Job and pods are deleted, the layer is failed (re-submit to redo)."""
+    ls = _layer(run, stage, layer)
+    if ls.phase not in ("running", "failed"):
+        raise ActionError(f"{ls.key} is {ls.phase}: only a running or failed layer has a Job")
+    if ls.phase == "running":
+        ls.phase, ls.finished_at = "failed", now
+        ls.failure_reason = f"deleted by {by}"
+    ls.delete_requested = True
+
+
 def resubmit(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
     """Start a failed layer again as a new Job; done chunks are skipped by the workers."""
     ls = _layer(run, stage, layer)

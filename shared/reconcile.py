@@ -49,6 +49,11 @@ class PatchJob:
 
 
 @dataclass(frozen=True)
+class DeleteJob:
+    job_name: str
+
+
+@dataclass(frozen=True)
 class Alert:
     """An alert for the `alerts` topic; `kind` becomes the message attribute."""
 
@@ -58,7 +63,7 @@ class Alert:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-Action = CreateJob | PatchJob | Alert
+Action = CreateJob | PatchJob | DeleteJob | Alert
 
 
 @dataclass
@@ -211,6 +216,10 @@ def decide(
         return Decision(state, out)
     for ls in state.ordered_layers():
         plan = plans[ls.key]
+        if ls.delete_requested:
+            ls.delete_requested = False
+            out.append(DeleteJob(ls.job_name))
+            continue
         if ls.phase == "running":
             if pods and ls.job_name in pods:
                 records[ls.key] = record_pods(ls, pods[ls.job_name], now)

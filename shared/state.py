@@ -58,6 +58,7 @@ class LayerState:
     progress_at: datetime | None = None
     stall_alerted: bool = False
     failure_reason: str = ""
+    delete_requested: bool = False  # operator `pipeline delete`: remove the Job and its pods
     # Pod accounting (see shared.pod_accounting): requests of this layer's pods, usage of the
     # pods recorded as finished, the running pods' usage so far, and what has been recorded.
     cpu_request: float = 0.0

@@ -232,3 +232,18 @@ def test_decide_does_not_mutate_its_input():
     before = run.run_doc(), {k: v.to_doc() for k, v in run.layers.items()}
     run_decide(run)
     assert (run.run_doc(), {k: v.to_doc() for k, v in run.layers.items()}) == before
+
+
+def test_operator_delete_removes_the_job_once_and_blocks_the_layer():
+    from shared import operator_actions as ops
+    from shared.reconcile import DeleteJob
+
+    run = running(make_run(), "ingest-L2")
+    ops.cancel(run, "ingest", 2, "ana", T0)
+    d = run_decide(run, {"job-ingest-2-0": job("job-ingest-2-0")})
+    assert d.actions == [DeleteJob("job-ingest-2-0")]
+    assert d.state.layers["ingest-L2"].phase == "failed"
+    assert run_decide(d.state, {}).actions == []
+    ops.resubmit(d.state, "ingest", 2, "ana", T0)
+    d2 = run_decide(d.state, {})
+    assert [a.job_name for a in d2.actions if isinstance(a, CreateJob)] == ["job-ingest-2-1"]
