@@ -44,8 +44,12 @@ class LocalStack:
         tick_period_s: float = 60.0,
         capacity_cpu: float = 4.0,
         capacity_memory_gib: float = 16.0,
+        job_events: bool = True,
     ) -> None:
+        """`job_events=False` leaves the job-events topic without a function (as if the log
+        sink were missing): the controller then advances on ticks alone."""
         self.project, self.tick_period_s = project, tick_period_s
+        self.routes = {s: r for s, r in ROUTES.items() if job_events or r[1] != "on_job_event"}
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="cave-local-")
         self.state_dir = Path(state_dir or self._tmp.name)  # type: ignore[union-attr]
         self.capacity = (capacity_cpu, capacity_memory_gib)
@@ -81,7 +85,7 @@ class LocalStack:
         self.bus = PubSubBus(self.project)
         for topic in TOPICS:
             self.bus.ensure_topic(topic)
-        for sub, (topic, _) in ROUTES.items():
+        for sub, (topic, _) in self.routes.items():
             self.bus.ensure_subscription(topic, sub)
         self.bus.ensure_subscription("alerts", ALERTS_WATCH)
         self.cluster = LocalCluster(
@@ -94,7 +98,7 @@ class LocalStack:
         )
         self.cluster.start()
         wiring.use_cluster(self.cluster)
-        self.dispatcher = Dispatcher(self.project, ROUTES).start()
+        self.dispatcher = Dispatcher(self.project, self.routes).start()
         self.ticker = Ticker(self.tick, self.tick_period_s).start()
         self._write_env_file()
         return self
