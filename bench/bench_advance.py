@@ -14,20 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client  # noqa: E402
-from shared.adapters.firestore_store import FirestoreRunStore  # noqa: E402
-from shared.adapters.local_stack import LocalStack  # noqa: E402
-from shared.adapters.pubsub_bus import PubSubBus  # noqa: E402
-from shared.build_plan import new_run  # noqa: E402
-from shared.config import load_config  # noqa: E402
+from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.local_stack import LocalStack
+from shared.adapters.pubsub_bus import PubSubBus
+from shared.build_plan import new_run
+from shared.config import load_config
 
 
 def bench_config(tick_s: float):

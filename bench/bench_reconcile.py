@@ -14,24 +14,21 @@ batch). Prints a table and a final JSON line.
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from google.cloud.firestore_v1 import base_batch, collection, document, query
 
-from google.cloud.firestore_v1 import base_batch, collection, document, query  # noqa: E402
-
-from shared.adapters.emulators import EmulatorSet  # noqa: E402
-from shared.adapters.firestore_store import FirestoreRunStore  # noqa: E402
-from shared.build_plan import new_run  # noqa: E402
-from shared.cluster import JobStatus, PodInfo  # noqa: E402
-from shared.config import load_config  # noqa: E402
-from shared.controller import Controller  # noqa: E402
-from shared import intervals  # noqa: E402
+from shared import intervals
+from shared.adapters.emulators import EmulatorSet
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.build_plan import new_run
+from shared.cluster import JobStatus, PodInfo
+from shared.config import load_config
+from shared.controller import Controller
 
 COUNTS: Counter[str] = Counter()
 ACTIVE, FINISH_PER_STEP, GC_KEEP, STEPS = 1000, 200, 1000, 6
