@@ -18,14 +18,14 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
 from shared.adapters.firestore_store import FirestoreRunStore
 from shared.adapters.local_stack import LocalStack
 from shared.adapters.pubsub_bus import PubSubBus
 from shared.build_plan import new_run
 from shared.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def bench_config(tick_s: float):
