@@ -23,6 +23,9 @@ class PipelineGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # output piped into `head`: not an error
+            sys.stderr.close()
+            sys.exit(0)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
