@@ -1,0 +1,133 @@
+"""Pod accounting and cost roll-ups, table-driven: what a reconcile records, what it costs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.cluster import JobStatus, PodInfo
+from shared.config import Ramp
+from shared.costs import layer_cost, run_cost
+from shared.pod_accounting import close_layer, record_pods
+from shared.pricing import Rate, load_rates
+from shared.reconcile import Alert, LayerPlan, PatchJob, Settings, decide
+from shared.state import LayerState, RunState, build_layers
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+RATE = Rate("r", "general-purpose", True, cpu_hr=3600.0, mem_hr=360.0, cluster_fee_hr=36.0)
+
+
+def pod(uid: str, phase: str = "Running", created: int = 0, started: int = 0,
+        finished: int | None = None, reason: str | None = None, index: int = 0) -> PodInfo:  # fmt: skip
+    return PodInfo(
+        name=f"p-{uid}", uid=uid, job_name="j", index=index, phase=phase, cpu_request=0.5,
+        memory_request_gib=2.0, created=T0 + timedelta(seconds=created),
+        started=T0 + timedelta(seconds=started),
+        finished=None if finished is None else T0 + timedelta(seconds=finished), reason=reason,
+    )  # fmt: skip
+
+
+def test_records_each_finished_pod_once_across_reconciles():
+    ls = LayerState("ingest", 2)
+    now = T0 + timedelta(seconds=100)
+    first = record_pods(ls, [pod("a"), pod("b")], now)
+    assert first == [] and ls.open_pods == ["a", "b"]
+    assert ls.running_cpu_seconds == pytest.approx(2 * 0.5 * 100)
+    listing = [pod("a", "Succeeded", finished=10), pod("b"), pod("c", "Failed", created=50,
+                                                                  started=50, finished=60)]  # fmt: skip
+    second = record_pods(ls, listing, now)
+    assert sorted(r.uid for r in second) == ["a", "c"]
+    assert record_pods(ls, listing, now) == []  # the same listing again: nothing new
+    assert (ls.pods_succeeded, ls.pods_failed) == (1, 1)
+    assert ls.cpu_seconds == pytest.approx(0.5 * 10 + 0.5 * 10)
+    assert ls.memory_gib_seconds == pytest.approx(2.0 * 20)
+
+
+def test_pod_created_and_finished_between_listings_is_recorded():
+    ls = LayerState("ingest", 2)
+    record_pods(ls, [pod("a", created=5)], T0)
+    unseen = pod("z", "Succeeded", created=7, started=7, finished=9)
+    assert [r.uid for r in record_pods(ls, [pod("a", created=5), unseen], T0)] == ["z"]
+
+
+def test_same_second_creation_is_not_lost_or_doubled():
+    ls = LayerState("ingest", 2)
+    record_pods(ls, [pod("a", "Succeeded", created=5, finished=6)], T0)
+    late = pod("b", "Succeeded", created=5, finished=7)  # same creation second, listed later
+    assert [r.uid for r in record_pods(ls, [pod("a", "Succeeded", created=5, finished=6), late],
+                                       T0)] == ["b"]  # fmt: skip
+
+
+def test_preemptions_counted_apart():
+    ls = LayerState("ingest", 2)
+    record_pods(ls, [pod("a", "Failed", finished=3, reason="DisruptionTarget")], T0)
+    assert (ls.pods_preempted, ls.pods_failed) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("cpu_s", "mem_s", "phase", "completions", "succeeded", "runtime", "want_usd", "backfill"),
+    [
+        (3600, 0, "running", 10, 0, 0, 3600.0, 0),  # 1 vCPU-hour at 3600 $/h
+        (0, 3600, "running", 10, 0, 0, 360.0, 0),
+        (0, 0, "succeeded", 4, 2, 20, 2 * 10 * (0.5 * 1 + 2 * 0.1), 2),  # 2 unseen at 10 s mean
+        (0, 0, "succeeded", 2, 2, 20, 0.0, 0),
+    ],
+)
+def test_layer_cost(cpu_s, mem_s, phase, completions, succeeded, runtime, want_usd, backfill):
+    ls = LayerState("ingest", 2, phase=phase, completions=completions, cpu_seconds=cpu_s,
+                    memory_gib_seconds=mem_s, pods_succeeded=succeeded,
+                    succeeded_runtime_s=runtime, cpu_request=0.5, memory_request_gib=2.0)  # fmt: skip
+    cost = layer_cost(ls, RATE)
+    assert cost.usd == pytest.approx(want_usd)
+    assert cost.backfilled_pods == backfill
+
+
+def test_close_layer_stops_accrual():
+    ls = LayerState("ingest", 2, running_cpu_seconds=5.0, open_pods=["x"])
+    close_layer(ls)
+    assert (ls.running_cpu_seconds, ls.open_pods) == (0.0, [])
+
+
+def run_with(spans: list[tuple[int, int | None]]) -> RunState:
+    tops = {"ingest": 1 + len(spans)}
+    run = RunState("r", "g", ["ingest"], tops, layers=build_layers(["ingest"], tops))
+    for ls, (start, end) in zip(run.ordered_layers(), spans, strict=True):
+        ls.submitted_at = T0 + timedelta(hours=start)
+        ls.finished_at = None if end is None else T0 + timedelta(hours=end)
+        ls.phase = "running" if end is None else "succeeded"
+    return run
+
+
+@pytest.mark.parametrize(
+    ("spans", "now_h", "fee_hours"),
+    [([(0, 1)], 5, 1.0), ([(0, 2), (1, 3)], 5, 3.0), ([(0, 1), (2, 3)], 5, 2.0),
+     ([(0, None)], 4, 4.0)],
+)  # fmt: skip
+def test_cluster_fee_over_union_of_job_spans(spans, now_h, fee_hours):
+    cost = run_cost(run_with(spans), load_rates(), "us-east1", {}, {}, T0 + timedelta(hours=now_h))
+    assert cost.cluster_fee_usd == pytest.approx(0.1 * fee_hours)
+
+
+def test_unknown_region_names_the_known_ones():
+    with pytest.raises(ValueError, match="region"):
+        run_cost(run_with([(0, 1)]), load_rates(), "mars-north1", {}, {}, T0)
+
+
+def test_budget_guard_pauses_suspends_and_alerts_once():
+    tops = {"ingest": 3}
+    run = RunState("r", "g", ["ingest"], tops, advance="auto", budget_usd=10.0,
+                   layers=build_layers(["ingest"], tops))  # fmt: skip
+    ls = run.layers["ingest-L2"]
+    ls.phase, ls.job_name, ls.completions, ls.progress_at = "running", "j2", 5, T0
+    jobs = {"j2": JobStatus("j2", {}, {}, completions=5, parallelism=2, suspended=False)}
+    plans = {k: LayerPlan(5, Ramp()) for k in run.layers}
+    spend = Settings(spend=lambda r, t: 12.5)
+    d = decide(run, jobs, plans, T0, lambda x: "j", spend)
+    assert d.state.status == "paused"
+    assert PatchJob("j2", suspend=True) in d.actions
+    assert [a.kind for a in d.actions if isinstance(a, Alert)] == ["budget_reached"]
+    d2 = decide(d.state, jobs, plans, T0, lambda x: "j", spend)
+    assert not [a for a in d2.actions if isinstance(a, Alert)]
+    under = decide(run, jobs, plans, T0, lambda x: "j", Settings(spend=lambda r, t: 9.0))
+    assert under.state.status == "running"
