@@ -18,14 +18,28 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RATE = Rate("r", "general-purpose", True, cpu_hr=3600.0, mem_hr=360.0, cluster_fee_hr=36.0)
 
 
-def pod(uid: str, phase: str = "Running", created: int = 0, started: int = 0,
-        finished: int | None = None, reason: str | None = None, index: int = 0) -> PodInfo:  # fmt: skip
+def pod(
+    uid: str,
+    phase: str = "Running",
+    created: int = 0,
+    started: int = 0,
+    finished: int | None = None,
+    reason: str | None = None,
+    index: int = 0,
+) -> PodInfo:
     return PodInfo(
-        name=f"p-{uid}", uid=uid, job_name="j", index=index, phase=phase, cpu_request=0.5,
-        memory_request_gib=2.0, created=T0 + timedelta(seconds=created),
+        name=f"p-{uid}",
+        uid=uid,
+        job_name="j",
+        index=index,
+        phase=phase,
+        cpu_request=0.5,
+        memory_request_gib=2.0,
+        created=T0 + timedelta(seconds=created),
         started=T0 + timedelta(seconds=started),
-        finished=None if finished is None else T0 + timedelta(seconds=finished), reason=reason,
-    )  # fmt: skip
+        finished=None if finished is None else T0 + timedelta(seconds=finished),
+        reason=reason,
+    )
 
 
 def test_records_each_finished_pod_once_across_reconciles():
@@ -34,8 +48,11 @@ def test_records_each_finished_pod_once_across_reconciles():
     first = record_pods(ls, [pod("a"), pod("b")], now)
     assert first == [] and ls.open_pods == ["a", "b"]
     assert ls.running_cpu_seconds == pytest.approx(2 * 0.5 * 100)
-    listing = [pod("a", "Succeeded", finished=10), pod("b"), pod("c", "Failed", created=50,
-                                                                  started=50, finished=60)]  # fmt: skip
+    listing = [
+        pod("a", "Succeeded", finished=10),
+        pod("b"),
+        pod("c", "Failed", created=50, started=50, finished=60),
+    ]
     second = record_pods(ls, listing, now)
     assert sorted(r.uid for r in second) == ["a", "c"]
     assert record_pods(ls, listing, now) == []  # the same listing again: nothing new
@@ -55,8 +72,9 @@ def test_same_second_creation_is_not_lost_or_doubled():
     ls = LayerState("ingest", 2)
     record_pods(ls, [pod("a", "Succeeded", created=5, finished=6)], T0)
     late = pod("b", "Succeeded", created=5, finished=7)  # same creation second, listed later
-    assert [r.uid for r in record_pods(ls, [pod("a", "Succeeded", created=5, finished=6), late],
-                                       T0)] == ["b"]  # fmt: skip
+    assert [
+        r.uid for r in record_pods(ls, [pod("a", "Succeeded", created=5, finished=6), late], T0)
+    ] == ["b"]
 
 
 def test_preemptions_counted_apart():
@@ -75,9 +93,18 @@ def test_preemptions_counted_apart():
     ],
 )
 def test_layer_cost(cpu_s, mem_s, phase, completions, succeeded, runtime, want_usd, backfill):
-    ls = LayerState("ingest", 2, phase=phase, completions=completions, cpu_seconds=cpu_s,
-                    memory_gib_seconds=mem_s, pods_succeeded=succeeded,
-                    succeeded_runtime_s=runtime, cpu_request=0.5, memory_request_gib=2.0)  # fmt: skip
+    ls = LayerState(
+        "ingest",
+        2,
+        phase=phase,
+        completions=completions,
+        cpu_seconds=cpu_s,
+        memory_gib_seconds=mem_s,
+        pods_succeeded=succeeded,
+        succeeded_runtime_s=runtime,
+        cpu_request=0.5,
+        memory_request_gib=2.0,
+    )
     cost = layer_cost(ls, RATE)
     assert cost.usd == pytest.approx(want_usd)
     assert cost.backfilled_pods == backfill
@@ -101,9 +128,13 @@ def run_with(spans: list[tuple[int, int | None]]) -> RunState:
 
 @pytest.mark.parametrize(
     ("spans", "now_h", "fee_hours"),
-    [([(0, 1)], 5, 1.0), ([(0, 2), (1, 3)], 5, 3.0), ([(0, 1), (2, 3)], 5, 2.0),
-     ([(0, None)], 4, 4.0)],
-)  # fmt: skip
+    [
+        ([(0, 1)], 5, 1.0),
+        ([(0, 2), (1, 3)], 5, 3.0),
+        ([(0, 1), (2, 3)], 5, 2.0),
+        ([(0, None)], 4, 4.0),
+    ],
+)
 def test_cluster_fee_over_union_of_job_spans(spans, now_h, fee_hours):
     cost = run_cost(run_with(spans), load_rates(), "us-east1", {}, {}, T0 + timedelta(hours=now_h))
     assert cost.cluster_fee_usd == pytest.approx(0.1 * fee_hours)
@@ -116,8 +147,15 @@ def test_unknown_region_names_the_known_ones():
 
 def test_budget_guard_pauses_suspends_and_alerts_once():
     tops = {"ingest": 3}
-    run = RunState("r", "g", ["ingest"], tops, advance="auto", budget_usd=10.0,
-                   layers=build_layers(["ingest"], tops))  # fmt: skip
+    run = RunState(
+        "r",
+        "g",
+        ["ingest"],
+        tops,
+        advance="auto",
+        budget_usd=10.0,
+        layers=build_layers(["ingest"], tops),
+    )
     ls = run.layers["ingest-L2"]
     ls.phase, ls.job_name, ls.completions, ls.progress_at = "running", "j2", 5, T0
     jobs = {"j2": JobStatus("j2", {}, {}, completions=5, parallelism=2, suspended=False)}
