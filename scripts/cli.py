@@ -10,11 +10,26 @@ import logging
 import sys
 
 import click
+from google.api_core import exceptions as gexc
 
-from scripts import cmd_demo, cmd_grid, cmd_local, cmd_run
+from scripts import cmd_demo, cmd_grid, cmd_local, cmd_ops, cmd_run
+from shared.adapters.emulators import EmulatorMissingError, EmulatorStartError
+from shared.adapters.wiring import WiringError
+from shared.cluster import ClusterError, ClusterUnreachableError
 from shared.config import ConfigError
+from shared.run_store import StaleStateError
 
-BAD_INPUT = (ConfigError, ValueError, LookupError)
+# What the operator must fix (exit 2), what may pass (exit 3), what to retry (exit 1).
+BAD_INPUT = (ConfigError, ValueError, LookupError, WiringError, EmulatorMissingError)
+UNREACHABLE = (
+    ConnectionError,
+    TimeoutError,
+    ClusterUnreachableError,
+    EmulatorStartError,
+    gexc.ServiceUnavailable,
+    gexc.DeadlineExceeded,
+    gexc.RetryError,
+)
 
 
 class PipelineGroup(click.Group):
@@ -32,9 +47,15 @@ class PipelineGroup(click.Group):
         except BAD_INPUT as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
-        except (ConnectionError, TimeoutError) as e:
-            click.echo(f"error: cannot reach a service: {e}", err=True)
+        except UNREACHABLE as e:
+            click.echo(f"error: cannot reach a service (is it running?): {e}", err=True)
             sys.exit(3)
+        except StaleStateError as e:
+            click.echo(f"error: {e}; run the command again", err=True)
+            sys.exit(1)
+        except (ClusterError, gexc.GoogleAPICallError) as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
 
 
 @click.group(cls=PipelineGroup)
@@ -46,7 +67,7 @@ def main(verbose: bool) -> None:
     )
 
 
-for module in (cmd_demo, cmd_grid, cmd_local, cmd_run):
+for module in (cmd_demo, cmd_grid, cmd_local, cmd_run, cmd_ops):
     module.register(main)
 
 if __name__ == "__main__":

@@ -48,7 +48,11 @@ def start_run(cfg_path: str, run_id: str | None, stages: list[str] | None,
 def _apply(run_id: str, action: str, mutate) -> RunState:  # noqa: ANN001 - a RunState mutator
     services = connect()
     run = services.store.update_run(run_id, mutate)
-    services.kick(run_id, action, operator_name())
+    try:
+        services.kick(run_id, action, operator_name())
+    except Exception as e:  # the action is stored: the next tick applies it anyway
+        click.echo(f"warning: recorded, but the kick failed ({e}); the controller applies "
+                   "it on its next tick, within a minute", err=True)  # fmt: skip
     return run
 
 
@@ -153,10 +157,3 @@ def register(main: click.Group) -> None:
             while True:
                 time.sleep(interval)
                 live.update(run_table(store.load_run(run_id)))
-
-    @main.command()
-    def runs() -> None:
-        """Every recorded run, newest first."""
-        for run in connect().store.list_runs():
-            click.echo(f"{run.run_id}\t{run.graph_id}\t{run.status}\t{','.join(run.stages)}\t"
-                       f"{run.created_at:%Y-%m-%d %H:%M}")  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from shared import intervals
 from shared.pricing import Rate, RateRow, cluster_fee, pod_cost, rate_for
 from shared.state import LayerState, RunState
 
@@ -39,8 +40,9 @@ def layer_cost(ls: LayerState, rate: Rate) -> LayerCost:
     mem_s = ls.memory_gib_seconds + ls.running_memory_gib_seconds
     usd = pod_cost(rate, cpu_s, mem_s, 1.0)
     missing = 0
-    if ls.phase == "succeeded" and ls.pods_succeeded < ls.completions:
-        missing = ls.completions - ls.pods_succeeded
+    done = ls.completions if ls.phase == "succeeded" else intervals.count(ls.completed_indexes)
+    if ls.phase in ("succeeded", "failed") and ls.pods_succeeded < done:
+        missing = done - ls.pods_succeeded
         mean = ls.succeeded_runtime_s / ls.pods_succeeded if ls.pods_succeeded else 0.0
         usd += pod_cost(rate, ls.cpu_request, ls.memory_request_gib, mean * missing)
     return LayerCost(ls.key, usd, missing)

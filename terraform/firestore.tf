@@ -1,8 +1,9 @@
 # --- Firestore: run state ----------------------------------------------------------------------
 #
 # runs/{run}, runs/{run}/layers/..., .../pods/{uid}, and dedupe/{event_id} (see
-# shared/adapters/firestore_store.py). State transitions are transactions with a precondition on
-# the previous state, so concurrent reconciles of one run stay correct.
+# shared/adapters/firestore_store.py). Each state transition is one atomic batched write whose
+# run-document update carries a precondition (the update time of the version it was decided
+# from), so of two concurrent reconciles of one run exactly one commits.
 #
 # A project has one (default) database; if it already exists, set create_firestore_database =
 # false (it must be in Native mode), or import it into this resource.

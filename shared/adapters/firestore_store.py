@@ -9,6 +9,7 @@ the caller decided from), so of two racing reconciles exactly one commits.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -95,7 +96,10 @@ class FirestoreRunStore:
         for name in new_jobs:
             batch.set(self.db.collection(JOBS).document(name), {"run_id": before.run_id})
         for alert in alerts:
-            doc = {"kind": alert["kind"], "body": alert, "created_at": now, "sent": False}
+            # The body as JSON text: it is the message to publish, and Firestore cannot store
+            # the nested arrays it holds (a batch's chunk coordinates).
+            body = json.dumps(alert, default=str)
+            doc = {"kind": alert["kind"], "body": body, "created_at": now, "sent": False}
             batch.set(run_ref.collection(ALERTS).document(uuid.uuid4().hex), doc)
         try:
             batch.commit()
@@ -161,7 +165,7 @@ class FirestoreRunStore:
             .where(filter=firestore.FieldFilter("sent", "==", False))
         )
         out = [
-            StoredAlert(d.id, d.get("kind"), d.get("body"), d.get("created_at"), False)
+            StoredAlert(d.id, d.get("kind"), json.loads(d.get("body")), d.get("created_at"), False)
             for d in query.stream()
         ]
         return sorted(out, key=lambda a: a.created_at)
@@ -169,7 +173,9 @@ class FirestoreRunStore:
     def all_alerts(self, run_id: str) -> list[StoredAlert]:
         docs = self._run(run_id).collection(ALERTS).stream()
         out = [
-            StoredAlert(d.id, d.get("kind"), d.get("body"), d.get("created_at"), d.get("sent"))
+            StoredAlert(
+                d.id, d.get("kind"), json.loads(d.get("body")), d.get("created_at"), d.get("sent")
+            )
             for d in docs
         ]
         return sorted(out, key=lambda a: a.created_at)

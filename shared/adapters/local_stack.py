@@ -115,7 +115,8 @@ class LocalStack:
     def _write_env_file(self) -> None:
         """`pipeline local env` and other terminals read the addresses from here."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        doc = {"env": self.env, "cluster_dir": str(self.state_dir / "cluster"), "pid": os.getpid()}
+        cluster_dir = str((self.state_dir / "cluster").resolve())
+        doc = {"env": self.env, "cluster_dir": cluster_dir, "pid": os.getpid()}
         (self.state_dir / "stack.json").write_text(json.dumps(doc, indent=2))
 
     def stop(self) -> None:

@@ -1,0 +1,128 @@
+"""Which cluster the operator CLI reads from, and what only the GKE side can tell.
+
+The CLI only ever READS the cluster (pods, logs, events, usage); every change is an operator
+action in Firestore plus a kick, and the controller acts on it. Resolution order:
+
+1. `PIPELINE_LOCAL_CLUSTER_DIR`: a local cluster's state dir (its `jobs/` and `pods/`);
+2. a local stack running in this folder (`.local-stack/stack.json`, its `cluster_dir`);
+3. GKE from the environment (`GkeCluster.from_env`: `PIPELINE_GKE_ENDPOINT` +
+   `PIPELINE_GKE_CA`, or `KUBECONFIG` / `PIPELINE_KUBE_CONTEXT`); the namespace is
+   `PIPELINE_NAMESPACE`, else the run's configured namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from scripts.services import DEFAULT_STACK_DIR
+from shared.adapters.local_view import LocalClusterView
+from shared.cluster import Cluster, ClusterError
+
+LOCAL_DIR_ENV = "PIPELINE_LOCAL_CLUSTER_DIR"
+NAMESPACE_ENV = "PIPELINE_NAMESPACE"
+
+
+class ClusterAccessError(ClusterError):
+    """No cluster to read from is configured (the message says what to set)."""
+
+
+def local_cluster_dir(
+    stack_dir: str | Path = DEFAULT_STACK_DIR, env: Mapping[str, str] | None = None
+) -> Path | None:
+    """The local cluster's state dir, if the CLI should read a local cluster."""
+    env = os.environ if env is None else env
+    explicit = env.get(LOCAL_DIR_ENV)
+    if explicit:
+        path = Path(explicit)
+        if not (path / "jobs").is_dir():
+            raise ClusterAccessError(
+                f"{LOCAL_DIR_ENV}={explicit}: no local cluster there (expected its jobs/ "
+                "folder); point it at the `cluster` folder of a local stack's state dir"
+            )
+        return path
+    stack = Path(stack_dir) / "stack.json"
+    if not stack.exists():
+        return None
+    try:
+        doc = json.loads(stack.read_text())
+    except (OSError, ValueError) as e:
+        raise ClusterAccessError(f"{stack}: unreadable ({e}); remove it if no stack runs") from e
+    return Path(doc.get("cluster_dir") or Path(stack_dir) / "cluster")
+
+
+def is_local(cluster: Any) -> bool:
+    return isinstance(cluster, LocalClusterView)
+
+
+def read_cluster(
+    namespace: str | None = None,
+    *,
+    stack_dir: str | Path = DEFAULT_STACK_DIR,
+    env: Mapping[str, str] | None = None,
+) -> Cluster:
+    """The cluster to read from (see the module doc); ClusterAccessError names what to set."""
+    env = dict(os.environ if env is None else env)
+    local = local_cluster_dir(stack_dir, env)
+    if local is not None:
+        return LocalClusterView(local)
+    try:
+        from shared.adapters.gke_cluster import GkeCluster
+    except ImportError as e:  # the kubernetes client is in the `controller` extra
+        raise ClusterAccessError(
+            f"reading GKE needs the kubernetes client ({e}): "
+            "pip install 'cave-pipeline[controller]'"
+        ) from e
+    if not env.get(NAMESPACE_ENV) and namespace:
+        env[NAMESPACE_ENV] = namespace
+    try:
+        return GkeCluster.from_env(env)
+    except ClusterError as e:
+        if "no cluster configured" not in str(e):
+            raise
+        raise ClusterAccessError(
+            f"{e}; or, for a local stack, run this in the folder of `pipeline local up` "
+            f"or set {LOCAL_DIR_ENV} to its cluster folder"
+        ) from e
+
+
+def pod_events(cluster: Any, job_name: str) -> list[dict[str, Any]]:
+    """Events about the Job's pods (scheduling, image pulls, OOM kills), oldest first.
+
+    The local cluster keeps its pods' scheduler events with the Job's, so `job_events`
+    already has them: [] here. On GKE the events of pods `<job>-<index>-<suffix>` are read
+    from the namespace (events are kept for about an hour)."""
+    if is_local(cluster) or not hasattr(cluster, "core"):
+        return []
+    from shared.adapters.gke_cluster import translate
+    from shared.k8s_mapping import sort_events
+
+    mine = re.compile(rf"^{re.escape(job_name)}-\d+-[a-z0-9]+$")  # <job>-<index>-<suffix>
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    action = f"list pod events of job {job_name}"
+    while True:
+        kwargs: dict[str, Any] = {"limit": 500, "_request_timeout": cluster.request_timeout}
+        if token:
+            kwargs["_continue"] = token
+        try:
+            page = cluster.api_client.sanitize_for_serialization(
+                cluster.core.list_namespaced_event(
+                    cluster.namespace, field_selector="involvedObject.kind=Pod", **kwargs
+                )
+            )
+        except Exception as e:
+            error = translate(e, action, cluster.endpoint)
+            if error is None:
+                raise
+            raise error from e
+        for item in page.get("items") or []:
+            if mine.match((item.get("involvedObject") or {}).get("name", "")):
+                items.append(item)
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return sort_events(items)

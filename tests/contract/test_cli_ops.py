@@ -1,0 +1,398 @@
+"""The operator's debugging and housekeeping commands (scripts/cmd_ops.py) end to end: runs in
+the Firestore emulator, Jobs in a real local cluster read through its state directory.
+
+The local cluster runs three Jobs: the run's ingest L2 Job (8 indexes; 3, 5 and 6 print a
+worker's JSON failure line with a traceback and exit 42), a one-pod Job held running for
+`top`, and a Job that cannot be scheduled (its pod stays Pending) for `pods`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from scripts import cluster_access
+from scripts.cli import main
+from shared import grid
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.local_cluster import LocalCluster
+from shared.adapters.pubsub_bus import PubSubBus
+from shared.build_plan import new_run
+from shared.config import load_config
+from shared.controller import attempt_job_name
+from shared.layers import layer_count, layer_shape
+from shared.manifest import render_job
+from shared.run_store import RunNotFoundError
+from shared.state import RunState
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
+CFG = load_config(DEMO)
+SHAPE = layer_shape(CFG.layer2_shape(), 2)  # the demo's layer 2 geometry
+SEED, BATCH = CFG.job.perm_seed, grid.layer_batch_size(CFG.job.batch_size, 2)
+N_BATCHES = grid.num_batches(SHAPE, BATCH)
+NOW = datetime.now(UTC)
+TIMEOUT = 30.0
+FAILED = (3, 5, 6)
+
+FAKE_WORKER = r"""
+import json, os, sys, time
+i = int(os.environ["JOB_COMPLETION_INDEX"])
+hold = os.environ.get("HOLD")
+if hold:
+    while not os.path.exists(hold):
+        time.sleep(0.05)
+print(json.dumps({"severity": "INFO", "message": f"layer 2 batch {i}: 32 chunks", "index": i}))
+if i in (3, 5, 6):
+    tb = ('Traceback (most recent call last):\n  File "demo_ingest.py", line 9, in '
+          'process_chunk\n    raise ValueError("bad supervoxel 7")\nValueError: bad supervoxel 7\n')
+    print(json.dumps({"severity": "ERROR", "message": "fatal chunk 2_(1, 2, 3): bad supervoxel 7",
+                      "index": i, "chunk": "2_(1, 2, 3)", "coord": [1, 2, 3],
+                      "traceback": tb, "exit_code": 42}), flush=True)
+    sys.exit(42)
+print("plain text line", flush=True)
+"""
+
+
+def _job(cfg: Any, layer: int, run_id: str, completions: int, env: dict[str, str] | None = None,
+         cpu: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The layer's real manifest, with the fake worker as its command."""
+    m = render_job(cfg, "ingest", layer, run_id=run_id, parallelism=completions)
+    spec = m["spec"]
+    spec["completions"], spec["maxFailedIndexes"] = completions, completions
+    container = spec["template"]["spec"]["containers"][0]
+    container["command"] = ["python", "-c", FAKE_WORKER]
+    container["env"] += [{"name": k, "value": v} for k, v in (env or {}).items()]
+    if cpu:
+        container["resources"] = {"requests": {"cpu": cpu, "memory": "1Gi"}}
+    return m
+
+
+def _wait(predicate: Any, what: str) -> Any:
+    deadline = time.monotonic() + TIMEOUT
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return value
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    cfg = load_config(DEMO)
+    state_dir = tmp_path_factory.mktemp("cluster")
+    hold = state_dir / "release"
+    names = {
+        "l2": attempt_job_name(cfg, "r1", _layer_stub(2)),
+        "l3": attempt_job_name(cfg, "r1", _layer_stub(3)),
+    }
+    with LocalCluster(state_dir, capacity_cpu=4.0, capacity_memory_gib=16.0) as lc:
+        m2 = _job(cfg, 2, "r1", 8)
+        m2["metadata"]["name"] = names["l2"]
+        lc.create_job(m2)
+        m3 = _job(cfg, 3, "r1", 1, {"HOLD": str(hold)})
+        m3["metadata"]["name"] = names["l3"]
+        lc.create_job(m3)
+        big = _job(cfg, 4, "r1", 1, cpu="64")
+        big["metadata"]["name"] = names["big"] = "too-big"
+        lc.create_job(big)
+        _wait(lambda: (j := lc.get_job(names["l2"])) is not None and j.finished, "the L2 job")
+        _wait(lambda: [p for p in lc.list_pods(names["l3"]) if p.phase == "Running"], "L3 pod")
+        _wait(lambda: any(p.reason == "FailedScheduling" for p in lc.list_pods("too-big")),
+              "an unschedulable pod")  # fmt: skip
+        lc.wait_ticks(2)
+        yield {"dir": state_dir, "names": names, "cluster": lc}
+        hold.touch()
+
+
+def _layer_stub(layer: int) -> Any:
+    from shared.state import LayerState
+
+    return LayerState(stage="ingest", layer=layer)
+
+
+@pytest.fixture
+def store(firestore_project: str) -> FirestoreRunStore:
+    return FirestoreRunStore(firestore_project)
+
+
+@pytest.fixture
+def run(store: FirestoreRunStore, cluster: dict[str, Any]) -> RunState:
+    """Run r1: ingest L2 failed with indexes 3,5-6 (and an alert, pod records), L3 running."""
+    cfg = load_config(DEMO)
+    store.create_run(new_run(cfg, "r1", ["ingest"], "auto", NOW - timedelta(hours=2)))
+    before = store.load_run("r1")
+    after = store.load_run("r1")
+    l2, l3 = after.layers["ingest-L2"], after.layers["ingest-L3"]
+    l2.phase, l2.job_name, l2.completions = "failed", cluster["names"]["l2"], N_BATCHES
+    l2.failed_indexes, l2.completed_indexes = "3,5-6", "0-2,4,7"
+    l2.failure_reason = "FailedIndexes"
+    l2.submitted_at, l2.finished_at = NOW - timedelta(hours=2), NOW - timedelta(hours=1)
+    l2.cpu_request, l2.memory_request_gib = 0.25, 0.5
+    l2.cpu_seconds, l2.memory_gib_seconds = 36_000.0, 72_000.0
+    l2.pods_succeeded, l2.pods_failed, l2.pods_preempted = 5, 4, 1
+    l2.succeeded_runtime_s = 500.0
+    l3.phase, l3.job_name, l3.completions = "running", cluster["names"]["l3"], 1
+    l3.submitted_at = NOW - timedelta(minutes=30)
+    alert = {"kind": "failed_indexes", "stage": "ingest", "layer": 2, "indexes": [3, 5, 6],
+             "run_id": "r1", "batches": []}  # fmt: skip
+    pod = {"uid": "u-1", "name": "p-1", "index": 3, "phase": "Failed", "seconds": 3.0}
+    store.commit(before, after, [alert], {"ingest-L2": [pod]})
+    return store.load_run("r1")
+
+
+@pytest.fixture
+def cli(store: FirestoreRunStore, cluster: dict[str, Any]) -> Any:
+    runner = CliRunner()
+    env = {
+        "PIPELINE_PROJECT": store.db.project,
+        cluster_access.LOCAL_DIR_ENV: str(cluster["dir"]),
+    }
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(main, list(args), env=env, input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def _ok(result: Result) -> str:
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_inspect_lists_failed_indexes_with_their_first_chunk_and_alerts(cli, run):
+    out = _ok(cli("inspect", "r1", "ingest", "2"))
+    assert "failed indexes: 3,5-6 (3)" in out
+    assert "retries (failed pod attempts): 4" in out and "preempted: 1" in out
+    for index in FAILED:
+        first = tuple(int(v) for v in grid.batch_coords(index, SHAPE, SEED, BATCH)[0])
+        (row,) = [ln for ln in out.splitlines() if str(first) in ln]
+        assert row.split()[1] == str(index)
+    assert "failed_indexes" in out and "indexes [3, 5, 6]" in out  # the alert
+    assert "pipeline inspect r1 ingest 2 3" in out
+
+
+def test_inspect_an_index_prints_its_pods_and_the_traceback(cli, run):
+    out = _ok(cli("inspect", "r1", "ingest", "2", "3", "--chunks"))
+    assert "FAILED index" in out
+    assert "failing chunk: 2_(1, 2, 3) coord [1, 2, 3] exit 42" in out
+    lines = out.splitlines()
+    assert "    Traceback (most recent call last):" in lines
+    assert "    ValueError: bad supervoxel 7" in lines
+    assert any("ERROR" in ln and "[chunk 2_(1, 2, 3), exit 42]" in ln for ln in lines)
+    coords = [tuple(int(v) for v in c) for c in grid.batch_coords(3, SHAPE, SEED, BATCH)]
+    chunk_lines = lines[lines.index(next(ln for ln in lines if "chunks of batch 3" in ln)) + 1 :]
+    assert chunk_lines == [str(c) for c in coords]
+    # A succeeded index: no failing chunk, the plain line is shown as it is.
+    out = _ok(cli("inspect", "r1", "ingest", "2", "0", "--tail", "5"))
+    assert "failing chunk" not in out and "plain text line" in out
+
+
+def test_inspect_rejects_an_index_outside_the_layer(cli, run):
+    result = cli("inspect", "r1", "ingest", "2", str(N_BATCHES))
+    assert result.exit_code == 2 and f"batches are 0..{N_BATCHES - 1}" in result.output
+
+
+def test_pods_show_index_phase_node_reason_and_exit(cli, run, cluster):
+    out = _ok(cli("pods", "r1", "ingest", "2"))
+    assert "pods of job" in out
+    rows = [ln for ln in out.splitlines() if cluster["names"]["l2"] + "-" in ln]
+    assert len(rows) == 8
+    failed_rows = [r for r in rows if " 42 " in r + " "]
+    assert len(failed_rows) == 3 and all("Failed" in r and "local-node" in r for r in failed_rows)
+    out = _ok(cli("pods", "--job", "too-big"))
+    assert "Pending" in out and "FailedScheduling: 0/1 nodes are available" in out
+    assert "Insufficient cpu" in out
+
+
+def test_events_contain_the_job_controllers_and_the_schedulers(cli, run):
+    out = _ok(cli("events", "r1", "ingest", "2"))
+    assert "SuccessfulCreate" in out and "Created pod:" in out
+    assert "FailedIndexes" in out
+    out = _ok(cli("events", "--job", "too-big"))
+    assert "FailedScheduling" in out and "Pod/too-big-0-" in out
+
+
+def test_top_measures_the_running_pod_against_its_request(cli, run, cluster):
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("local pod usage needs Linux /proc")
+    out = _ok(cli("top", "r1", "ingest", "3", "--once"))
+    (row,) = [ln for ln in out.splitlines() if cluster["names"]["l3"] + "-" in ln]
+    assert "Running" in row and "0.25" in row  # the request
+    assert "peak:" in out and "% of request" in out
+
+
+def test_a_layer_without_a_job_and_an_unknown_run_exit_2(cli, run):
+    result = cli("pods", "r1", "ingest", "4")
+    assert result.exit_code == 2 and "it has no Job yet" in result.output
+    for args in (("inspect", "nope", "ingest", "2"), ("costs", "nope"), ("purge", "nope", "--yes"),
+                 ("pods", "nope", "ingest", "2")):  # fmt: skip
+        result = cli(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "no run 'nope'" in result.output
+    result = cli("pods", "r1", "ingest", "9")
+    assert result.exit_code == 2 and "has no layer ingest L9" in result.output
+
+
+def test_costs_total_is_layers_plus_fee(cli, run):
+    report = json.loads(_ok(cli("costs", "r1", "--json")))
+    assert report["estimate"] is True and report["region"] == CFG.region
+    assert [(r["stage"], r["layer"]) for r in report["layers"]] == [("ingest", 2), ("ingest", 3)]
+    l2 = report["layers"][0]
+    assert l2["vcpu_hours"] == pytest.approx(10.0) and l2["gib_hours"] == pytest.approx(20.0)
+    assert l2["retries"] == 4 and l2["pods"] == 10
+    assert report["cluster_fee_usd"] > 0
+    layers_sum = sum(r["usd"] for r in report["layers"])
+    assert report["total_usd"] == pytest.approx(layers_sum + report["cluster_fee_usd"])
+    assert report["stages"]["ingest"] == pytest.approx(layers_sum)
+    out = _ok(cli("costs", "r1"))
+    assert f"estimate, Spot, {CFG.region}" in out
+    assert "subtotal" in out and "cluster fee" in out and "total" in out
+
+
+def test_runs_show_a_cost_column_newest_first_and_filter_by_graph(cli, run, store):
+    store.create_run(new_run(load_config(DEMO), "r0-older", ["ingest"], "auto",
+                             NOW - timedelta(days=3)))  # fmt: skip
+    out = _ok(cli("runs"))
+    assert "cost USD" in out
+    assert out.index("r1") < out.index("r0-older")
+    (row,) = [ln for ln in out.splitlines() if "r0-older" in ln]
+    assert "0.00" in row  # nothing submitted: nothing spent
+    (row,) = [ln for ln in out.splitlines() if " r1 " in ln]
+    cost = json.loads(_ok(cli("costs", "r1", "--json")))["total_usd"]
+    assert "0/" in row and re.search(r" \d+\.\d\d ", row)
+    assert abs(float(re.search(r" (\d+\.\d\d) ", row).group(1)) - cost) < 0.011
+    assert "r1" not in _ok(cli("runs", "--graph", "another-graph"))
+
+
+def test_purge_refuses_a_running_run_then_deletes_everything(cli, run, store, cluster):
+    result = cli("purge", "r1", "--yes")
+    assert result.exit_code == 2
+    assert "pipeline pause r1" in result.output
+    assert store.load_run("r1").run_id == "r1"
+    result = cli("purge", "r1", "--force", input="n\n")
+    assert result.exit_code == 1 and "Aborted" in result.output
+    assert store.load_run("r1")
+    db = store.db
+    assert db.collection("jobs").document(cluster["names"]["l2"]).get().exists
+    out = _ok(cli("purge", "r1", "--force", "--yes"))
+    assert "job map entries" in out and "kubectl delete job" in out
+    with pytest.raises(RunNotFoundError):
+        store.load_run("r1")
+    run_ref = db.collection("runs").document("r1")
+    assert list(run_ref.collections()) == []
+    assert not list(db.collection_group("pods").stream())
+    assert not db.collection("jobs").document(cluster["names"]["l2"]).get().exists
+    # the cluster is untouched
+    assert cluster["cluster"].get_job(cluster["names"]["l2"]) is not None
+
+
+def test_undeploy_pauses_running_runs_and_lists_what_remains(cli, run, store, cluster):
+    PubSubBus(store.db.project).ensure_topic("kick")
+    out = _ok(cli("undeploy", "--yes"))
+    assert store.load_run("r1").status == "paused"
+    assert "paused now" in out and "warning" not in out
+    assert cluster["names"]["l3"] in out  # the cluster's Jobs
+    assert "What remains" in out
+    out = _ok(cli("undeploy", "--yes"))  # idempotent: nothing left to pause
+    assert "(0 paused now)" in out
+
+
+def test_sample_renders_a_scattered_one_chunk_per_pod_job(cli):
+    result = cli("sample", "-c", str(DEMO), "ingest", "2", "5", "--chunks")
+    assert result.exit_code == 0, result.output
+    manifest = yaml.safe_load(result.stdout)
+    kubernetes_validate.validate(manifest, "1.33", strict=True)
+    spec = manifest["spec"]
+    assert spec["completions"] == 5 and spec["maxFailedIndexes"] == 5
+    assert 1 <= spec["parallelism"] <= 5
+    env = {e["name"]: e["value"] for e in spec["template"]["spec"]["containers"][0]["env"]}
+    assert env["PCG_BATCH_SIZE"] == "1"
+    assert manifest["metadata"]["name"].endswith("-sample")
+    assert manifest["metadata"]["annotations"]["cave-pipeline/batch-size"] == "1"
+    # Pod i builds shuffled position i: five distinct chunks, as the worker computes them.
+    chunks = [tuple(int(v) for v in grid.batch_coords(i, SHAPE, SEED, 1)[0]) for i in range(5)]
+    assert len(set(chunks)) == 5
+    for i, c in enumerate(chunks):
+        assert f"# pod {i}: chunk {c}" in result.stderr
+    root = str(layer_count(CFG.layer2_shape()))
+    result = cli("sample", "-c", str(DEMO), "ingest", root, "2")
+    assert result.exit_code == 2 and "has 1 chunks" in result.output
+
+
+def test_read_cluster_names_what_to_set(tmp_path, monkeypatch):
+    with pytest.raises(cluster_access.ClusterAccessError, match="no local cluster there"):
+        cluster_access.read_cluster(env={cluster_access.LOCAL_DIR_ENV: str(tmp_path / "x")})
+    with pytest.raises(cluster_access.ClusterAccessError, match="PIPELINE_GKE_ENDPOINT") as e:
+        cluster_access.read_cluster(stack_dir=tmp_path, env={})
+    assert cluster_access.LOCAL_DIR_ENV in str(e.value)
+    (tmp_path / "cluster" / "jobs").mkdir(parents=True)
+    (tmp_path / "stack.json").write_text(json.dumps({"env": {}}))
+    view = cluster_access.read_cluster(stack_dir=tmp_path, env={})
+    assert cluster_access.is_local(view) and view.state_dir == tmp_path / "cluster"
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+def test_gke_is_read_in_the_runs_namespace_unless_one_is_set(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    env = {"KUBECONFIG": str(kubeconfig)}
+    gke = cluster_access.read_cluster("pcg", stack_dir=tmp_path, env=env)
+    assert gke.namespace == "pcg"
+    env[cluster_access.NAMESPACE_ENV] = "other"
+    assert cluster_access.read_cluster("pcg", stack_dir=tmp_path, env=env).namespace == "other"
+
+
+class _Page:
+    def __init__(self, items: list[dict[str, Any]], token: str = "") -> None:
+        self.page = {"items": items, "metadata": {"continue": token}}
+
+
+class _FakeGke:
+    """Just what `pod_events` touches of GkeCluster: core, api_client, namespace."""
+
+    namespace, request_timeout, endpoint = "pcg", 5.0, "https://gke"
+
+    def __init__(self, pages: list[_Page]) -> None:
+        self.pages, self.calls = pages, []
+        self.core, self.api_client = self, self
+
+    def list_namespaced_event(self, namespace: str, **kwargs: Any) -> _Page:
+        self.calls.append((namespace, kwargs))
+        return self.pages[len(self.calls) - 1]
+
+    def sanitize_for_serialization(self, page: _Page) -> dict[str, Any]:
+        return page.page
+
+
+def test_pod_events_on_gke_are_the_jobs_pods_across_pages():
+    def event(pod: str, reason: str, at: str) -> dict[str, Any]:
+        return {"involvedObject": {"kind": "Pod", "name": pod}, "reason": reason,
+                "lastTimestamp": at}  # fmt: skip
+
+    fake = _FakeGke([
+        _Page([event("j-1-abc", "OOMKilling", "2026-01-01T00:00:05Z"),
+               event("other-0-x", "Pulled", "2026-01-01T00:00:01Z")], token="t1"),
+        _Page([event("j-0-xyz", "FailedScheduling", "2026-01-01T00:00:02Z")]),
+    ])  # fmt: skip
+    events = cluster_access.pod_events(fake, "j")
+    assert [e["reason"] for e in events] == ["FailedScheduling", "OOMKilling"]
+    assert fake.calls[0][1]["field_selector"] == "involvedObject.kind=Pod"
+    assert fake.calls[1][1]["_continue"] == "t1"

@@ -1,0 +1,204 @@
+"""Operating a build through the real event path on the local stack: a fatal chunk is
+alerted with its coordinates and traceback and blocks the run until the operator fixes the
+input and re-submits; pause suspends the Jobs and keeps finished work; Spot preemptions during
+the demo ingest leave a graph the oracle accepts."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from shared import intervals
+from shared import operator_actions as ops
+from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
+from shared.adapters.demo_graph import read_all_nodes
+from shared.adapters.emulators import EmulatorMissingError, check_emulators
+from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.local_stack import LocalStack
+from shared.adapters.pubsub_bus import PubSubBus
+from shared.build_plan import new_run
+from shared.config import PipelineConfig, load_config
+from shared.demo.oracle import compare, expected_stats, observed_stats
+from shared.demo.volume import generate_volume, save_volume
+from shared.layers import layer_count
+from shared.state import RunState
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[LocalStack]:
+    try:
+        check_emulators()
+    except EmulatorMissingError as e:
+        pytest.skip(str(e))
+    with LocalStack("ops-test", tmp_path_factory.mktemp("stack"), tick_period_s=2.0) as s:
+        yield s
+
+
+def config(tmp: Path, **job: object) -> PipelineConfig:
+    """The demo config on a 32^3 volume (4x4x4 chunks), with `job` overrides."""
+    cfg = load_config(ROOT / "examples" / "demo" / "pipeline.yml")
+    volume = tmp / "volume.npy"
+    save_volume(volume, generate_volume((32, 32, 32), 7))
+    source = cfg.ds.data_source.model_copy(update={"size": (32, 32, 32), "watershed": str(volume)})
+    graph = cfg.ds.graph_config.model_copy(update={"CHUNK_SIZE": (8, 8, 8)})
+    ds = cfg.ds.model_copy(update={"data_source": source, "graph_config": graph})
+    return cfg.model_copy(
+        update={"dataset_config": ds, "job": cfg.job.model_copy(update=job), "project": "ops-test"}
+    )
+
+
+def start(stack: LocalStack, cfg: PipelineConfig, run_id: str) -> FirestoreRunStore:
+    client = open_bigtable_client(
+        cfg.graph_id,
+        cfg.bigtable.project,
+        cfg.bigtable.instance,
+        timedelta(seconds=30),
+        create=True,
+    )
+    close_bigtable_client(client)
+    store = FirestoreRunStore(stack.project)
+    store.create_run(new_run(cfg, run_id, ["ingest"], "auto", datetime.now(UTC)))
+    kick(stack, run_id)
+    return store
+
+
+def kick(stack: LocalStack, run_id: str) -> None:
+    bus = PubSubBus(stack.project)
+    bus.publish_json("kick", {"run_id": run_id, "action": "test"})
+    bus.close()
+
+
+def wait_for(
+    store: FirestoreRunStore,
+    run_id: str,
+    what: str,
+    predicate: Callable[[RunState], bool],
+    timeout: float = 120,
+) -> RunState:
+    deadline = time.monotonic() + timeout
+    while True:
+        run = store.load_run(run_id)
+        if predicate(run):
+            return run
+        if time.monotonic() > deadline:
+            phases = {k: (ls.phase, ls.completed_indexes) for k, ls in run.layers.items()}
+            raise AssertionError(f"{run_id}: not {what} after {timeout}s: {run.status} {phases}")
+        time.sleep(0.3)
+
+
+def test_fatal_chunk_alerts_blocks_and_resumes_after_resubmit(stack, tmp_path):
+    marker = tmp_path / "corrupt"
+    marker.write_text("x")
+    cfg = config(tmp_path, task_retries=0, batch_size=32)
+    cfg = cfg.model_copy(
+        update={
+            "graph_id": "ops-fatal",
+            "env": {"TEST_FAIL_MARKER": str(marker)},
+            "workloads": {"ingest": "tests.plugins:fatal_at_origin"},
+        }
+    )
+    store = start(stack, cfg, "r-fatal")
+    run = wait_for(
+        store, "r-fatal", "failed at L2", lambda r: r.layers["ingest-L2"].phase == "failed"
+    )
+    assert run.layers["ingest-L3"].phase == "waiting"  # the run stops advancing
+    alerts = {a.kind: a.body for a in store.all_alerts("r-fatal")}
+    assert {"failed_indexes", "layer_failed"} <= set(alerts)
+    batch = alerts["failed_indexes"]["batches"][0]
+    assert [0, 0, 0] in batch["chunks"]
+    assert "FatalChunkError" in batch["log_tail"] and "corrupt watershed" in batch["log_tail"]
+
+    marker.unlink()  # the operator fixes the input, then re-submits the layer
+    store.update_run("r-fatal", lambda r: ops.resubmit(r, "ingest", 2, "ana", datetime.now(UTC)))
+    kick(stack, "r-fatal")
+    run = wait_for(store, "r-fatal", "succeeded", lambda r: r.status == "succeeded")
+    assert run.layers["ingest-L2"].attempt == 1
+    assert "run_finished" in {a.kind for a in store.all_alerts("r-fatal")}
+    # The re-submitted Job skipped the chunks the first one had finished.
+    logs = "".join(
+        stack.cluster.pod_log(p.name, 5)
+        for p in stack.cluster.list_pods(run.layers["ingest-L2"].job_name)
+    )
+    assert '"skipped": 32' in logs
+
+
+def test_pause_suspends_jobs_keeps_work_and_resume_finishes(stack, tmp_path):
+    cfg = config(tmp_path, batch_size=8)
+    cfg = cfg.model_copy(
+        update={
+            "graph_id": "ops-pause",
+            "env": {"TEST_PLUGIN_SLEEP_S": "0.2"},
+            "workloads": {"ingest": "tests.plugins:nap"},
+        }
+    )
+    store = start(stack, cfg, "r-pause")
+    run = wait_for(
+        store,
+        "r-pause",
+        "making progress",
+        lambda r: intervals.count(r.layers["ingest-L2"].completed_indexes) >= 1,
+    )
+    store.update_run("r-pause", ops.pause)
+    kick(stack, "r-pause")
+    name = run.layers["ingest-L2"].job_name
+    deadline = time.monotonic() + 60
+    while not ((job := stack.cluster.get_job(name)).suspended and job.active == 0):
+        assert time.monotonic() < deadline, f"job not suspended: {job}"
+        time.sleep(0.2)
+    kept = intervals.count(job.completed_indexes)
+    assert kept >= 1
+    time.sleep(3)  # a tick passes: a paused run starts nothing
+    assert stack.cluster.get_job(name).active == 0
+    assert store.load_run("r-pause").layers["ingest-L3"].phase == "waiting"
+    store.update_run("r-pause", ops.resume)
+    kick(stack, "r-pause")
+    wait_for(store, "r-pause", "succeeded", lambda r: r.status == "succeeded")
+    assert intervals.count(stack.cluster.get_job(name).completed_indexes) == job.completions
+
+
+def test_spot_preemptions_during_the_demo_ingest_leave_a_correct_graph(stack, tmp_path):
+    cfg = config(tmp_path, batch_size=8, task_retries=1)
+    cfg = cfg.model_copy(update={"graph_id": "ops-chaos"})
+    store = start(stack, cfg, "r-chaos")
+    rng = random.Random(3)
+    preempted: list[str] = []
+    done = threading.Event()
+
+    def chaos() -> None:
+        # A handful of preemptions spread over the run (Spot reclaims some nodes, not all).
+        while len(preempted) < 4 and not done.wait(1.5):
+            name = stack.cluster.preempt_random_pod(rng)
+            if name:
+                preempted.append(name)
+
+    thread = threading.Thread(target=chaos, daemon=True)
+    thread.start()
+    try:
+        run = wait_for(store, "r-chaos", "succeeded", lambda r: r.status == "succeeded", 240)
+    finally:
+        done.set()
+        thread.join()
+    assert preempted, "the chaos thread never found a running pod to preempt"
+    # Preemptions are recorded as such and spend no retry budget.
+    assert sum(ls.pods_preempted for ls in run.layers.values()) == len(preempted)
+    assert sum(ls.pods_failed for ls in run.layers.values()) == 0
+    client = open_bigtable_client(
+        cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(seconds=30)
+    )
+    try:
+        nodes = read_all_nodes(client)
+    finally:
+        close_bigtable_client(client)
+    n_layers = layer_count(cfg.layer2_shape())
+    volume = generate_volume((32, 32, 32), 7)
+    result = compare(expected_stats(volume, (8, 8, 8), n_layers), observed_stats(nodes, n_layers))
+    assert result.ok, result.mismatches
