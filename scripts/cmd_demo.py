@@ -29,9 +29,25 @@ def register(main: click.Group) -> None:
     )
     @click.option("--size", type=int, default=None, help="Volume edge in voxels (cube).")
     @click.option("--chunk", type=int, default=None, help="Chunk edge in voxels (cube).")
-    @click.option("--stages", default="ingest", show_default=True)
+    @click.option(
+        "--stages",
+        default="ingest",
+        show_default=True,
+        help="Comma list: ingest, l2cache, meshing (the passes run after ingest, each checked "
+        "by its own oracle).",
+    )
     @click.option(
         "--advance", type=click.Choice(["auto", "approve"]), default="auto", show_default=True
+    )
+    @click.option(
+        "--approve-after",
+        "approve_after_s",
+        type=click.FloatRange(min=0),
+        default=None,
+        metavar="SECONDS",
+        help="With --advance approve: the demo approves each layer SECONDS after it becomes "
+        "eligible, as an operator would (`pipeline approve`). Without it, approve each layer "
+        "yourself.",
     )
     @click.option("--timeout", "timeout_s", type=float, default=900, show_default=True)
     @click.option(
@@ -42,14 +58,23 @@ def register(main: click.Group) -> None:
     )
     @click.option("--json", "as_json", is_flag=True, help="End with one JSON summary line.")
     def demo(config_path: str, size: int | None, chunk: int | None, stages: str, advance: str,
-             timeout_s: float, workdir: str | None, as_json: bool) -> None:  # fmt: skip
+             approve_after_s: float | None, timeout_s: float, workdir: str | None,
+             as_json: bool) -> None:  # fmt: skip
         """Build the demo dataset's chunked graph unattended, then check it against an oracle."""
         from scripts.demo import prepare_config, run_demo
+        from shared.build_plan import PlanError, check_stages
+
+        if approve_after_s is not None and advance != "approve":
+            raise click.UsageError("--approve-after needs --advance approve")
 
         tmp = None if workdir else tempfile.TemporaryDirectory(prefix="cave-demo-")
         work = Path(workdir or tmp.name)  # type: ignore[union-attr]
         try:
             cfg = prepare_config(load_config(config_path), work, size, chunk)
+            try:
+                check_stages(cfg, [s.strip() for s in stages.split(",") if s.strip()])
+            except PlanError as exc:
+                raise click.UsageError(str(exc)) from None
             console = Console(stderr=as_json)
             console.print(
                 f"demo: volume {cfg.ds.data_source.size}, chunks {cfg.ds.graph_config.CHUNK_SIZE}"
@@ -57,11 +82,14 @@ def register(main: click.Group) -> None:
             )
             with Live(console=console, refresh_per_second=4, transient=False) as live:
                 result = run_demo(
-                    cfg, work, stages=stages.split(","), advance=advance, timeout_s=timeout_s,
+                    cfg, work, stages=[s.strip() for s in stages.split(",") if s.strip()],
+                    advance=advance, timeout_s=timeout_s, approve_after_s=approve_after_s,
                     on_progress=lambda run: live.update(run_table(run)),
                 )  # fmt: skip
             summary = result.summary()
             verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"
+            checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]
+            verdict += f" ({', '.join(checked)})"
             console.print(
                 f"{verdict}: {summary['layers']} layers, {summary['chunks']} chunks, "
                 f"{summary['pods']} pods ({summary['retries']} retries) in {summary['wall_s']}s;"

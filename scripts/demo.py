@@ -1,9 +1,14 @@
 """The demo build: a synthetic volume ingested unattended on the local stack, then checked.
 
-Steps: generate the volume; start the local stack; create the graph table (the `setup`
-step); start a run (advance auto, unless told otherwise) through the same path an operator
-uses; watch it while the controller drives every layer from Job events; finally compare the
-table with a direct whole-volume computation (the oracle).
+Steps: generate the volume; start the local stack; create the graph table and, for the
+l2cache and meshing passes, their tables (the `setup` step); start a run (advance auto, unless
+told otherwise) through the same path an operator uses; watch it while the controller drives
+every layer from Job events; finally compare the tables with a direct whole-volume computation
+(the oracles: ingest, and l2cache and meshing if they ran).
+
+In approve mode the demo can play the operator (:class:`AutoApprover`): it approves each layer
+a set time after the layer became eligible, through `shared.operator_actions.approve` applied
+with `update_run` and a `kick`, exactly as `pipeline approve` does.
 """
 
 from __future__ import annotations
@@ -13,21 +18,29 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from scripts.services import Services
 from shared import intervals
+from shared import operator_actions as ops
 from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
 from shared.adapters.demo_graph import read_all_nodes
+from shared.adapters.demo_stage_tables import read_l2cache, read_meshes
 from shared.adapters.local_stack import LocalStack
-from shared.build_plan import new_run
+from shared.build_plan import check_stages, new_run
 from shared.config import PipelineConfig
+from shared.controller import spend
 from shared.demo.oracle import compare, expected_stats, observed_stats
+from shared.demo.oracle_stages import check_l2cache, check_meshing
+from shared.demo.stage_rows import STAGE_TABLE_SUFFIX, stage_table_id
 from shared.demo.volume import generate_volume, save_volume
 from shared.layers import layer_count, layer_shape
 from shared.manifest import validate_config_renders
-from shared.state import RunState
+from shared.state import STAGE_DEPENDENCIES, LayerState, RunState, layer_key
+
+APPROVER = "demo-auto-approver"
 
 
 class DemoTimeoutError(TimeoutError):
@@ -44,14 +57,19 @@ class DemoResult:
     retries: int
     chunk_compute_s: float
     alerts: dict[str, int] = field(default_factory=dict)
+    cost_usd: float = 0.0  # what the same pods would cost on Autopilot Spot
 
     def summary(self) -> dict[str, Any]:
         """The `--json` object."""
         run = self.run
+        # A stage's first layer with nothing to wait for (ingest L2 in auto mode) starts in
+        # the reconcile that sees the run: no latency to measure there.
         latencies = [
             (ls.submitted_at - ls.eligible_at).total_seconds()
             for ls in run.layers.values()
-            if ls.submitted_at and ls.eligible_at and ls.layer > 2
+            if ls.submitted_at
+            and ls.eligible_at
+            and (ls.layer > 2 or STAGE_DEPENDENCIES[ls.stage] or run.advance != "auto")
         ]
         return {
             "ok": self.ok,
@@ -69,7 +87,10 @@ class DemoResult:
             "pods": self.pods,
             "retries": self.retries,
             "alerts": self.alerts,
+            "cost_usd": round(self.cost_usd, 6),
+            "advance": run.advance,
             "advance_latency_s": round(statistics.median(latencies), 3) if latencies else None,
+            "approved_by_demo": sum(ls.approved_by == APPROVER for ls in run.layers.values()),
         }
 
     def _chunks(self, stage: str, layer: int) -> int:
@@ -92,6 +113,14 @@ def prepare_config(cfg: PipelineConfig, workdir: Path, size: int | None,
     )
     graph = ds.graph_config.model_copy(update={"CHUNK_SIZE": (chunk,) * 3} if chunk else {})
     dataset = ds.model_copy(update={"data_source": source, "graph_config": graph})
+    mesh = ds.mesh_config
+    if mesh is not None and mesh.max_layer:  # a smaller volume may have fewer layers: cap it
+        grid = [-(-s // c) for s, c in zip(source.size, graph.CHUNK_SIZE, strict=True)]
+        root = layer_count(tuple(grid))  # type: ignore[arg-type]
+        if mesh.max_layer > root:
+            dataset = dataset.model_copy(
+                update={"mesh_config": mesh.model_copy(update={"max_layer": root})}
+            )
     # Round-trip through validation so overrides obey the same rules as the files.
     out = PipelineConfig(**cfg.model_dump(exclude={"dataset_config"}))
     out = out.model_copy(update={"dataset_config": type(ds)(**dataset.model_dump())})
@@ -135,40 +164,88 @@ def run_demo(
     timeout_s: float,
     on_progress: Callable[[RunState], None] = lambda run: None,
     volume_seed: int = 7,
+    approve_after_s: float | None = None,
 ) -> DemoResult:
-    """Run the demo build end to end and check it with the oracle."""
+    """Run the demo build end to end and check it with the oracles.
+
+    ``approve_after_s`` (approve mode): the demo approves each layer that many seconds after
+    it became eligible (:class:`AutoApprover`); None leaves the approvals to an operator.
+    """
     from shared.adapters.firestore_store import FirestoreRunStore
     from shared.adapters.pubsub_bus import PubSubBus
 
+    stages = check_stages(cfg, stages)  # fail fast, before the stack starts
     workdir.mkdir(parents=True, exist_ok=True)
     volume = generate_volume(cfg.ds.data_source.size, volume_seed)
     save_volume(workdir / "volume.npy", volume)
     n_layers = layer_count(cfg.layer2_shape())
+    passes = [s for s in stages if s in STAGE_TABLE_SUFFIX]
     with LocalStack(cfg.project, workdir / "stack", cfg.controller.tick_period_s) as stack:
-        table = open_bigtable_client(
-            cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance,
-            timedelta(seconds=cfg.job.lock_expiry_s), create=True,
-        )  # fmt: skip
+        expiry = timedelta(seconds=cfg.job.lock_expiry_s)
+        names = [cfg.graph_id] + [stage_table_id(cfg.graph_id, s) for s in passes]
+        tables = {
+            name: open_bigtable_client(
+                name, cfg.bigtable.project, cfg.bigtable.instance, expiry, create=True
+            )
+            for name in names
+        }
         try:
             store = FirestoreRunStore(cfg.project)
+            bus = PubSubBus(cfg.project)
+            services = Services(cfg.project, store, bus)
             started = time.monotonic()
             run = new_run(cfg, f"{cfg.graph_id}-demo", stages, advance, _utcnow())
             store.create_run(run)
-            bus = PubSubBus(cfg.project)
-            bus.publish_json("kick", {"run_id": run.run_id, "action": "start", "by": "demo"})
-            run = _watch(store, run.run_id, timeout_s, on_progress)
+            services.kick(run.run_id, "start", "demo")
+            approver = (
+                AutoApprover(store, services.kick, approve_after_s)
+                if advance == "approve" and approve_after_s is not None
+                else None
+            )
+            run = _watch(store, run.run_id, timeout_s, on_progress, approver)
             wall = time.monotonic() - started
-            nodes = read_all_nodes(table)
+            nodes = read_all_nodes(tables[cfg.graph_id])
+            rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
         finally:
-            close_bigtable_client(table)
+            for client in tables.values():
+                close_bigtable_client(client)
         jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
         alerts = _count_alerts(stack, run.run_id)
+    oracle = _oracles(cfg, run, volume, n_layers, nodes, rows)
+    ok = oracle["ok"] and run.status == "succeeded"
+    cost = spend(cfg, run, run.finished_at or _utcnow())
+    return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost)
+
+
+def _read_pass(stage: str, client: Any) -> dict[int, Any]:
+    return read_l2cache(client) if stage == "l2cache" else read_meshes(client)
+
+
+def _oracles(cfg: PipelineConfig, run: RunState, volume: Any, n_layers: int, nodes: list,
+             rows: dict[str, dict[int, Any]]) -> dict[str, Any]:  # fmt: skip
+    """Every stage's verdict: ``{"ok", "mismatches" (all, stage-prefixed), "ingest": {...},
+    "l2cache": {...}, "meshing": {...}}`` (the passes only if they ran)."""
     chunk_size = cfg.ds.graph_config.CHUNK_SIZE
-    result = compare(expected_stats(volume, chunk_size, n_layers), observed_stats(nodes, n_layers))
-    oracle = {"ok": result.ok, "mismatches": result.mismatches[:20]}
-    ok = result.ok and run.status == "succeeded"
-    return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts)
+    bits = cfg.ds.graph_config.SPATIAL_BITS
+    ingest = compare(expected_stats(volume, chunk_size, n_layers), observed_stats(nodes, n_layers))
+    verdicts: dict[str, dict[str, Any]] = {
+        "ingest": {"ok": ingest.ok, "mismatches": ingest.mismatches[:20]}
+    }
+    if "l2cache" in rows:
+        result = check_l2cache(volume, chunk_size, nodes, rows["l2cache"], n_layers, bits)
+        verdicts["l2cache"] = result.to_dict()
+    if "meshing" in rows:
+        top = run.top_layers["meshing"]
+        result = check_meshing(volume, chunk_size, nodes, rows["meshing"], n_layers, top, bits)
+        verdicts["meshing"] = result.to_dict()
+    mismatches = [
+        line if line.startswith(stage) else f"{stage}: {line}"
+        for stage, verdict in verdicts.items()
+        for line in verdict["mismatches"]
+    ]
+    ok = all(v["ok"] for v in verdicts.values())
+    return {"ok": ok, "mismatches": mismatches[:20], **verdicts}
 
 
 def _utcnow():  # noqa: ANN202
@@ -177,13 +254,67 @@ def _utcnow():  # noqa: ANN202
     return datetime.now(UTC)
 
 
-def _watch(store: Any, run_id: str, timeout_s: float,
-           on_progress: Callable[[RunState], None]) -> RunState:  # fmt: skip
+def eligible_since(run: RunState, ls: LayerState) -> datetime | None:
+    """When ``ls`` became eligible: the layer below finished; for a stage's first layer, the
+    last layer of the stages it depends on finished (or the run was created, if none)."""
+    below = run.layers.get(layer_key(ls.stage, ls.layer - 1))
+    if below is not None:
+        return below.finished_at
+    deps = [d for d in STAGE_DEPENDENCIES.get(ls.stage, ()) if d in run.stages]
+    if not deps:
+        return run.created_at
+    stamps = [x.finished_at for x in run.layers.values() if x.stage in deps]
+    return None if not stamps or None in stamps else max(stamps)  # type: ignore[type-var]
+
+
+class AutoApprover:
+    """The demo as the operator of an approve-mode run: each layer is approved ``after_s``
+    seconds after it became eligible (the layer below complete), through the operator's path:
+    ``operator_actions.approve`` applied with ``store.update_run``, then a ``kick``."""
+
+    def __init__(self, store: Any, kick: Callable[[str, str, str], None], after_s: float,
+                 by: str = APPROVER, clock: Callable[[], datetime] = _utcnow) -> None:  # fmt: skip
+        self.store, self.kick, self.after_s, self.by, self.clock = store, kick, after_s, by, clock
+        self.first_seen: dict[str, datetime] = {}  # when a stamp is missing: our own sighting
+        self.approved: list[str] = []
+
+    def step(self, run: RunState) -> float | None:
+        """Approve the layers that are due; returns the seconds until the next one is due
+        (None: no eligible layer is waiting for approval)."""
+        if run.status != "running":
+            return None
+        now = self.clock()
+        due: list[LayerState] = []
+        wait: float | None = None
+        for ls in run.ordered_layers():
+            if ls.phase != "waiting" or ls.approved or not run.dependencies_met(ls):
+                continue
+            since = eligible_since(run, ls) or self.first_seen.setdefault(ls.key, now)
+            left = (since - now).total_seconds() + self.after_s
+            if left <= 0:
+                due.append(ls)
+            else:
+                wait = left if wait is None else min(wait, left)
+        if due:
+            keys: list[str] = []
+
+            def mutate(state: RunState) -> None:
+                for ls in due:
+                    keys.extend(ops.approve(state, ls.stage, [ls.layer], self.by, now))
+
+            self.store.update_run(run.run_id, mutate)
+            self.kick(run.run_id, "approve", self.by)
+            self.approved += keys
+        return wait
+
+
+def _watch(store: Any, run_id: str, timeout_s: float, on_progress: Callable[[RunState], None],
+           approver: AutoApprover | None = None) -> RunState:  # fmt: skip
     deadline = time.monotonic() + timeout_s
     while True:
         run = store.load_run(run_id)
         on_progress(run)
-        failed = [ls.key for ls in run.layers.values() if ls.phase == "failed"]
+        failed = [ls.key for ls in run.ordered_layers() if ls.phase == "failed"]
         if run.status in ("succeeded", "failed") or failed:
             return run
         if time.monotonic() > deadline:
@@ -192,5 +323,17 @@ def _watch(store: Any, run_id: str, timeout_s: float,
                 for ls in run.ordered_layers()
                 if ls.phase == "running"
             ]
+            waiting = [
+                ls.key
+                for ls in run.ordered_layers()
+                if ls.phase == "waiting" and not ls.approved and run.dependencies_met(ls)
+            ]
+            if waiting and run.advance != "auto":
+                where.append(f"awaiting approval: {', '.join(waiting)}")
             raise DemoTimeoutError(f"run {run_id} not finished after {timeout_s:.0f}s: {where}")
-        time.sleep(0.5)
+        pause = 0.5
+        if approver is not None:
+            next_due = approver.step(run)
+            if next_due is not None:
+                pause = min(pause, max(next_due, 0.01))
+        time.sleep(pause)

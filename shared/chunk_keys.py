@@ -3,6 +3,10 @@
 Compatible with the predecessor (DESIGN 4.2): the key is the 2-byte blake2b digest of the
 chunk id as 8 big-endian bytes, followed by those 8 bytes. The digest prefix spreads
 neighbouring chunks over the key space so Bigtable can split the load.
+
+Stages other than ingest (meshing, l2cache, the migration passes) visit the same chunk ids,
+so their rows carry the stage after the id (`<key>/meshing`): each stage has its own locks
+and done markers, and ingest's rows stay exactly the predecessor's.
 """
 
 from __future__ import annotations
@@ -25,17 +29,19 @@ def _id_bytes(chunk_id: SupportsIndex) -> bytes:
     return value.to_bytes(_ID_BYTES, "big")
 
 
-def chunk_row_key(chunk_id: SupportsIndex) -> bytes:
-    """Row key of ``chunk_id``'s lock/done row (10 bytes).
+def chunk_row_key(chunk_id: SupportsIndex, stage: str = "ingest") -> bytes:
+    """Row key of ``chunk_id``'s lock/done row for ``stage`` (10 bytes for ingest).
 
     Accepts any integer type (``int``, ``numpy.uint64``) in ``[0, 2**64)``.
     """
     raw = _id_bytes(chunk_id)
-    return hashlib.blake2b(raw, digest_size=_DIGEST_BYTES).digest() + raw
+    key = hashlib.blake2b(raw, digest_size=_DIGEST_BYTES).digest() + raw
+    return key if stage == "ingest" else key + b"/" + stage.encode()
 
 
 def chunk_id_from_row_key(row_key: bytes) -> int:
     """Inverse of :func:`chunk_row_key`; raises ``ValueError`` for a key it did not make."""
+    row_key = row_key.split(b"/", 1)[0] if len(row_key) > ROW_KEY_LENGTH else row_key
     if len(row_key) != ROW_KEY_LENGTH:
         raise ValueError(f"chunk row key must be {ROW_KEY_LENGTH} bytes, got {len(row_key)}")
     chunk_id = int.from_bytes(row_key[_DIGEST_BYTES:], "big")

@@ -40,7 +40,11 @@ from worker.errors import WorkerConfigError
 __all__ = ["DEFAULT_WORKLOADS", "WorkerEnv", "parse_env"]
 
 #: The built-in plugin of each stage when ``PCG_WORKLOAD`` is not set.
-DEFAULT_WORKLOADS = {"ingest": "worker.workloads.demo_ingest:process_chunk"}
+DEFAULT_WORKLOADS = {
+    "ingest": "worker.workloads.demo_ingest:process_chunk",
+    "l2cache": "worker.workloads.demo_l2cache:process_chunk",
+    "meshing": "worker.workloads.demo_meshing:process_chunk",
+}
 
 
 @dataclass(frozen=True)

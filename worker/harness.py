@@ -159,7 +159,7 @@ class BatchRunner:
         summary_fields: dict[str, Any] | None = None,
     ) -> None:
         self.env, self.client, self.fn, self.log, self.token = env, client, fn, log, token
-        self.ledger = ChunkLedger(client)
+        self.ledger = ChunkLedger(client, env.stage)
         self.stop = stop if stop is not None else threading.Event()
         self.clock = clock
         self.stats = BatchStats()

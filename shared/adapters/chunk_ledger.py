@@ -94,10 +94,15 @@ class ChunkLedger:
     Args:
         client: a kvdbclient ``BigTableClient`` for the graph's table; its ``lock_expiry`` is
             the claim time-out. The ledger does not close it.
+        stage: whose rows these are; each stage keeps its own (``chunk_row_key``).
     """
 
-    def __init__(self, client: BigTableClient) -> None:
+    def __init__(self, client: BigTableClient, stage: str = "ingest") -> None:
         self.client = client
+        self.stage = stage
+
+    def _key(self, chunk_id: int) -> bytes:
+        return chunk_row_key(chunk_id, self.stage)
 
     @property
     def lock_expiry(self) -> timedelta:
@@ -113,7 +118,7 @@ class ChunkLedger:
         """
         if self.is_done(chunk_id):
             return ClaimResult.ALREADY_DONE
-        key = chunk_row_key(chunk_id)
+        key = self._key(chunk_id)
         if not self.client.lock_by_row_key(key, token):
             return ClaimResult.HELD_BY_OTHER
         try:
@@ -149,7 +154,7 @@ class ChunkLedger:
         )
         return bool(
             self.client._table.check_and_mutate_row(
-                chunk_row_key(chunk_id),
+                self._key(chunk_id),
                 predicate=predicate,
                 true_case_mutations=self.client._set_lock_mutation(LOCK, token),
                 operation_timeout=30.0,
@@ -158,7 +163,7 @@ class ChunkLedger:
 
     def mark_done(self, chunk_id: int, token: int) -> None:
         """Write the done marker (value ``token``), then release ``token``'s lock."""
-        key = chunk_row_key(chunk_id)
+        key = self._key(chunk_id)
         self.client.write([self.client.mutate_row(key, {CHUNK_DONE: token})])
         if not self.client.unlock_by_row_key(key, token):
             log.warning(
@@ -170,19 +175,17 @@ class ChunkLedger:
     def release(self, chunk_id: int, token: int) -> bool:
         """Release ``token``'s unexpired lock on ``chunk_id``; another holder's lock is left
         alone. Returns whether a lock was released."""
-        return bool(self.client.unlock_by_row_key(chunk_row_key(chunk_id), token))
+        return bool(self.client.unlock_by_row_key(self._key(chunk_id), token))
 
     def is_done(self, chunk_id: int) -> bool:
         """Whether ``chunk_id`` carries the done marker (whatever its value)."""
-        row = self.client._table.read_row(
-            chunk_row_key(chunk_id), row_filter=_latest_cell(CHUNK_DONE)
-        )
+        row = self.client._table.read_row(self._key(chunk_id), row_filter=_latest_cell(CHUNK_DONE))
         return row is not None and len(row.cells) > 0
 
     def done_among(self, chunk_ids: Iterable[int]) -> set[int]:
         """The subset of ``chunk_ids`` marked done, read in one batched request (split only
         beyond 10,000 keys)."""
-        keys = sorted({chunk_row_key(c) for c in chunk_ids})
+        keys = sorted({self._key(c) for c in chunk_ids})
         done: set[int] = set()
         for start in range(0, len(keys), _MAX_KEYS_PER_READ):
             query = ReadRowsQuery(

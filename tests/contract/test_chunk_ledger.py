@@ -115,3 +115,13 @@ def test_random_token() -> None:
     tokens = {random_token() for _ in range(1000)}
     assert len(tokens) == 1000
     assert all(0 < t < 2**64 for t in tokens)
+
+
+def test_stages_keep_separate_done_markers(bigtable_table):
+    client, _ = bigtable_table
+    ingest, meshing = ChunkLedger(client), ChunkLedger(client, "meshing")
+    ingest.claim(7, 1)
+    ingest.mark_done(7, 1)
+    assert meshing.claim(7, 2) is ClaimResult.ACQUIRED  # ingest's marker is not meshing's
+    meshing.mark_done(7, 2)
+    assert ingest.done_among([7, 8]) == meshing.done_among([7, 8]) == {7}

@@ -58,3 +58,12 @@ def test_rejects_foreign_keys() -> None:
         chunk_id_from_row_key(bytes([key[0] ^ 1]) + key[1:])
     with pytest.raises(ValueError, match="10 bytes"):
         chunk_id_from_row_key(key[1:])
+
+
+def test_other_stages_have_their_own_rows_and_ingest_keeps_the_predecessors():
+    cid = 0x0200000000000001
+    ingest = chunk_row_key(cid)
+    assert chunk_row_key(cid, "ingest") == ingest and len(ingest) == 10
+    assert chunk_row_key(cid, "meshing") == ingest + b"/meshing"
+    assert len({chunk_row_key(cid, s) for s in ("ingest", "meshing", "l2cache", "migrate")}) == 4
+    assert chunk_id_from_row_key(chunk_row_key(cid, "l2cache")) == cid
