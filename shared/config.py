@@ -114,7 +114,6 @@ class Controller(_Strict):
     advance: AdvanceMode = "approve"
     budget_usd: float | None = Field(default=None, gt=0)
     stall_after_s: float = Field(default=1800.0, gt=0)
-    event_max_age_s: float = Field(default=3600.0, gt=0)
     tick_period_s: float = Field(default=60.0, gt=0)
 
 

@@ -62,8 +62,9 @@ def run_cost(
     for ls in run.ordered_layers():
         if ls.submitted_at is None:
             continue
-        rate = rate_for(rates, region, compute_class_for.get(ls.stage, ""),
-                        spot_for.get(ls.stage, True))  # fmt: skip
+        rate = rate_for(
+            rates, region, compute_class_for.get(ls.stage, ""), spot_for.get(ls.stage, True)
+        )
         layers.append(layer_cost(ls, rate))
         spans.append((ls.submitted_at, ls.finished_at or now))
     fee_rate = rate_for(rates, region, "")

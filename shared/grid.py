@@ -19,9 +19,16 @@ from functools import lru_cache
 import numpy as np
 
 __all__ = [  # grouped by role
-    "MAX_N", "permute", "unpermute", "permute_many", "unpermute_many",
-    "num_batches", "layer_batch_size", "batch_coords", "coord_to_batch_index",
-]  # fmt: skip
+    "MAX_N",
+    "permute",
+    "unpermute",
+    "permute_many",
+    "unpermute_many",
+    "num_batches",
+    "layer_batch_size",
+    "batch_coords",
+    "coord_to_batch_index",
+]
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15

@@ -85,8 +85,15 @@ def lock_expiry_s(job: JobSettings, layer: int) -> int:
     return math.ceil(job.lock_expiry_s * job.lock_expiry_factor ** (layer - 2))
 
 
-def _env(cfg: PipelineConfig, stage: str, layer: int, job: JobSettings, run_id: str,
-         grid: tuple[int, int, int], n_layers: int) -> list[dict[str, str]]:  # fmt: skip
+def _env(
+    cfg: PipelineConfig,
+    stage: str,
+    layer: int,
+    job: JobSettings,
+    run_id: str,
+    grid: tuple[int, int, int],
+    n_layers: int,
+) -> list[dict[str, str]]:
     dataset = cfg.ds.model_dump(mode="json", exclude_none=True)
     pairs = [
         ("PCG_GRAPH_ID", cfg.graph_id),
@@ -147,8 +154,15 @@ def _check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
         raise ManifestError(f"commands.{stage}: empty command; remove it to use the default")
 
 
-def render_job(cfg: PipelineConfig, stage: str, layer: int, *, run_id: str, parallelism: int,
-               suspend: bool = False) -> dict[str, Any]:  # fmt: skip
+def render_job(
+    cfg: PipelineConfig,
+    stage: str,
+    layer: int,
+    *,
+    run_id: str,
+    parallelism: int,
+    suspend: bool = False,
+) -> dict[str, Any]:
     """The batch/v1 Indexed Job of `stage` at `layer`, or ManifestError naming the field."""
     _check_names(cfg, stage, run_id)
     job = cfg.job.for_stage(stage)

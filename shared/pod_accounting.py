@@ -48,9 +48,20 @@ class PodRecord:
 
     @classmethod
     def of(cls, pod: PodInfo) -> PodRecord:
-        return cls(pod.uid, pod.name, pod.index, pod.phase, pod.cpu_request,
-                   pod.memory_request_gib, pod.created, pod.started, pod.finished,
-                   pod.exit_code, pod.reason, pod.node)  # fmt: skip
+        return cls(
+            pod.uid,
+            pod.name,
+            pod.index,
+            pod.phase,
+            pod.cpu_request,
+            pod.memory_request_gib,
+            pod.created,
+            pod.started,
+            pod.finished,
+            pod.exit_code,
+            pod.reason,
+            pod.node,
+        )
 
 
 def _is_new(pod: PodInfo, ls: LayerState) -> bool:

@@ -187,9 +187,12 @@ def _eligible_since(run: RunState, ls: LayerState) -> datetime | None:
 
 
 def _budget_guard(
-    state: RunState, jobs: dict[str, JobStatus | None], now: datetime, settings: Settings,
+    state: RunState,
+    jobs: dict[str, JobStatus | None],
+    now: datetime,
+    settings: Settings,
     out: list[Action],
-) -> None:  # fmt: skip
+) -> None:
     """Pause the run (suspending its Jobs) once its estimated spend reaches the budget."""
     if not state.budget_usd or settings.spend is None or state.budget_alerted:
         return

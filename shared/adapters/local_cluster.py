@@ -144,9 +144,11 @@ class LocalCluster:
             self._jobs[spec.name] = job
             log.info(
                 "job %s created: %d indexes, parallelism %d%s",
-                spec.name, spec.completions, spec.parallelism,
+                spec.name,
+                spec.completions,
+                spec.parallelism,
                 " (suspended)" if spec.suspend else "",
-            )  # fmt: skip
+            )
             if job.suspended:
                 self.events.record_job_event(job, "Suspended", "Job suspended")
             self._sync_job_locked(job, now)

@@ -148,8 +148,13 @@ class LocalJob:
         action = rule.action if rule else "Count"
         log.info(
             "job %s index %d: pod %s failed (exit %s, %s): %s",
-            self.name, pod.index, pod.name, exit_code, pod.reason, action,
-        )  # fmt: skip
+            self.name,
+            pod.index,
+            pod.name,
+            exit_code,
+            pod.reason,
+            action,
+        )
         if action == "Ignore":
             return
         self.failed_pods += 1

@@ -173,9 +173,13 @@ def gke_pod_usage(api_client: Any, namespace: str, job_name: str) -> dict[str, P
     action = f"read pod metrics of job {job_name} in namespace {namespace}"
     try:
         found = CustomObjectsApi(api_client).list_namespaced_custom_object(
-            "metrics.k8s.io", "v1beta1", namespace, "pods",
-            label_selector=f"{JOB_NAME_LABEL}={job_name}", _request_timeout=30,
-        )  # fmt: skip
+            "metrics.k8s.io",
+            "v1beta1",
+            namespace,
+            "pods",
+            label_selector=f"{JOB_NAME_LABEL}={job_name}",
+            _request_timeout=30,
+        )
     except Exception as e:
         if isinstance(e, ApiException) and e.status in (403, 404, 503):
             raise MetricsUnavailableError(

@@ -192,10 +192,14 @@ def check_l2cache(
     problems: list[str] = []
     no_row = [n for n in l2 if int(n.node_id) not in cache]
     if no_row:
-        items = [f"node {n.node_id} (chunk 2_{_coord(n.node_id, n_layers, spatial_bits)})"
-                 for n in no_row]  # fmt: skip
-        problems.append(f"l2cache: {len(no_row)} of {len(l2)} L2 nodes have no cache row "
-                        f"(a chunk skipped?): {_listed(items)}")  # fmt: skip
+        items = [
+            f"node {n.node_id} (chunk 2_{_coord(n.node_id, n_layers, spatial_bits)})"
+            for n in no_row
+        ]
+        problems.append(
+            f"l2cache: {len(no_row)} of {len(l2)} L2 nodes have no cache row "
+            f"(a chunk skipped?): {_listed(items)}"
+        )
     disagree = [
         f"node {n.node_id}: cached label {cache[n.node_id].label} / {cache[n.node_id].voxels} "
         f"voxels, graph label {n.label} / {n.voxels} voxels"
@@ -204,12 +208,15 @@ def check_l2cache(
         and (cache[n.node_id].label, cache[n.node_id].voxels) != (n.label, n.voxels)
     ]
     if disagree:
-        problems.append(f"l2cache: {len(disagree)} cache rows disagree with the graph: "
-                        f"{_listed(disagree)}")  # fmt: skip
+        problems.append(
+            f"l2cache: {len(disagree)} cache rows disagree with the graph: {_listed(disagree)}"
+        )
     stray = sorted(set(cache) - l2_ids)
     if stray:
-        problems.append(f"l2cache: {len(stray)} cache rows name no L2 node of the graph: "
-                        f"{_listed([str(s) for s in stray])}")  # fmt: skip
+        problems.append(
+            f"l2cache: {len(stray)} cache rows name no L2 node of the graph: "
+            f"{_listed([str(s) for s in stray])}"
+        )
     expected = expected_l2cache(volume, chunk_size)
     observed: dict[Vec, list[tuple[tuple, int]]] = defaultdict(list)
     centroids: dict[tuple[Vec, tuple], list[tuple[tuple, int]]] = defaultdict(list)
@@ -261,10 +268,14 @@ def check_meshing(
         checked += len(mine)
         no_row = [n for n in mine if int(n.node_id) not in meshes]
         if no_row:
-            items = [f"node {n.node_id} (chunk {layer}_{_coord(n.node_id, n_layers, spatial_bits)})"
-                     for n in no_row]  # fmt: skip
-            problems.append(f"meshing layer {layer}: {len(no_row)} of {len(mine)} nodes have no "
-                            f"mesh (a chunk skipped?): {_listed(items)}")  # fmt: skip
+            items = [
+                f"node {n.node_id} (chunk {layer}_{_coord(n.node_id, n_layers, spatial_bits)})"
+                for n in no_row
+            ]
+            problems.append(
+                f"meshing layer {layer}: {len(no_row)} of {len(mine)} nodes have no "
+                f"mesh (a chunk skipped?): {_listed(items)}"
+            )
         partial = [n for n in mine if getattr(meshes.get(n.node_id), "missing", 0)]
         if partial:
             items = [f"node {n.node_id} lacked {meshes[n.node_id].missing}" for n in partial]
@@ -281,9 +292,12 @@ def check_meshing(
                 observed[coord].append(((int(n.label), int(n.voxels), int(rec.faces)), n.node_id))
         expected = expected_meshes(volume, chunk_size, layer)
         problems += _compare_chunks(
-            "meshing", layer, expected, observed,
+            "meshing",
+            layer,
+            expected,
+            observed,
             lambda k: f"label {k[0]}, {k[1]} voxels, {k[2]} faces",
-        )  # fmt: skip
+        )
     return StageOracleResult("meshing", not problems, problems, checked, check)
 
 

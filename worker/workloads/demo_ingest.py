@@ -16,75 +16,24 @@ Node ids come from kvdbclient's id counter, so building a chunk twice leaves ext
 
 from __future__ import annotations
 
-import functools
-import os
 from typing import Any
 
 import numpy as np
 
 from shared.adapters.demo_graph import allocate_node_ids, read_chunks_nodes, write_nodes
 from shared.demo.graph_rows import NodeRecord
-from shared.demo.volume import load_volume
 from shared.layers import children, chunk_id, layer_shape, segment_bits
 from worker.errors import FatalChunkError
+from worker.workloads.demo_common import Vec, chunk_bounds, geometry, label_chunk, volume
 
 __all__ = ["chunk_bounds", "layer2_nodes", "merge_children", "process_chunk"]
-
-Vec = tuple[int, int, int]
-
-
-def _geometry(dataset: dict[str, Any]) -> tuple[Vec, Vec, int]:
-    try:
-        size = tuple(int(v) for v in dataset["data_source"]["size"])
-        chunk = tuple(int(v) for v in dataset["graph_config"]["CHUNK_SIZE"])
-        bits = int(dataset["graph_config"].get("SPATIAL_BITS", 10))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FatalChunkError(
-            f"dataset needs data_source.size and graph_config.CHUNK_SIZE: {exc!r}"
-        ) from exc
-    if len(size) != 3 or len(chunk) != 3 or min(size) < 1 or min(chunk) < 1:
-        raise FatalChunkError(f"bad dataset geometry: size {size}, CHUNK_SIZE {chunk}")
-    return size, chunk, bits  # type: ignore[return-value]
-
-
-def chunk_bounds(layer: int, coord: Vec, chunk_size: Vec, size: Vec) -> tuple[Vec, Vec]:
-    """Voxel box ``[lo, hi)`` of chunk ``coord`` at ``layer``, clipped to the volume."""
-    scale = 2 ** (layer - 2)
-    lo = tuple(int(c) * s * scale for c, s in zip(coord, chunk_size, strict=True))
-    if any(a >= n or a < 0 for a, n in zip(lo, size, strict=True)):
-        raise FatalChunkError(f"chunk {layer}_{tuple(coord)} lies outside the volume {size}")
-    hi = tuple(min(a + s * scale, n) for a, s, n in zip(lo, chunk_size, size, strict=True))
-    return lo, hi  # type: ignore[return-value]
-
-
-@functools.lru_cache(maxsize=2)
-def _volume(path: str) -> np.ndarray:
-    if not path:
-        raise FatalChunkError("dataset data_source.watershed is empty: no volume to ingest")
-    if not os.path.isfile(path):
-        raise FatalChunkError(f"volume file {path} (data_source.watershed) not found")
-    try:
-        return load_volume(path)
-    except (OSError, ValueError) as exc:
-        raise FatalChunkError(f"volume file {path} is not a readable .npy volume: {exc}") from exc
 
 
 def layer2_nodes(vol: np.ndarray, lo: Vec, hi: Vec) -> list[NodeRecord]:
     """The components of box ``[lo, hi)`` of ``vol`` with their open contacts (ids unset)."""
-    from scipy import ndimage  # here, not at the top: upper layers need no scipy (start-up)
-
     box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
     sub = np.asarray(vol[box])
-    comp = np.zeros(sub.shape, dtype=np.int64)
-    labels: list[int] = []
-    for lab in np.unique(sub):
-        if lab == 0:
-            continue
-        lab_comp, n = ndimage.label(sub == lab)  # default structure: 6-connectivity
-        fg = lab_comp > 0
-        comp[fg] = lab_comp[fg] + len(labels)
-        labels += [int(lab)] * n
-    voxels = np.bincount(comp.ravel(), minlength=len(labels) + 1)[1:]
+    comp, labels, voxels = label_chunk(sub)
     owners, ps, qs = [], [], []
     for axis in range(3):
         for inner, outer in ((0, lo[axis] - 1), (sub.shape[axis] - 1, hi[axis])):
@@ -179,11 +128,11 @@ def merge_children(
 
 def process_chunk(ctx: Any) -> None:
     """The per-chunk plugin (``worker.workloads.demo_ingest:process_chunk``)."""
-    size, chunk_size, bits = _geometry(ctx.dataset)
+    size, chunk_size, bits = geometry(ctx.dataset)
     lo, hi = chunk_bounds(ctx.layer, ctx.coord, chunk_size, size)
     parents: dict[int, int] = {}
     if ctx.layer == 2:
-        vol = _volume(str(ctx.dataset["data_source"].get("watershed", "")))
+        vol = volume(str(ctx.dataset["data_source"].get("watershed", "")))
         if tuple(vol.shape) != tuple(size):
             raise FatalChunkError(f"volume shape {vol.shape} differs from data_source.size {size}")
         nodes = layer2_nodes(vol, lo, hi)

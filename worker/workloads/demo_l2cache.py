@@ -38,7 +38,7 @@ from shared.demo.graph_rows import NodeRecord
 from shared.demo.stage_rows import L2CacheRecord, stage_table_id
 from shared.layers import segment_bits
 from worker.errors import FatalChunkError
-from worker.workloads.demo_ingest import _geometry, _volume, chunk_bounds
+from worker.workloads.demo_common import Vec, label_chunk, layer2_volume
 
 __all__ = [
     "component_stats",
@@ -49,30 +49,6 @@ __all__ = [
     "process_chunk",
     "stage_tables",
 ]
-
-Vec = tuple[int, int, int]
-
-
-def label_chunk(sub: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The components of a chunk's voxels (per label, 6-connectivity), in canonical order.
-
-    Returns ``(comp, labels, voxels)``: ``comp`` numbers the components ``1..n`` (0 =
-    background) label by label, each label's in raster order of their first voxel; ``labels``
-    and ``voxels`` give each component's label and voxel count (index ``comp - 1``).
-    """
-    from scipy import ndimage  # a layer-2 pass only: keep it out of start-up
-
-    comp = np.zeros(sub.shape, dtype=np.int64)
-    labels: list[int] = []
-    for lab in np.unique(sub):
-        if lab == 0:
-            continue
-        lab_comp, n = ndimage.label(sub == lab)  # default structure: 6-connectivity
-        fg = lab_comp > 0
-        comp[fg] = lab_comp[fg] + len(labels)
-        labels += [int(lab)] * n
-    voxels = np.bincount(comp.ravel(), minlength=len(labels) + 1)[1:]
-    return comp, np.array(labels, dtype=np.int64), voxels.astype(np.int64)
 
 
 def _disagree(where: str, node: NodeRecord, what: str) -> FatalChunkError:
@@ -152,23 +128,21 @@ def component_stats(comp: np.ndarray, n: int, lo: Vec) -> tuple[np.ndarray, ...]
     return box_lo, box_hi, centroid
 
 
-def layer2_volume(dataset: dict[str, Any], coord: Vec) -> tuple[np.ndarray, Vec, Vec, Vec, int]:
-    """The volume and the box of layer-2 chunk ``coord``: ``(vol, lo, hi, size, bits)``."""
-    size, chunk_size, bits = _geometry(dataset)
-    lo, hi = chunk_bounds(2, coord, chunk_size, size)
-    vol = _volume(str(dataset["data_source"].get("watershed", "")))
-    if tuple(vol.shape) != tuple(size):
-        raise FatalChunkError(f"volume shape {vol.shape} differs from data_source.size {size}")
-    return vol, lo, hi, size, bits
+def matched_components(
+    vol: np.ndarray, lo: Vec, hi: Vec, nodes: Sequence[NodeRecord], where: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, int]]:
+    """The chunk ``[lo, hi)``'s components (``label_chunk``: numbering, labels, voxel counts)
+    and each L2 node's component."""
+    box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
+    comp, labels, voxels = label_chunk(np.asarray(vol[box]))
+    return comp, labels, voxels, match_nodes(comp, labels, voxels, nodes, lo, vol.shape, where)
 
 
 def l2cache_records(
     vol: np.ndarray, lo: Vec, hi: Vec, nodes: Sequence[NodeRecord], where: str = "chunk"
 ) -> list[L2CacheRecord]:
     """The cache rows of the L2 ``nodes`` of the chunk ``[lo, hi)`` of ``vol``."""
-    box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
-    comp, labels, voxels = label_chunk(np.asarray(vol[box]))
-    mapping = match_nodes(comp, labels, voxels, nodes, lo, vol.shape, where)
+    comp, labels, voxels, mapping = matched_components(vol, lo, hi, nodes, where)
     box_lo, box_hi, centroid = component_stats(comp, len(labels), lo)
     out = []
     for node in sorted(nodes, key=lambda n: n.node_id):

@@ -34,17 +34,10 @@ from shared.adapters.demo_stage_tables import read_meshes, read_parent_nodes, wr
 from shared.demo.graph_rows import NodeRecord
 from shared.demo.stage_rows import MeshRecord
 from shared.layers import children, chunk_id, layer_shape, segment_bits
-from worker.workloads.demo_ingest import _geometry, chunk_bounds
-from worker.workloads.demo_l2cache import (
-    label_chunk,
-    layer2_volume,
-    match_nodes,
-    stage_tables,
-)
+from worker.workloads.demo_common import Vec, chunk_bounds, geometry, layer2_volume
+from worker.workloads.demo_l2cache import matched_components, stage_tables
 
 __all__ = ["exposed_faces", "l2_meshes", "paired_contacts", "process_chunk", "stitch_faces"]
-
-Vec = tuple[int, int, int]
 
 
 def exposed_faces(comp: np.ndarray, n: int) -> np.ndarray:
@@ -66,9 +59,7 @@ def l2_meshes(
     vol: np.ndarray, lo: Vec, hi: Vec, nodes: Sequence[NodeRecord], where: str = "chunk"
 ) -> list[MeshRecord]:
     """The mesh rows of the L2 ``nodes`` of the chunk ``[lo, hi)`` of ``vol``."""
-    box = tuple(slice(a, b) for a, b in zip(lo, hi, strict=True))
-    comp, labels, voxels = label_chunk(np.asarray(vol[box]))
-    mapping = match_nodes(comp, labels, voxels, nodes, lo, vol.shape, where)
+    comp, labels, _, mapping = matched_components(vol, lo, hi, nodes, where)
     faces = exposed_faces(comp, len(labels))
     return [
         MeshRecord(node.node_id, int(faces[mapping[node.node_id]]))
@@ -118,7 +109,7 @@ def process_chunk(ctx: Any) -> None:
         nodes = read_chunk_nodes(graph, ctx.chunk_id, segment_bits(ctx.n_layers, 2, bits))
         records = l2_meshes(vol, lo, hi, nodes, where)
     else:
-        size, chunk_size, bits = _geometry(ctx.dataset)
+        size, chunk_size, bits = geometry(ctx.dataset)
         chunk_bounds(ctx.layer, tuple(ctx.coord), chunk_size, size)  # inside the volume?
         l2_shape = tuple(-(-s // c) for s, c in zip(size, chunk_size, strict=True))
         below = ctx.layer - 1
