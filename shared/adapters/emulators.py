@@ -21,7 +21,6 @@ import functools
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -34,6 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+
+from shared.adapters.process_groups import HOST, free_port, kill_group, log_tail
 
 __all__ = [
     "ALL_EMULATORS",
@@ -49,10 +50,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
 ALL_EMULATORS: tuple[str, ...] = ("pubsub", "firestore", "bigtable")
 SDK_ROOT_ENV = "CLOUDSDK_ROOT"
-_LOG_TAIL_CHARS = 4000
 _POLL_INTERVAL = 0.05
 # talks to 127.0.0.1 only: never through an http_proxy from the environment
 _HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -210,77 +209,6 @@ def check_emulators(names: Iterable[str] = ALL_EMULATORS) -> None:
         )
 
 
-# --------------------------------------------------------------------------- processes
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def _group_alive(pgid: int) -> bool:
-    """True while any non-zombie process is left in process group ``pgid``."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # not Linux: zombies count as alive, good enough
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue  # exited while we looked
-        # "pid (comm) state ppid pgrp ..." and comm may contain spaces or parentheses
-        fields = text[text.rfind(")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _wait_group(proc: subprocess.Popen[bytes], deadline: float) -> bool:
-    """Reap the leader and wait for the rest of its group to go; False on timeout."""
-    while True:
-        proc.poll()
-        if proc.returncode is not None and not _group_alive(proc.pid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(_POLL_INTERVAL)
-
-
-def _kill_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """SIGTERM the process group led by ``proc``; SIGKILL whatever is left after ``timeout``."""
-    _signal_group(proc.pid, signal.SIGTERM)
-    if _wait_group(proc, time.monotonic() + timeout):
-        return
-    log.warning("emulator group %d ignored SIGTERM for %.1f s; sending SIGKILL", proc.pid, timeout)
-    _signal_group(proc.pid, signal.SIGKILL)
-    if not _wait_group(proc, time.monotonic() + 5.0):
-        log.error("emulator group %d still has processes after SIGKILL", proc.pid)
-
-
-def _log_tail(path: Path, chars: int = _LOG_TAIL_CHARS) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - chars))
-            return fh.read().decode("utf-8", errors="replace")
-    except OSError as exc:
-        return f"<log unreadable: {exc}>"
-
-
 @dataclass
 class RunningEmulator:
     """One emulator process started by :func:`start_emulator`."""
@@ -306,7 +234,7 @@ class RunningEmulator:
         if proc is None:
             return
         atexit.unregister(self.stop)
-        _kill_group(proc, timeout)
+        kill_group(proc, timeout)
         if self._remove_dir is not None:
             shutil.rmtree(self._remove_dir, ignore_errors=True)
             self._remove_dir = None
@@ -349,7 +277,7 @@ def start_emulator(
     attempts = 1 if port is not None else 2
     for attempt in range(1, attempts + 1):
         try:
-            return _start_once(spec, port or _free_port(), timeout, log_dir)
+            return _start_once(spec, port or free_port(), timeout, log_dir)
         except _ExitedEarly as exc:
             if attempt == attempts:
                 raise EmulatorStartError(str(exc)) from None
@@ -419,7 +347,7 @@ def _wait_ready(
             emu.stop()  # its children may still run; also unregisters the atexit hook
             raise _ExitedEarly(
                 f"{spec.name} emulator ({' '.join(cmd)}) exited with code {proc.returncode} "
-                f"before it was ready. Log {log_path}:\n{_log_tail(log_path)}"
+                f"before it was ready. Log {log_path}:\n{log_tail(log_path)}"
             )
         if _ready(spec, port):
             if spec.http_ready:
@@ -431,7 +359,7 @@ def _wait_ready(
                 return
             continue
         if time.monotonic() >= deadline:
-            tail = _log_tail(log_path)
+            tail = log_tail(log_path)
             emu._remove_dir = None  # keep the log for whoever reads the error
             emu.stop()
             raise EmulatorStartError(

@@ -1,0 +1,90 @@
+"""Processes started in their own process group, and stopped as a group.
+
+A wrapper script (the Firestore emulator's bash launcher, a pod's shell) may leave children
+behind when its leader exits; signalling the whole group, and waiting until no live process
+of it remains, is what guarantees nothing is left running. Standard library only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+POLL_INTERVAL = 0.05
+LOG_TAIL_CHARS = 4000
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any non-zombie process is left in process group ``pgid``."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # not Linux: zombies count as alive, good enough
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # exited while we looked
+        # "pid (comm) state ppid pgrp ..." and comm may contain spaces or parentheses
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def wait_group(proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Reap the leader and wait for the rest of its group to go; False on timeout."""
+    while True:
+        proc.poll()
+        if proc.returncode is not None and not group_alive(proc.pid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_INTERVAL)
+
+
+def kill_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the process group led by ``proc``; SIGKILL whatever is left after ``timeout``."""
+    signal_group(proc.pid, signal.SIGTERM)
+    if wait_group(proc, time.monotonic() + timeout):
+        return
+    log.warning("process group %d ignored SIGTERM for %.1f s; sending SIGKILL", proc.pid, timeout)
+    signal_group(proc.pid, signal.SIGKILL)
+    if not wait_group(proc, time.monotonic() + 5.0):
+        log.error("process group %d still has processes after SIGKILL", proc.pid)
+
+
+def log_tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - chars))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"<log unreadable: {exc}>"
