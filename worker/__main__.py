@@ -99,7 +99,8 @@ def main() -> int:
     state.update(log=log, grace_s=env.term_grace_s)
 
     from shared.adapters.chunk_ledger import open_bigtable_client, random_token
-    from worker.harness import BatchRunner, load_workload
+    from worker.harness import BatchRunner
+    from worker.plugins import load_workload
 
     try:
         fn = load_workload(env.workload)

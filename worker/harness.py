@@ -10,8 +10,6 @@ marker on success, release on failure, and the exit code.
 
 from __future__ import annotations
 
-import importlib
-import operator
 import threading
 import time
 import traceback
@@ -31,98 +29,12 @@ from worker.errors import (
     EXIT_PREEMPTED,
     EXIT_TRANSIENT,
     FatalChunkError,
-    WorkerConfigError,
 )
+from worker.lock_keeper import LockKeeper
 from worker.logs import JsonLogger
+from worker.plugins import ChunkContext
 
-__all__ = ["BatchRunner", "BatchStats", "ChunkContext", "LockKeeper", "load_workload"]
-
-
-def load_workload(path: str) -> Callable[[ChunkContext], Any]:
-    """Import the plugin ``package.module:function``; errors name ``PCG_WORKLOAD``."""
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
-        raise WorkerConfigError(f"PCG_WORKLOAD={path!r} must look like 'package.module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - ImportError, SyntaxError, errors at import time
-        raise WorkerConfigError(
-            f"PCG_WORKLOAD={path!r}: cannot import {module_name}: {exc!r}"
-        ) from exc
-    try:
-        fn = operator.attrgetter(attr)(module)
-    except AttributeError:
-        raise WorkerConfigError(f"PCG_WORKLOAD={path!r}: {module_name} has no {attr}") from None
-    if not callable(fn):
-        raise WorkerConfigError(f"PCG_WORKLOAD={path!r}: {attr} is not callable")
-    return fn
-
-
-@dataclass
-class ChunkContext:
-    """What a plugin gets for one chunk."""
-
-    graph_id: str
-    stage: str
-    layer: int
-    coord: tuple[int, int, int]
-    chunk_id: int
-    n_layers: int
-    dataset: dict[str, Any]
-    client: Any  # the kvdbclient BigTableClient of the graph's table
-    logger: JsonLogger
-    run_id: str = ""
-
-
-class LockKeeper:
-    """Renews the claims this worker holds every ``interval`` seconds on a daemon thread."""
-
-    def __init__(self, ledger: ChunkLedger, token: int, interval: float, log: JsonLogger):
-        self.ledger, self.token, self.interval, self.log = ledger, token, interval, log
-        self._held: set[int] = set()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.lost: set[int] = set()
-        self._thread = threading.Thread(target=self._run, name="lock-renewer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def hold(self, cid: int) -> None:
-        with self._lock:
-            self._held.add(cid)
-
-    def drop(self, cid: int) -> None:
-        with self._lock:
-            self._held.discard(cid)
-
-    def held(self) -> list[int]:
-        with self._lock:
-            return sorted(self._held)
-
-    def release_all(self) -> None:
-        """Release every held claim (best effort: a failure is logged, the lock then lapses)."""
-        for cid in self.held():
-            self.drop(cid)  # first, so a renewal racing the release is not taken as a loss
-            try:
-                self.ledger.release(cid, self.token)
-            except Exception as exc:  # noqa: BLE001
-                self.log.warning(f"could not release chunk {cid}: {exc!r}", chunk_id=cid)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            for cid in self.held():
-                try:
-                    ok = self.ledger.renew(cid, self.token)
-                except Exception as exc:  # noqa: BLE001 - retried next interval
-                    self.log.warning(f"lock renewal of chunk {cid} failed: {exc!r}", chunk_id=cid)
-                    continue
-                if not ok and cid in self.held():  # dropped meanwhile = done, not lost
-                    self.lost.add(cid)
-                    self.log.error(f"lost the lock on chunk {cid}: it lapsed", chunk_id=cid)
+__all__ = ["BatchRunner", "BatchStats"]
 
 
 @dataclass
