@@ -307,9 +307,8 @@ def test_sigterm_lets_the_current_chunk_finish_then_stops(bigtable_table, demo):
     assert summary["processed"] == 1
     ledger = ChunkLedger(client)
     assert ledger.is_done(_first_chunk()[1])
-    assert len(ledger.done_among(
-        chunk_id(2, tuple(c), N_LAYERS, 10) for c in batch_coords(0, L2_SHAPE, SEED, BATCH)
-    )) == 1  # fmt: skip
+    batch0 = (chunk_id(2, tuple(c), N_LAYERS, 10) for c in batch_coords(0, L2_SHAPE, SEED, BATCH))
+    assert len(ledger.done_among(batch0)) == 1
 
 
 # ------------------------------------------------------------------------------- claims
@@ -317,8 +316,9 @@ def test_sigterm_lets_the_current_chunk_finish_then_stops(bigtable_table, demo):
 
 def test_claims_are_renewed_within_the_env_lock_expiry(bigtable_table, bigtable_client, demo):
     _, table_id = bigtable_table
-    env = _env(table_id, demo, PCG_WORKLOAD="tests.plugins:slow", PCG_BATCH_SIZE="1",
-               PCG_LOCK_EXPIRY_S="2")  # fmt: skip
+    env = _env(
+        table_id, demo, PCG_WORKLOAD="tests.plugins:slow", PCG_BATCH_SIZE="1", PCG_LOCK_EXPIRY_S="2"
+    )
     proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "4.5"})
     _wait_for(proc, "slow chunk started")
     # A rival with the same 2 s expiry: without renewals the claim lapses after 2 s.
@@ -333,11 +333,17 @@ def test_claims_are_renewed_within_the_env_lock_expiry(bigtable_table, bigtable_
     assert rival.is_done(cid)
 
 
+EXPIRY_S = 8
+
+
 @pytest.mark.parametrize("holder_renews", [False, True], ids=["lapses", "stays"])
-def test_a_chunk_held_by_another_pod_is_waited_for(bigtable_table, bigtable_client, demo,
-                                                   holder_renews):  # fmt: skip
+def test_a_chunk_held_by_another_pod_is_waited_for(
+    bigtable_table, bigtable_client, demo, holder_renews
+):
     _, table_id = bigtable_table
-    holder = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=2)))
+    # The expiry must outlast the worker's start-up (2-5 s of imports on a loaded machine), or
+    # the claim lapses before the worker ever sees it held.
+    holder = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY_S)))
     _, cid = _first_chunk(1)
     token = random_token()
     assert holder.claim(cid, token) is ClaimResult.ACQUIRED  # a preempted predecessor's claim
@@ -351,8 +357,15 @@ def test_a_chunk_held_by_another_pod_is_waited_for(bigtable_table, bigtable_clie
     if holder_renews:
         renewer.start()
     try:
-        run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:ok", PCG_BATCH_SIZE="1",
-                        PCG_LOCK_EXPIRY_S="2"))  # fmt: skip
+        run = _run(
+            _env(
+                table_id,
+                demo,
+                PCG_WORKLOAD="tests.plugins:ok",
+                PCG_BATCH_SIZE="1",
+                PCG_LOCK_EXPIRY_S=str(EXPIRY_S),
+            )
+        )
     finally:
         stop.set()
     assert "held by another worker" in run.messages()
