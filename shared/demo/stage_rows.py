@@ -2,12 +2,10 @@
 
 Each pass writes into a table of its own next to the graph table (:func:`stage_table_id`):
 ``<graph_id>-l2cache`` and ``<graph_id>-meshes``. The pass's per-chunk claim and done rows
-(DESIGN 4.2, ``shared.adapters.chunk_ledger``) live in that table too, because a pass's chunk
-ids are the ingest's chunk ids: in the graph table, ingest's done markers would make every
-l2cache and meshing chunk look done already. Purging a pass's table therefore resets the pass.
+stay in the graph table, keyed apart from ingest's by the stage (``shared.chunk_keys``).
 
 One row per node, key ``serialize_uint64(node_id)`` (20 decimal digits, as in the graph
-table; ledger keys are 10 bytes, so the two never collide). Columns, all in family ``"0"``:
+table). Columns, all in family ``"0"``:
 
 ======================  ===============  ================================================
 column                  value            meaning

@@ -18,7 +18,6 @@ from shared import intervals
 from shared import operator_actions as ops
 from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
 from shared.adapters.demo_graph import read_all_nodes
-from shared.adapters.emulators import EmulatorMissingError, check_emulators
 from shared.adapters.firestore_store import FirestoreRunStore
 from shared.adapters.local_stack import LocalStack
 from shared.adapters.pubsub_bus import PubSubBus
@@ -34,11 +33,7 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Iterator[LocalStack]:
-    try:
-        check_emulators()
-    except EmulatorMissingError as e:
-        pytest.skip(str(e))
+def stack(need_emulators, tmp_path_factory) -> Iterator[LocalStack]:
     with LocalStack("ops-test", tmp_path_factory.mktemp("stack"), tick_period_s=2.0) as s:
         yield s
 
@@ -202,3 +197,40 @@ def test_spot_preemptions_during_the_demo_ingest_leave_a_correct_graph(stack, tm
     volume = generate_volume((32, 32, 32), 7)
     result = compare(expected_stats(volume, (8, 8, 8), n_layers), observed_stats(nodes, n_layers))
     assert result.ok, result.mismatches
+
+
+def test_budget_guard_pauses_the_run_and_alerts(stack, tmp_path):
+    """A run whose estimated spend reaches its budget is paused (Jobs suspended, finished
+    work kept) and alerts once; the operator resumes it."""
+    cfg = config(tmp_path, batch_size=8)
+    cfg = cfg.model_copy(
+        update={
+            "graph_id": "ops-budget",
+            "env": {"TEST_PLUGIN_SLEEP_S": "0.3"},
+            "workloads": {"ingest": "tests.plugins:nap"},
+        }
+    )
+    client = open_bigtable_client(
+        cfg.graph_id,
+        cfg.bigtable.project,
+        cfg.bigtable.instance,
+        timedelta(seconds=30),
+        create=True,
+    )
+    close_bigtable_client(client)
+    store = FirestoreRunStore(stack.project)
+    run = new_run(cfg, "r-budget", ["ingest"], "auto", datetime.now(UTC), budget_usd=0.0001)
+    store.create_run(run)
+    kick(stack, "r-budget")
+    run = wait_for(store, "r-budget", "paused by the budget", lambda r: r.status == "paused")
+    alerts = [a for a in store.all_alerts("r-budget") if a.kind == "budget_reached"]
+    assert len(alerts) == 1 and alerts[0].body["spend_usd"] >= 0.0001
+    name = run.layers["ingest-L2"].job_name
+    deadline = time.monotonic() + 60
+    while not stack.cluster.get_job(name).suspended:
+        assert time.monotonic() < deadline, "the budget guard did not suspend the Job"
+        time.sleep(0.2)
+    store.update_run("r-budget", ops.resume)  # the operator raises the limit by resuming
+    kick(stack, "r-budget")
+    wait_for(store, "r-budget", "succeeded", lambda r: r.status == "succeeded")
+    assert len([a for a in store.all_alerts("r-budget") if a.kind == "budget_reached"]) == 1
