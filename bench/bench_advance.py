@@ -31,22 +31,35 @@ ROOT = Path(__file__).resolve().parents[1]
 def bench_config(tick_s: float):
     """The demo config on a 16^3 grid of no-op chunks (layers 2..6: four advances a run)."""
     cfg = load_config(ROOT / "examples" / "demo" / "pipeline.yml")
-    ds = cfg.ds.model_copy(update={
-        "data_source": cfg.ds.data_source.model_copy(update={"size": (64, 64, 64)}),
-        "graph_config": cfg.ds.graph_config.model_copy(update={"CHUNK_SIZE": (4, 4, 4)}),
-    })  # fmt: skip
+    ds = cfg.ds.model_copy(
+        update={
+            "data_source": cfg.ds.data_source.model_copy(update={"size": (64, 64, 64)}),
+            "graph_config": cfg.ds.graph_config.model_copy(update={"CHUNK_SIZE": (4, 4, 4)}),
+        }
+    )
     job = cfg.job.model_copy(update={"batch_size": 4096})
     controller = cfg.controller.model_copy(update={"tick_period_s": tick_s})
-    return cfg.model_copy(update={"dataset_config": ds, "job": job, "controller": controller,
-                                  "workloads": {"ingest": "tests.plugins:ok"}})  # fmt: skip
+    return cfg.model_copy(
+        update={
+            "dataset_config": ds,
+            "job": job,
+            "controller": controller,
+            "workloads": {"ingest": "tests.plugins:ok"},
+        }
+    )
 
 
 def latencies(job_events: bool, runs: int, tick_s: float, workdir: Path) -> list[float]:
     cfg = bench_config(tick_s)
     out: list[float] = []
     with LocalStack(cfg.project, workdir, tick_s, job_events=job_events) as stack:
-        table = open_bigtable_client(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance,
-                                     timedelta(seconds=60), create=True)  # fmt: skip
+        table = open_bigtable_client(
+            cfg.graph_id,
+            cfg.bigtable.project,
+            cfg.bigtable.instance,
+            timedelta(seconds=60),
+            create=True,
+        )
         close_bigtable_client(table)
         store, bus = FirestoreRunStore(cfg.project), PubSubBus(cfg.project)
         for i in range(runs):
@@ -58,8 +71,11 @@ def latencies(job_events: bool, runs: int, tick_s: float, workdir: Path) -> list
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{run.run_id} stuck: {state.status}")
                 time.sleep(0.5)
-            out += [(ls.submitted_at - ls.eligible_at).total_seconds()
-                    for ls in state.layers.values() if ls.layer > 2]  # fmt: skip
+            out += [
+                (ls.submitted_at - ls.eligible_at).total_seconds()
+                for ls in state.layers.values()
+                if ls.layer > 2
+            ]
         bus.close()
         assert stack.dispatcher is not None
     return out
@@ -68,8 +84,12 @@ def latencies(job_events: bool, runs: int, tick_s: float, workdir: Path) -> list
 def summary(values: list[float]) -> dict[str, float]:
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"n": len(values), "median_s": round(statistics.median(values), 3),
-            "p95_s": round(p95, 3), "max_s": round(max(values), 3)}  # fmt: skip
+    return {
+        "n": len(values),
+        "median_s": round(statistics.median(values), 3),
+        "p95_s": round(p95, 3),
+        "max_s": round(max(values), 3),
+    }
 
 
 def main() -> None:
@@ -86,8 +106,10 @@ def main() -> None:
     print(f"{'mode':<14}{'n':>4}{'median s':>10}{'p95 s':>8}{'max s':>8}")
     for name, s in (("job events", events), ("ticks only", ticks)):
         print(f"{name:<14}{s['n']:>4}{s['median_s']:>10}{s['p95_s']:>8}{s['max_s']:>8}")
-    print(f"ticks-only p95 / tick period: {ticks['p95_s'] / args.tick:.2f}; "
-          f"predecessor polled every 30 s")  # fmt: skip
+    print(
+        f"ticks-only p95 / tick period: {ticks['p95_s'] / args.tick:.2f}; "
+        f"predecessor polled every 30 s"
+    )
     print(json.dumps({"tick_s": args.tick, "events": events, "ticks_only": ticks}))
 
 

@@ -90,8 +90,14 @@ def scatter(workers: int = 256, shape=(128, 128, 64), batch_size: int = 64, bins
     stats = {
         name: {"mean": float(np.mean(v)), "max": float(np.max(v))} for name, v in shares.items()
     }
-    return {"N": n, "W": workers, "B": batch_size, "bins": bins, "samples": len(waves) * batch_size,
-            **stats}  # fmt: skip
+    return {
+        "N": n,
+        "W": workers,
+        "B": batch_size,
+        "bins": bins,
+        "samples": len(waves) * batch_size,
+        **stats,
+    }
 
 
 def main() -> None:
@@ -102,9 +108,14 @@ def main() -> None:
         for n in (BIG_N, window):
             ns = bench_many(window, n)
             speed.append(
-                {"window": window, "N": n, "ns_per_pos": ns, "scalar_ns": scalar[n],
-                 "speedup": scalar[n] / ns}
-            )  # fmt: skip
+                {
+                    "window": window,
+                    "N": n,
+                    "ns_per_pos": ns,
+                    "scalar_ns": scalar[n],
+                    "speedup": scalar[n] / ns,
+                }
+            )
 
     win = 10**7
     positions = np.arange(BIG_N // 3, BIG_N // 3 + win, dtype=np.int64)

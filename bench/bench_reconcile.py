@@ -79,24 +79,34 @@ class LayerInProgress:
         self.clock = T0
 
     def _pod(self, index: int) -> PodInfo:
-        return PodInfo(name=f"p-{index}", uid=uuid.uuid4().hex, job_name=self.job.name,
-                       index=index, phase="Running", cpu_request=0.5, memory_request_gib=1.0,
-                       created=self.clock, started=self.clock)  # fmt: skip
+        return PodInfo(
+            name=f"p-{index}",
+            uid=uuid.uuid4().hex,
+            job_name=self.job.name,
+            index=index,
+            phase="Running",
+            cpu_request=0.5,
+            memory_request_gib=1.0,
+            created=self.clock,
+            started=self.clock,
+        )
 
     def step(self) -> None:
         """FINISH_PER_STEP running pods succeed and are replaced; old pods are GC'd."""
         self.clock += timedelta(seconds=60)
         running = [p for p in self.pods if p.phase == "Running"]
         for p in running[:FINISH_PER_STEP]:
-            self.pods[self.pods.index(p)] = replace(p, phase="Succeeded", finished=self.clock,
-                                                    exit_code=0)  # fmt: skip
+            self.pods[self.pods.index(p)] = replace(
+                p, phase="Succeeded", finished=self.clock, exit_code=0
+            )
             self.done += 1
         self.pods += [self._new() for _ in range(FINISH_PER_STEP)]
         finished = [p for p in self.pods if p.phase != "Running"]
         gone = {p.uid for p in finished[: max(0, len(finished) - GC_KEEP)]}
         self.pods = [p for p in self.pods if p.uid not in gone]
-        self.job = replace(self.job, completed_indexes=intervals.format(range(self.done)),
-                           active=ACTIVE)  # fmt: skip
+        self.job = replace(
+            self.job, completed_indexes=intervals.format(range(self.done)), active=ACTIVE
+        )
 
     def _new(self) -> PodInfo:
         self.next_index += 1
@@ -109,9 +119,15 @@ class LayerInProgress:
     def create_job(self, manifest):
         COUNTS["cluster_calls"] += 1
         spec = manifest["spec"]
-        self.job = JobStatus(name=manifest["metadata"]["name"], labels={}, annotations={},
-                             completions=spec["completions"], parallelism=ACTIVE,
-                             suspended=False, active=ACTIVE)  # fmt: skip
+        self.job = JobStatus(
+            name=manifest["metadata"]["name"],
+            labels={},
+            annotations={},
+            completions=spec["completions"],
+            parallelism=ACTIVE,
+            suspended=False,
+            active=ACTIVE,
+        )
         self.pods = [self._new() for _ in range(ACTIVE)]
         return True
 
@@ -142,8 +158,12 @@ def measure(store: FirestoreRunStore, grid: int) -> dict[str, float]:
     ds = cfg.ds.model_copy(
         update={"data_source": cfg.ds.data_source.model_copy(update={"size": (grid * 16,) * 3})}
     )
-    job = cfg.job.model_copy(update={"batch_size": 1, "ramp": cfg.job.ramp.model_copy(
-        update={"start": ACTIVE, "max": ACTIVE})})  # fmt: skip
+    job = cfg.job.model_copy(
+        update={
+            "batch_size": 1,
+            "ramp": cfg.job.ramp.model_copy(update={"start": ACTIVE, "max": ACTIVE}),
+        }
+    )
     cfg = cfg.model_copy(update={"dataset_config": ds, "job": job})
     run = new_run(cfg, f"bench-{grid}-{uuid.uuid4().hex[:6]}", ["ingest"], "auto", T0)
     store.create_run(run)
@@ -157,8 +177,9 @@ def measure(store: FirestoreRunStore, grid: int) -> dict[str, float]:
         COUNTS.clear()
         controller.reconcile(run.run_id)
         per_call.append(Counter(COUNTS))
-    mean = {k: sum(c[k] for c in per_call) / STEPS for k in ("fs_reads", "fs_writes",
-                                                             "cluster_calls")}  # fmt: skip
+    mean = {
+        k: sum(c[k] for c in per_call) / STEPS for k in ("fs_reads", "fs_writes", "cluster_calls")
+    }
     layers = len(store.load_run(run.run_id).layers)
     recorded = len(store.pod_records(run.run_id, "ingest-L2"))
     return {"batches": batches, "layers": layers, "pod_records": recorded, **mean}
@@ -172,12 +193,16 @@ def main() -> None:
         os.environ.update(emus.env)
         store = FirestoreRunStore(f"bench-{uuid.uuid4().hex[:6]}")
         rows = [measure(store, grid) for grid in (10, 47)]  # 1,000 and 103,823 batches
-    print(f"per reconcile, {ACTIVE} active pods, {FINISH_PER_STEP} finishing per step "
-          f"(mean of {STEPS} reconciles)")  # fmt: skip
+    print(
+        f"per reconcile, {ACTIVE} active pods, {FINISH_PER_STEP} finishing per step "
+        f"(mean of {STEPS} reconciles)"
+    )
     print(f"{'batches':>8} {'layers':>6} {'fs reads':>9} {'fs writes':>9} {'cluster':>8}")
     for r in rows:
-        print(f"{r['batches']:>8} {r['layers']:>6} {r['fs_reads']:>9.1f} {r['fs_writes']:>9.1f} "
-              f"{r['cluster_calls']:>8.1f}")  # fmt: skip
+        print(
+            f"{r['batches']:>8} {r['layers']:>6} {r['fs_reads']:>9.1f} {r['fs_writes']:>9.1f} "
+            f"{r['cluster_calls']:>8.1f}"
+        )
     print(json.dumps({"reconcile_io": rows}))
 
 

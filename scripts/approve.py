@@ -43,8 +43,10 @@ def approve(db: firestore.Client, run_id: str, stage: str, layers: list[int], by
             raise ApprovalError(f"{stage} has no layer {missing} (it has {have})")
         keys = [f"{stage}-L{n}" for n in layers]
     else:
-        keys = sorted((k for k, d in mine.items() if d.get("phase") == "waiting"),
-                      key=lambda k: mine[k]["layer"])  # fmt: skip
+        keys = sorted(
+            (k for k, d in mine.items() if d.get("phase") == "waiting"),
+            key=lambda k: mine[k]["layer"],
+        )
     now = datetime.now(UTC)
     batch = db.batch()
     for key in keys:
@@ -66,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("layers", nargs="*", type=int)
     args = parser.parse_args(argv)
     try:
-        keys = approve(firestore.Client(project=args.project), args.run_id, args.stage,
-                       args.layers, args.by)  # fmt: skip
+        keys = approve(
+            firestore.Client(project=args.project), args.run_id, args.stage, args.layers, args.by
+        )
     except ApprovalError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -12,7 +12,16 @@ import sys
 import click
 from google.api_core import exceptions as gexc
 
-from scripts import cmd_demo, cmd_grid, cmd_local, cmd_ops, cmd_run
+from scripts import (
+    cmd_admin,
+    cmd_costs,
+    cmd_demo,
+    cmd_grid,
+    cmd_inspect,
+    cmd_local,
+    cmd_pods,
+    cmd_run,
+)
 from shared.adapters.emulators import EmulatorMissingError, EmulatorStartError
 from shared.adapters.wiring import WiringError
 from shared.cluster import ClusterError, ClusterUnreachableError
@@ -67,7 +76,18 @@ def main(verbose: bool) -> None:
     )
 
 
-for module in (cmd_demo, cmd_grid, cmd_local, cmd_run, cmd_ops):
+# Building and running first, then looking into a run (debugging, costs), then housekeeping.
+COMMAND_MODULES = (
+    cmd_demo,
+    cmd_grid,
+    cmd_local,
+    cmd_run,
+    cmd_inspect,
+    cmd_pods,
+    cmd_costs,
+    cmd_admin,
+)
+for module in COMMAND_MODULES:
     module.register(main)
 
 if __name__ == "__main__":

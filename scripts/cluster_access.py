@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import click
+
 from scripts.services import DEFAULT_STACK_DIR
 from shared.adapters.local_view import LocalClusterView
-from shared.cluster import Cluster, ClusterError
+from shared.cluster import Cluster, ClusterError, ClusterUnreachableError
 
 LOCAL_DIR_ENV = "PIPELINE_LOCAL_CLUSTER_DIR"
 NAMESPACE_ENV = "PIPELINE_NAMESPACE"
@@ -53,6 +56,14 @@ def local_cluster_dir(
     except (OSError, ValueError) as e:
         raise ClusterAccessError(f"{stack}: unreadable ({e}); remove it if no stack runs") from e
     return Path(doc.get("cluster_dir") or Path(stack_dir) / "cluster")
+
+
+def reads_local_cluster() -> bool:
+    """Whether the CLI reads a local cluster here (False if the setting for one is broken)."""
+    try:
+        return local_cluster_dir() is not None
+    except ClusterError:
+        return False
 
 
 def is_local(cluster: Any) -> bool:
@@ -88,6 +99,20 @@ def read_cluster(
             f"{e}; or, for a local stack, run this in the folder of `pipeline local up` "
             f"or set {LOCAL_DIR_ENV} to its cluster folder"
         ) from e
+
+
+@contextmanager
+def cluster_errors() -> Iterator[None]:
+    """Cluster failures as the CLI's exits: 2 when none is configured, 3 when unreachable,
+    1 otherwise."""
+    try:
+        yield
+    except ClusterAccessError as e:
+        raise ValueError(str(e)) from e
+    except ClusterUnreachableError as e:
+        raise ConnectionError(str(e)) from e
+    except ClusterError as e:
+        raise click.ClickException(str(e)) from e
 
 
 def pod_events(cluster: Any, job_name: str) -> list[dict[str, Any]]:

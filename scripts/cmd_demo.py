@@ -57,9 +57,17 @@ def register(main: click.Group) -> None:
         help="Keep the volume, pod logs and stack state here (default: temporary).",
     )
     @click.option("--json", "as_json", is_flag=True, help="End with one JSON summary line.")
-    def demo(config_path: str, size: int | None, chunk: int | None, stages: str, advance: str,
-             approve_after_s: float | None, timeout_s: float, workdir: str | None,
-             as_json: bool) -> None:  # fmt: skip
+    def demo(
+        config_path: str,
+        size: int | None,
+        chunk: int | None,
+        stages: str,
+        advance: str,
+        approve_after_s: float | None,
+        timeout_s: float,
+        workdir: str | None,
+        as_json: bool,
+    ) -> None:
         """Build the demo dataset's chunked graph unattended, then check it against an oracle."""
         from scripts.demo import prepare_config, run_demo
         from shared.build_plan import PlanError, check_stages
@@ -67,12 +75,13 @@ def register(main: click.Group) -> None:
         if approve_after_s is not None and advance != "approve":
             raise click.UsageError("--approve-after needs --advance approve")
 
+        stage_list = [s.strip() for s in stages.split(",") if s.strip()]
         tmp = None if workdir else tempfile.TemporaryDirectory(prefix="cave-demo-")
         work = Path(workdir or tmp.name)  # type: ignore[union-attr]
         try:
             cfg = prepare_config(load_config(config_path), work, size, chunk)
             try:
-                check_stages(cfg, [s.strip() for s in stages.split(",") if s.strip()])
+                check_stages(cfg, stage_list)
             except PlanError as exc:
                 raise click.UsageError(str(exc)) from None
             console = Console(stderr=as_json)
@@ -82,10 +91,14 @@ def register(main: click.Group) -> None:
             )
             with Live(console=console, refresh_per_second=4, transient=False) as live:
                 result = run_demo(
-                    cfg, work, stages=[s.strip() for s in stages.split(",") if s.strip()],
-                    advance=advance, timeout_s=timeout_s, approve_after_s=approve_after_s,
+                    cfg,
+                    work,
+                    stages=stage_list,
+                    advance=advance,
+                    timeout_s=timeout_s,
+                    approve_after_s=approve_after_s,
                     on_progress=lambda run: live.update(run_table(run)),
-                )  # fmt: skip
+                )
             summary = result.summary()
             verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"
             checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]

@@ -5,25 +5,29 @@ from __future__ import annotations
 import click
 import yaml
 
+from scripts.layer_target import Geometry, batch_chunks, layer_geometry
 from shared import grid
 from shared.config import PipelineConfig, load_config
-from shared.layers import layer_count, layer_shape
+from shared.layers import layer_count
 from shared.manifest import render_job, validate_config_renders
 
 CONFIG_OPTION = click.option(
-    "-c", "--config", "config_path", default="pipeline.yml", show_default=True,
-    type=click.Path(dir_okay=False), help="pipeline.yml (its `dataset:` names the dataset file).",
-)  # fmt: skip
+    "-c",
+    "--config",
+    "config_path",
+    default="pipeline.yml",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="pipeline.yml (its `dataset:` names the dataset file).",
+)
 STAGE_OPTION = click.option("--stage", default="ingest", show_default=True)
 
 
-def _layer_geometry(cfg: PipelineConfig, stage: str, layer: int) -> tuple[tuple, int, int]:
+def _checked_geometry(cfg: PipelineConfig, stage: str, layer: int) -> Geometry:
     n_layers = layer_count(cfg.layer2_shape())
     if not 2 <= layer <= n_layers:
         raise click.BadParameter(f"layer {layer}: this graph's layers are 2..{n_layers}")
-    job = cfg.job.for_stage(stage)
-    shape = layer_shape(cfg.layer2_shape(), layer)
-    return shape, job.perm_seed, grid.layer_batch_size(job.batch_size, layer)
+    return layer_geometry(cfg, stage, layer)
 
 
 def register(main: click.Group) -> None:
@@ -35,7 +39,7 @@ def register(main: click.Group) -> None:
     def locate(config_path: str, stage: str, layer: int, coord: tuple[int, int, int]) -> None:
         """Which batch index (pod) owns chunk X Y Z at LAYER."""
         cfg = load_config(config_path)
-        shape, seed, batch = _layer_geometry(cfg, stage, layer)
+        shape, seed, batch = _checked_geometry(cfg, stage, layer)
         index = grid.coord_to_batch_index(coord, shape, seed, batch)
         click.echo(
             f"{stage} layer {layer} chunk {tuple(coord)} -> batch {index} of "
@@ -50,11 +54,10 @@ def register(main: click.Group) -> None:
     def batch(config_path: str, stage: str, layer: int, index: int) -> None:
         """List the chunks of batch INDEX at LAYER, in the order the pod processes them."""
         cfg = load_config(config_path)
-        shape, seed, size = _layer_geometry(cfg, stage, layer)
-        coords = grid.batch_coords(index, shape, seed, size)
+        coords = batch_chunks(index, *_checked_geometry(cfg, stage, layer))
         click.echo(f"{stage} layer {layer} batch {index}: {len(coords)} chunks")
-        for x, y, z in coords.tolist():
-            click.echo(f"({x}, {y}, {z})")
+        for coord in coords:
+            click.echo(str(coord))
 
     @main.command()
     @CONFIG_OPTION
@@ -62,8 +65,9 @@ def register(main: click.Group) -> None:
     @click.argument("layer", type=int)
     @click.option("--parallelism", type=int, default=None, help="Default: the ramp's start.")
     @click.option("--run-id", default="preview", show_default=True)
-    def render(config_path: str, stage: str, layer: int, parallelism: int | None,
-               run_id: str) -> None:  # fmt: skip
+    def render(
+        config_path: str, stage: str, layer: int, parallelism: int | None, run_id: str
+    ) -> None:
         """Print the Indexed Job of STAGE at LAYER as YAML."""
         cfg = load_config(config_path)
         start = parallelism or cfg.job.for_stage(stage).ramp.start

@@ -18,13 +18,28 @@ def register(main: click.Group) -> None:
         """The local stack: emulators, local cluster, functions, ticker."""
 
     @local.command()
-    @click.option("--state-dir", default=DEFAULT_STACK_DIR, show_default=True,
-                  type=click.Path(file_okay=False))  # fmt: skip
+    @click.option(
+        "--state-dir",
+        default=DEFAULT_STACK_DIR,
+        show_default=True,
+        type=click.Path(file_okay=False),
+    )
     @click.option("--project", default="local-demo", show_default=True)
-    @click.option("--tick", "tick_s", type=float, default=60.0, show_default=True,
-                  help="Heartbeat period in seconds (Cloud Scheduler's is 60).")  # fmt: skip
-    @click.option("--cpu", type=float, default=4.0, show_default=True,
-                  help="Local node capacity, vCPU (pods beyond it stay Pending).")  # fmt: skip
+    @click.option(
+        "--tick",
+        "tick_s",
+        type=float,
+        default=60.0,
+        show_default=True,
+        help="Heartbeat period in seconds (Cloud Scheduler's is 60).",
+    )
+    @click.option(
+        "--cpu",
+        type=float,
+        default=4.0,
+        show_default=True,
+        help="Local node capacity, vCPU (pods beyond it stay Pending).",
+    )
     @click.option("--memory", type=float, default=16.0, show_default=True, help="GiB.")
     def up(state_dir: str, project: str, tick_s: float, cpu: float, memory: float) -> None:
         """Run the local stack in the foreground until Ctrl-C."""

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import UTC, datetime
 
 import click
 from rich.console import Console
-from rich.live import Live
 
 from scripts.cmd_grid import CONFIG_OPTION
+from scripts.layer_target import layer_arguments
 from scripts.services import connect, operator_name
 from scripts.status_view import run_table
+from scripts.terminal_output import live
 from shared import operator_actions as ops
 from shared.build_plan import default_stages, new_run
 from shared.config import load_config
@@ -26,8 +26,13 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def start_run(cfg_path: str, run_id: str | None, stages: list[str] | None,
-              advance: str | None, budget: float | None) -> RunState:  # fmt: skip
+def start_run(
+    cfg_path: str,
+    run_id: str | None,
+    stages: list[str] | None,
+    advance: str | None,
+    budget: float | None,
+) -> RunState:
     """Validate the config, store a new run and kick the controller."""
     cfg = load_config(cfg_path)
     validate_config_renders(cfg)
@@ -48,11 +53,13 @@ def start_run(cfg_path: str, run_id: str | None, stages: list[str] | None,
 def _apply(run_id: str, action: str, mutate) -> RunState:  # noqa: ANN001 - a RunState mutator
     services = connect()
     run = services.store.update_run(run_id, mutate)
-    try:
-        services.kick(run_id, action, operator_name())
-    except Exception as e:  # the action is stored: the next tick applies it anyway
-        click.echo(f"warning: recorded, but the kick failed ({e}); the controller applies "
-                   "it on its next tick, within a minute", err=True)  # fmt: skip
+    error = services.try_kick(run_id, action)
+    if error is not None:
+        click.echo(
+            f"warning: recorded, but the kick failed ({error}); the controller applies it on "
+            "its next tick, within a minute",
+            err=True,
+        )
     return run
 
 
@@ -68,9 +75,12 @@ def register(main: click.Group) -> None:
         cfg = load_config(config_path)
         connect()  # picks up a running local stack's emulator addresses
         client = open_bigtable_client(
-            cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance,
-            timedelta(seconds=cfg.job.lock_expiry_s), create=True,
-        )  # fmt: skip
+            cfg.graph_id,
+            cfg.bigtable.project,
+            cfg.bigtable.instance,
+            timedelta(seconds=cfg.job.lock_expiry_s),
+            create=True,
+        )
         close_bigtable_client(client)
         click.echo(f"table {cfg.graph_id} ready in {cfg.bigtable.project}/{cfg.bigtable.instance}")
 
@@ -80,11 +90,15 @@ def register(main: click.Group) -> None:
     @click.option("--stages", default=None, help="Comma list; default: the dataset's DAG.")
     @click.option("--advance", type=ADVANCE, default=None, help="Default: controller.advance.")
     @click.option("--budget", type=float, default=None, help="Pause and alert at this USD.")
-    def start(config_path: str, run_id: str | None, stages: str | None, advance: str | None,
-              budget: float | None) -> None:  # fmt: skip
+    def start(
+        config_path: str,
+        run_id: str | None,
+        stages: str | None,
+        advance: str | None,
+        budget: float | None,
+    ) -> None:
         """Start a build; the controller runs it from here, no terminal needed."""
-        run = start_run(config_path, run_id, stages.split(",") if stages else None, advance,
-                        budget)  # fmt: skip
+        run = start_run(config_path, run_id, stages.split(",") if stages else None, advance, budget)
         click.echo(f"started run {run.run_id} ({', '.join(run.stages)}; advance {run.advance})")
 
     @main.command()
@@ -94,9 +108,11 @@ def register(main: click.Group) -> None:
     def approve(run_id: str, stage: str, layers: tuple[int, ...]) -> None:
         """Approve LAYERS of STAGE (default: every layer not yet started)."""
         keys: list[str] = []
-        _apply(run_id, "approve",
-               lambda run: keys.extend(ops.approve(run, stage, list(layers), operator_name(),
-                                                   _now())))  # fmt: skip
+        _apply(
+            run_id,
+            "approve",
+            lambda run: keys.extend(ops.approve(run, stage, list(layers), operator_name(), _now())),
+        )
         click.echo(f"approved {', '.join(keys) or 'nothing new'} in {run_id}")
 
     @main.command()
@@ -114,9 +130,7 @@ def register(main: click.Group) -> None:
         click.echo(f"resuming {run_id}")
 
     @main.command()
-    @click.argument("run_id")
-    @click.argument("stage")
-    @click.argument("layer", type=int)
+    @layer_arguments
     @click.argument("parallelism", type=int)
     def scale(run_id: str, stage: str, layer: int, parallelism: int) -> None:
         """Pin a layer's parallelism (0 hands it back to the ramp)."""
@@ -124,19 +138,16 @@ def register(main: click.Group) -> None:
         click.echo(f"{run_id} {stage} L{layer}: parallelism {parallelism or 'from the ramp'}")
 
     @main.command()
-    @click.argument("run_id")
-    @click.argument("stage")
-    @click.argument("layer", type=int)
+    @layer_arguments
     def submit(run_id: str, stage: str, layer: int) -> None:
         """Re-submit a failed layer as a new Job; chunks already done are skipped."""
-        _apply(run_id, "submit",
-               lambda run: ops.resubmit(run, stage, layer, operator_name(), _now()))  # fmt: skip
+        _apply(
+            run_id, "submit", lambda run: ops.resubmit(run, stage, layer, operator_name(), _now())
+        )
         click.echo(f"re-submitted {stage} L{layer} of {run_id}")
 
     @main.command()
-    @click.argument("run_id")
-    @click.argument("stage")
-    @click.argument("layer", type=int)
+    @layer_arguments
     def delete(run_id: str, stage: str, layer: int) -> None:
         """Delete a layer's Job and pods; the layer stops as failed (`submit` redoes it)."""
         _apply(run_id, "delete", lambda run: ops.cancel(run, stage, layer, operator_name(), _now()))
@@ -149,11 +160,4 @@ def register(main: click.Group) -> None:
     def status(run_id: str, once: bool, interval: float) -> None:
         """Live per-layer progress of a run until Ctrl-C (or --once)."""
         store = connect().store
-        console = Console()
-        if once:
-            console.print(run_table(store.load_run(run_id)))
-            return
-        with Live(run_table(store.load_run(run_id)), console=console) as live:
-            while True:
-                time.sleep(interval)
-                live.update(run_table(store.load_run(run_id)))
+        live(lambda: run_table(store.load_run(run_id)), once, interval, Console())

@@ -6,9 +6,8 @@ told otherwise) through the same path an operator uses; watch it while the contr
 every layer from Job events; finally compare the tables with a direct whole-volume computation
 (the oracles: ingest, and l2cache and meshing if they ran).
 
-In approve mode the demo can play the operator (:class:`AutoApprover`): it approves each layer
-a set time after the layer became eligible, through `shared.operator_actions.approve` applied
-with `update_run` and a `kick`, exactly as `pipeline approve` does.
+In approve mode the demo can play the operator (scripts.auto_approver): it approves each
+layer a set time after the layer became eligible, exactly as `pipeline approve` does.
 """
 
 from __future__ import annotations
@@ -16,15 +15,16 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from scripts.auto_approver import APPROVER, AutoApprover
+from scripts.demo_oracles import check_all
 from scripts.services import Services
 from shared import intervals
-from shared import operator_actions as ops
 from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
 from shared.adapters.demo_graph import read_all_nodes
 from shared.adapters.demo_stage_tables import read_l2cache, read_meshes
@@ -32,15 +32,11 @@ from shared.adapters.local_stack import LocalStack
 from shared.build_plan import check_stages, new_run
 from shared.config import PipelineConfig
 from shared.controller import spend
-from shared.demo.oracle import compare, expected_stats, observed_stats
-from shared.demo.oracle_stages import check_l2cache, check_meshing
 from shared.demo.stage_rows import STAGE_TABLE_SUFFIX, stage_table_id
 from shared.demo.volume import generate_volume, save_volume
 from shared.layers import layer_count, layer_shape
 from shared.manifest import validate_config_renders
-from shared.state import STAGE_DEPENDENCIES, LayerState, RunState, layer_key
-
-APPROVER = "demo-auto-approver"
+from shared.state import STAGE_DEPENDENCIES, RunState
 
 
 class DemoTimeoutError(TimeoutError):
@@ -96,13 +92,19 @@ class DemoResult:
     def _chunks(self, stage: str, layer: int) -> int:
         size = self.run.dataset["data_source"]["size"]
         chunk = self.run.dataset["graph_config"]["CHUNK_SIZE"]
-        shape = tuple(-(-s // c) for s, c in zip(size, chunk, strict=True))
-        x, y, z = layer_shape(shape, layer)  # type: ignore[arg-type]
+        x, y, z = layer_shape(_chunk_grid(size, chunk), layer)
         return x * y * z
 
 
-def prepare_config(cfg: PipelineConfig, workdir: Path, size: int | None,
-                   chunk: int | None) -> PipelineConfig:  # fmt: skip
+def _chunk_grid(size: Sequence[int], chunk: Sequence[int]) -> tuple[int, int, int]:
+    """Chunks along each axis of a volume (the last chunk may be partial)."""
+    x, y, z = (-(-s // c) for s, c in zip(size, chunk, strict=True))
+    return x, y, z
+
+
+def prepare_config(
+    cfg: PipelineConfig, workdir: Path, size: int | None, chunk: int | None
+) -> PipelineConfig:
     """Apply --size/--chunk and point the dataset at the volume file the demo writes."""
     ds = cfg.ds
     source = ds.data_source.model_copy(
@@ -115,8 +117,7 @@ def prepare_config(cfg: PipelineConfig, workdir: Path, size: int | None,
     dataset = ds.model_copy(update={"data_source": source, "graph_config": graph})
     mesh = ds.mesh_config
     if mesh is not None and mesh.max_layer:  # a smaller volume may have fewer layers: cap it
-        grid = [-(-s // c) for s, c in zip(source.size, graph.CHUNK_SIZE, strict=True)]
-        root = layer_count(tuple(grid))  # type: ignore[arg-type]
+        root = layer_count(_chunk_grid(source.size, graph.CHUNK_SIZE))
         if mesh.max_layer > root:
             dataset = dataset.model_copy(
                 update={"mesh_config": mesh.model_copy(update={"max_layer": root})}
@@ -194,7 +195,7 @@ def run_demo(
             bus = PubSubBus(cfg.project)
             services = Services(cfg.project, store, bus)
             started = time.monotonic()
-            run = new_run(cfg, f"{cfg.graph_id}-demo", stages, advance, _utcnow())
+            run = new_run(cfg, f"{cfg.graph_id}-demo", stages, advance, datetime.now(UTC))
             store.create_run(run)
             services.kick(run.run_id, "start", "demo")
             approver = (
@@ -212,9 +213,9 @@ def run_demo(
         jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
         alerts = _count_alerts(stack, run.run_id)
-    oracle = _oracles(cfg, run, volume, n_layers, nodes, rows)
+    oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
     ok = oracle["ok"] and run.status == "succeeded"
-    cost = spend(cfg, run, run.finished_at or _utcnow())
+    cost = spend(cfg, run, run.finished_at or datetime.now(UTC))
     return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost)
 
 
@@ -222,94 +223,13 @@ def _read_pass(stage: str, client: Any) -> dict[int, Any]:
     return read_l2cache(client) if stage == "l2cache" else read_meshes(client)
 
 
-def _oracles(cfg: PipelineConfig, run: RunState, volume: Any, n_layers: int, nodes: list,
-             rows: dict[str, dict[int, Any]]) -> dict[str, Any]:  # fmt: skip
-    """Every stage's verdict: ``{"ok", "mismatches" (all, stage-prefixed), "ingest": {...},
-    "l2cache": {...}, "meshing": {...}}`` (the passes only if they ran)."""
-    chunk_size = cfg.ds.graph_config.CHUNK_SIZE
-    bits = cfg.ds.graph_config.SPATIAL_BITS
-    ingest = compare(expected_stats(volume, chunk_size, n_layers), observed_stats(nodes, n_layers))
-    verdicts: dict[str, dict[str, Any]] = {
-        "ingest": {"ok": ingest.ok, "mismatches": ingest.mismatches[:20]}
-    }
-    if "l2cache" in rows:
-        result = check_l2cache(volume, chunk_size, nodes, rows["l2cache"], n_layers, bits)
-        verdicts["l2cache"] = result.to_dict()
-    if "meshing" in rows:
-        top = run.top_layers["meshing"]
-        result = check_meshing(volume, chunk_size, nodes, rows["meshing"], n_layers, top, bits)
-        verdicts["meshing"] = result.to_dict()
-    mismatches = [
-        line if line.startswith(stage) else f"{stage}: {line}"
-        for stage, verdict in verdicts.items()
-        for line in verdict["mismatches"]
-    ]
-    ok = all(v["ok"] for v in verdicts.values())
-    return {"ok": ok, "mismatches": mismatches[:20], **verdicts}
-
-
-def _utcnow():  # noqa: ANN202
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
-
-
-def eligible_since(run: RunState, ls: LayerState) -> datetime | None:
-    """When ``ls`` became eligible: the layer below finished; for a stage's first layer, the
-    last layer of the stages it depends on finished (or the run was created, if none)."""
-    below = run.layers.get(layer_key(ls.stage, ls.layer - 1))
-    if below is not None:
-        return below.finished_at
-    deps = [d for d in STAGE_DEPENDENCIES.get(ls.stage, ()) if d in run.stages]
-    if not deps:
-        return run.created_at
-    stamps = [x.finished_at for x in run.layers.values() if x.stage in deps]
-    return None if not stamps or None in stamps else max(stamps)  # type: ignore[type-var]
-
-
-class AutoApprover:
-    """The demo as the operator of an approve-mode run: each layer is approved ``after_s``
-    seconds after it became eligible (the layer below complete), through the operator's path:
-    ``operator_actions.approve`` applied with ``store.update_run``, then a ``kick``."""
-
-    def __init__(self, store: Any, kick: Callable[[str, str, str], None], after_s: float,
-                 by: str = APPROVER, clock: Callable[[], datetime] = _utcnow) -> None:  # fmt: skip
-        self.store, self.kick, self.after_s, self.by, self.clock = store, kick, after_s, by, clock
-        self.first_seen: dict[str, datetime] = {}  # when a stamp is missing: our own sighting
-        self.approved: list[str] = []
-
-    def step(self, run: RunState) -> float | None:
-        """Approve the layers that are due; returns the seconds until the next one is due
-        (None: no eligible layer is waiting for approval)."""
-        if run.status != "running":
-            return None
-        now = self.clock()
-        due: list[LayerState] = []
-        wait: float | None = None
-        for ls in run.ordered_layers():
-            if ls.phase != "waiting" or ls.approved or not run.dependencies_met(ls):
-                continue
-            since = eligible_since(run, ls) or self.first_seen.setdefault(ls.key, now)
-            left = (since - now).total_seconds() + self.after_s
-            if left <= 0:
-                due.append(ls)
-            else:
-                wait = left if wait is None else min(wait, left)
-        if due:
-            keys: list[str] = []
-
-            def mutate(state: RunState) -> None:
-                for ls in due:
-                    keys.extend(ops.approve(state, ls.stage, [ls.layer], self.by, now))
-
-            self.store.update_run(run.run_id, mutate)
-            self.kick(run.run_id, "approve", self.by)
-            self.approved += keys
-        return wait
-
-
-def _watch(store: Any, run_id: str, timeout_s: float, on_progress: Callable[[RunState], None],
-           approver: AutoApprover | None = None) -> RunState:  # fmt: skip
+def _watch(
+    store: Any,
+    run_id: str,
+    timeout_s: float,
+    on_progress: Callable[[RunState], None],
+    approver: AutoApprover | None = None,
+) -> RunState:
     deadline = time.monotonic() + timeout_s
     while True:
         run = store.load_run(run_id)

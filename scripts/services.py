@@ -25,6 +25,15 @@ class Services:
         """Ask the controller to reconcile now (the action is already in Firestore)."""
         self.bus.publish_json("kick", {"run_id": run_id, "action": action, "by": by})
 
+    def try_kick(self, run_id: str, action: str) -> Exception | None:
+        """kick() as the operator, returning the error instead of raising it: the action is
+        already stored, so the controller's next tick applies it even if the kick is lost."""
+        try:
+            self.kick(run_id, action, operator_name())
+        except Exception as e:  # noqa: BLE001 - reported by the caller as a warning
+            return e
+        return None
+
 
 def load_stack_env(state_dir: str | Path = DEFAULT_STACK_DIR) -> dict[str, str]:
     """The env of a running `pipeline local up`, or {} if none is running there."""

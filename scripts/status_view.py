@@ -9,6 +9,7 @@ from rich.table import Table
 from shared import intervals
 from shared.state import RunState
 
+COLUMNS = ("stage", "layer", "phase", "done", "%", "active", "failed", "par", "approved", "elapsed")
 PHASE_STYLE = {"succeeded": "green", "running": "cyan", "failed": "red", "waiting": "dim"}
 
 
@@ -23,8 +24,7 @@ def run_table(run: RunState) -> Table:
     """Per-layer table: done, %, active, failed, parallelism, approval, elapsed."""
     title = f"run {run.run_id} · graph {run.graph_id} · {run.status} · advance {run.advance}"
     table = Table(title=title, title_justify="left")
-    for col in ("stage", "layer", "phase", "done", "%", "active", "failed", "par", "approved",
-                "elapsed"):  # fmt: skip
+    for col in COLUMNS:
         table.add_column(col, justify="right" if col not in ("stage", "phase") else "left")
     for ls in run.ordered_layers():
         done = intervals.count(ls.completed_indexes)

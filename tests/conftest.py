@@ -51,13 +51,18 @@ def _unique(prefix: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def emulators() -> Iterator[EmulatorSet]:
-    """Pub/Sub, Firestore and Bigtable emulators for the session, with the client env vars
-    (PUBSUB_EMULATOR_HOST, ...) set in os.environ. Skips if the binaries are missing."""
+def need_emulators() -> None:
+    """Skips the tests that use it when the gcloud SDK emulator binaries are missing."""
     try:
         check_emulators()
     except EmulatorMissingError as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def emulators(need_emulators: None) -> Iterator[EmulatorSet]:
+    """Pub/Sub, Firestore and Bigtable emulators for the session, with the client env vars
+    (PUBSUB_EMULATOR_HOST, ...) set in os.environ. Skips if the binaries are missing."""
     with EmulatorSet() as emus, pytest.MonkeyPatch.context() as mp:
         for key, value in emus.env.items():
             mp.setenv(key, value)

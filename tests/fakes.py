@@ -26,10 +26,13 @@ class RecordingCluster:
             spec = manifest["spec"]
             self.manifests[name] = manifest
             self.jobs[name] = JobStatus(
-                name=name, labels=manifest["metadata"].get("labels", {}), annotations={},
-                completions=spec["completions"], parallelism=spec["parallelism"],
+                name=name,
+                labels=manifest["metadata"].get("labels", {}),
+                annotations={},
+                completions=spec["completions"],
+                parallelism=spec["parallelism"],
                 suspended=bool(spec.get("suspend")),
-            )  # fmt: skip
+            )
             return True
 
     def validate_job(self, manifest: dict[str, Any]) -> None:
@@ -44,8 +47,9 @@ class RecordingCluster:
         with self._lock:
             return [j for j in self.jobs.values() if labels.items() <= j.labels.items()]
 
-    def patch_job(self, name: str, *, parallelism: int | None = None,
-                  suspend: bool | None = None) -> None:  # fmt: skip
+    def patch_job(
+        self, name: str, *, parallelism: int | None = None, suspend: bool | None = None
+    ) -> None:
         from dataclasses import replace
 
         with self._lock:

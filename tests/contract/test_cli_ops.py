@@ -1,5 +1,6 @@
-"""The operator's debugging and housekeeping commands (scripts/cmd_ops.py) end to end: runs in
-the Firestore emulator, Jobs in a real local cluster read through its state directory.
+"""The operator's debugging and housekeeping commands (scripts/cmd_inspect.py, cmd_pods.py,
+cmd_costs.py, cmd_admin.py) end to end: runs in the Firestore emulator, Jobs in a real local
+cluster read through its state directory.
 
 The local cluster runs three Jobs: the run's ingest L2 Job (8 indexes; 3, 5 and 6 print a
 worker's JSON failure line with a traceback and exit 42), a one-pod Job held running for
@@ -63,8 +64,14 @@ print("plain text line", flush=True)
 """
 
 
-def _job(cfg: Any, layer: int, run_id: str, completions: int, env: dict[str, str] | None = None,
-         cpu: str | None = None) -> dict[str, Any]:  # fmt: skip
+def _job(
+    cfg: Any,
+    layer: int,
+    run_id: str,
+    completions: int,
+    env: dict[str, str] | None = None,
+    cpu: str | None = None,
+) -> dict[str, Any]:
     """The layer's real manifest, with the fake worker as its command."""
     m = render_job(cfg, "ingest", layer, run_id=run_id, parallelism=completions)
     spec = m["spec"]
@@ -107,8 +114,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         lc.create_job(big)
         _wait(lambda: (j := lc.get_job(names["l2"])) is not None and j.finished, "the L2 job")
         _wait(lambda: [p for p in lc.list_pods(names["l3"]) if p.phase == "Running"], "L3 pod")
-        _wait(lambda: any(p.reason == "FailedScheduling" for p in lc.list_pods("too-big")),
-              "an unschedulable pod")  # fmt: skip
+        _wait(
+            lambda: any(p.reason == "FailedScheduling" for p in lc.list_pods("too-big")),
+            "an unschedulable pod",
+        )
         lc.wait_ticks(2)
         yield {"dir": state_dir, "names": names, "cluster": lc}
         hold.touch()
@@ -143,8 +152,14 @@ def run(store: FirestoreRunStore, cluster: dict[str, Any]) -> RunState:
     l2.succeeded_runtime_s = 500.0
     l3.phase, l3.job_name, l3.completions = "running", cluster["names"]["l3"], 1
     l3.submitted_at = NOW - timedelta(minutes=30)
-    alert = {"kind": "failed_indexes", "stage": "ingest", "layer": 2, "indexes": [3, 5, 6],
-             "run_id": "r1", "batches": []}  # fmt: skip
+    alert = {
+        "kind": "failed_indexes",
+        "stage": "ingest",
+        "layer": 2,
+        "indexes": [3, 5, 6],
+        "run_id": "r1",
+        "batches": [],
+    }
     pod = {"uid": "u-1", "name": "p-1", "index": 3, "phase": "Failed", "seconds": 3.0}
     store.commit(before, after, [alert], {"ingest-L2": [pod]})
     return store.load_run("r1")
@@ -234,8 +249,12 @@ def test_top_measures_the_running_pod_against_its_request(cli, run, cluster):
 def test_a_layer_without_a_job_and_an_unknown_run_exit_2(cli, run):
     result = cli("pods", "r1", "ingest", "4")
     assert result.exit_code == 2 and "it has no Job yet" in result.output
-    for args in (("inspect", "nope", "ingest", "2"), ("costs", "nope"), ("purge", "nope", "--yes"),
-                 ("pods", "nope", "ingest", "2")):  # fmt: skip
+    for args in (
+        ("inspect", "nope", "ingest", "2"),
+        ("costs", "nope"),
+        ("purge", "nope", "--yes"),
+        ("pods", "nope", "ingest", "2"),
+    ):
         result = cli(*args)
         assert result.exit_code == 2, (args, result.output)
         assert "no run 'nope'" in result.output
@@ -260,8 +279,9 @@ def test_costs_total_is_layers_plus_fee(cli, run):
 
 
 def test_runs_show_a_cost_column_newest_first_and_filter_by_graph(cli, run, store):
-    store.create_run(new_run(load_config(DEMO), "r0-older", ["ingest"], "auto",
-                             NOW - timedelta(days=3)))  # fmt: skip
+    store.create_run(
+        new_run(load_config(DEMO), "r0-older", ["ingest"], "auto", NOW - timedelta(days=3))
+    )
     out = _ok(cli("runs"))
     assert "cost USD" in out
     assert out.index("r1") < out.index("r0-older")
@@ -384,14 +404,24 @@ class _FakeGke:
 
 def test_pod_events_on_gke_are_the_jobs_pods_across_pages():
     def event(pod: str, reason: str, at: str) -> dict[str, Any]:
-        return {"involvedObject": {"kind": "Pod", "name": pod}, "reason": reason,
-                "lastTimestamp": at}  # fmt: skip
+        return {
+            "involvedObject": {"kind": "Pod", "name": pod},
+            "reason": reason,
+            "lastTimestamp": at,
+        }
 
-    fake = _FakeGke([
-        _Page([event("j-1-abc", "OOMKilling", "2026-01-01T00:00:05Z"),
-               event("other-0-x", "Pulled", "2026-01-01T00:00:01Z")], token="t1"),
-        _Page([event("j-0-xyz", "FailedScheduling", "2026-01-01T00:00:02Z")]),
-    ])  # fmt: skip
+    fake = _FakeGke(
+        [
+            _Page(
+                [
+                    event("j-1-abc", "OOMKilling", "2026-01-01T00:00:05Z"),
+                    event("other-0-x", "Pulled", "2026-01-01T00:00:01Z"),
+                ],
+                token="t1",
+            ),
+            _Page([event("j-0-xyz", "FailedScheduling", "2026-01-01T00:00:02Z")]),
+        ]
+    )
     events = cluster_access.pod_events(fake, "j")
     assert [e["reason"] for e in events] == ["FailedScheduling", "OOMKilling"]
     assert fake.calls[0][1]["field_selector"] == "involvedObject.kind=Pod"

@@ -86,9 +86,15 @@ def _env(graph: Graph, table_id: str, stage: str, layer: int, index: int, **extr
     return env
 
 
-def _start_layer(graph: Graph, stage: str, layer: int, indexes: list[int] | None = None,
-                 table_id: str | None = None, module: str | None = None,
-                 **extra: str) -> list[subprocess.Popen[str]]:  # fmt: skip
+def _start_layer(
+    graph: Graph,
+    stage: str,
+    layer: int,
+    indexes: list[int] | None = None,
+    table_id: str | None = None,
+    module: str | None = None,
+    **extra: str,
+) -> list[subprocess.Popen[str]]:
     """Start the batches of a layer at once (all of them, or ``indexes``), like an Indexed
     Job with full parallelism."""
     n = num_batches(layer_shape(L2_SHAPE, layer), layer_batch_size(BATCH, layer))
@@ -116,9 +122,15 @@ def _finish(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
     return lines
 
 
-def _run_layer(graph: Graph, stage: str, layer: int, indexes: list[int] | None = None,
-               table_id: str | None = None, module: str | None = None,
-               **extra: str) -> list[dict[str, Any]]:  # fmt: skip
+def _run_layer(
+    graph: Graph,
+    stage: str,
+    layer: int,
+    indexes: list[int] | None = None,
+    table_id: str | None = None,
+    module: str | None = None,
+    **extra: str,
+) -> list[dict[str, Any]]:
     return _finish(_start_layer(graph, stage, layer, indexes, table_id, module, **extra))
 
 
@@ -174,8 +186,9 @@ def test_ingest_then_l2cache_then_meshing_agree_with_the_oracles(graph: Graph):
 
 
 def test_each_pass_has_its_own_done_markers_and_a_rerun_skips_every_chunk(graph: Graph):
-    cids = [chunk_id(2, (x, y, z), N_LAYERS, 10) for x in range(4) for y in range(4)
-            for z in range(4)]  # fmt: skip
+    cids = [
+        chunk_id(2, (x, y, z), N_LAYERS, 10) for x in range(4) for y in range(4) for z in range(4)
+    ]
     for stage in ("l2cache", "meshing"):
         ledger = ChunkLedger(graph.client(graph.graph_id), stage)
         assert ledger.done_among(cids) == set(cids), stage
@@ -235,7 +248,13 @@ def test_the_pass_fails_fast_without_its_table(graph: Graph):
     env = _env(graph, f"{graph.graph_id}-nope", "l2cache", 2, 0)
     env["PCG_SOURCE_GRAPH_ID"] = graph.graph_id
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "worker"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "worker"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 42, proc.stdout[-2000:]
     assert f"{graph.graph_id}-nope" in proc.stdout and time.monotonic() - t0 < 30

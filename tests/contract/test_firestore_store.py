@@ -96,25 +96,27 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
         except BaseException as e:  # surfaced below
             errors.append(e)
 
-    threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    def reconcile_all_at_once() -> None:
+        threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+
+    reconcile_all_at_once()
     assert not errors
     state = store.load_run("r1")
     assert set(cluster.jobs) == {state.layers["ingest-L2"].job_name}
     assert state.layers["ingest-L3"].phase == "waiting"
     # Finish layer 2: concurrent reconciles start layer 3 exactly once, never layer 4.
-    cluster.finish(state.layers["ingest-L2"].job_name, condition="Complete",
-                   completed_indexes=f"0-{state.layers['ingest-L2'].completions - 1}",
-                   completion_time=NOW)  # fmt: skip
+    cluster.finish(
+        state.layers["ingest-L2"].job_name,
+        condition="Complete",
+        completed_indexes=f"0-{state.layers['ingest-L2'].completions - 1}",
+        completion_time=NOW,
+    )
     barrier.reset()
-    threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    reconcile_all_at_once()
     assert not errors
     state = store.load_run("r1")
     assert len(cluster.jobs) == 2
@@ -128,8 +130,9 @@ def test_rejected_manifest_fails_the_layer_before_anything_runs(store, run):
     cluster = RecordingCluster()
     published: list[tuple[str, dict]] = []
     store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"], "scale_override", None))
-    controller = Controller(store, cluster, lambda k, b: published.append((k, b)),
-                            clock=lambda: NOW)  # fmt: skip
+    controller = Controller(
+        store, cluster, lambda k, b: published.append((k, b)), clock=lambda: NOW
+    )
 
     def refuse(manifest):
         from shared.cluster import ManifestRejectedError

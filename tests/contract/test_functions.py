@@ -7,6 +7,7 @@ import base64
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import functions_framework
 import pytest
@@ -47,16 +48,21 @@ def client(target: str):
 def envelope(data: bytes, topic: str, attributes: dict | None = None, message_id: str = "m1"):
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     body = {
-        "message": {"data": base64.b64encode(data).decode(), "attributes": attributes or {},
-                    "messageId": message_id, "publishTime": now},
+        "message": {
+            "data": base64.b64encode(data).decode(),
+            "attributes": attributes or {},
+            "messageId": message_id,
+            "publishTime": now,
+        },
         "subscription": f"projects/p/subscriptions/{topic}-sub",
-    }  # fmt: skip
+    }
     headers = {
-        "ce-id": message_id, "ce-specversion": "1.0",
+        "ce-id": message_id,
+        "ce-specversion": "1.0",
         "ce-source": f"//pubsub.googleapis.com/projects/p/topics/{topic}",
         "ce-type": "google.cloud.pubsub.topic.v1.messagePublished",
         "Content-Type": "application/json",
-    }  # fmt: skip
+    }
     return headers, json.dumps(body)
 
 
@@ -99,11 +105,13 @@ def test_job_event_reconciles_owner_and_duplicates_are_dropped(env):
     client("on_kick").post("/", headers=headers, data=body)
     name = store.load_run(run_id).layers["ingest-L2"].job_name
     n = store_run.layers["ingest-L2"]
-    cluster.finish(name, condition="Complete", completion_time=datetime.now(UTC),
-                   completed_indexes=f"0-{load_plan_completions(store, run_id) - 1}")  # fmt: skip
-    entry = make_log_entry(project="p", cluster="c", location="l", namespace="default",
-                           job_name=name, job_uid="u", reason="Completed",
-                           message="Job completed")  # fmt: skip
+    cluster.finish(
+        name,
+        condition="Complete",
+        completion_time=datetime.now(UTC),
+        completed_indexes=f"0-{load_plan_completions(store, run_id) - 1}",
+    )
+    entry = completed_event(name, "Job completed")
     headers, body = envelope(json.dumps(entry).encode(), "job-events")
     app = client("on_job_event")
     assert app.post("/", headers=headers, data=body).status_code == 200
@@ -112,6 +120,21 @@ def test_job_event_reconciles_owner_and_duplicates_are_dropped(env):
     assert app.post("/", headers=headers, data=body).status_code == 200  # redelivery
     assert store.load_run(run_id).version == version  # deduped on insertId
     assert n.phase == "waiting"
+
+
+def completed_event(job_name: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The Job's `Completed` event as the GKE event exporter logs it."""
+    return make_log_entry(
+        project="p",
+        cluster="c",
+        location="l",
+        namespace="default",
+        job_name=job_name,
+        job_uid="u",
+        reason="Completed",
+        message=message,
+        **extra,
+    )
 
 
 def load_plan_completions(store, run_id) -> int:
@@ -125,9 +148,7 @@ def test_stale_job_event_is_dropped(env):
     client("on_kick").post("/", headers=headers, data=body)
     name = store.load_run(run_id).layers["ingest-L2"].job_name
     old = datetime.now(UTC) - timedelta(hours=2)
-    entry = make_log_entry(project="p", cluster="c", location="l", namespace="default",
-                           job_name=name, job_uid="u", reason="Completed", message="",
-                           now=old)  # fmt: skip
+    entry = completed_event(name, "", now=old)
     version = store.load_run(run_id).version
     headers, body = envelope(json.dumps(entry).encode(), "job-events")
     assert client("on_job_event").post("/", headers=headers, data=body).status_code == 200

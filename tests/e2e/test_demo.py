@@ -10,28 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from shared.adapters.emulators import EmulatorMissingError, check_emulators
-
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]
 
 
-@pytest.fixture(autouse=True)
-def _need_emulators():
-    try:
-        check_emulators()
-    except EmulatorMissingError as e:
-        pytest.skip(str(e))
+def _pipeline(timeout_s: float, *args: str) -> subprocess.CompletedProcess[str]:
+    """`pipeline ARGS` in a subprocess, run from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 def test_pipeline_demo_cli_json_summary(tmp_path):
     """`pipeline demo --json` on a 32^3 volume: every layer built, oracle agrees, exit 0."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "scripts.cli", "demo", "--size", "32", "--chunk", "8", "--json",
-         "--workdir", str(tmp_path / "work"), "--timeout", "240"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    work = str(tmp_path / "work")
+    proc = _pipeline(
+        300, "demo", "--size", "32", "--chunk", "8", "--json", "--workdir", work, "--timeout", "240"
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["ok"] is True and summary["oracle"]["ok"] is True
@@ -47,9 +47,6 @@ def test_bad_config_fails_fast_naming_the_field(tmp_path):
     demo = (ROOT / "examples" / "demo" / "pipeline.yml").read_text()
     bad.write_text(demo.replace("batch_size: 32", "batch_sise: 32"))
     (tmp_path / "dataset.yml").write_text((ROOT / "examples" / "demo" / "dataset.yml").read_text())
-    proc = subprocess.run(
-        [sys.executable, "-m", "scripts.cli", "demo", "-c", str(bad)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    proc = _pipeline(60, "demo", "-c", str(bad))
     assert proc.returncode == 2
     assert "job.batch_sise: unknown key" in proc.stderr

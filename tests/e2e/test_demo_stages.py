@@ -6,30 +6,26 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.demo import APPROVER, eligible_since, prepare_config, run_demo
-from shared.adapters.emulators import EmulatorMissingError, check_emulators
+from scripts.auto_approver import APPROVER, eligible_since
+from scripts.demo import prepare_config, run_demo
 from shared.config import load_config
 from tests.e2e.test_demo import ROOT
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]
 
 APPROVE_AFTER_S = 0.5
-
-
-@pytest.fixture(autouse=True)
-def _need_emulators():
-    try:
-        check_emulators()
-    except EmulatorMissingError as e:
-        pytest.skip(str(e))
 
 
 def test_demo_ingest_l2cache_meshing_approved_by_the_demo(tmp_path):
     cfg = prepare_config(load_config(ROOT / "examples" / "demo" / "pipeline.yml"), tmp_path, 32, 8)
     result = run_demo(
-        cfg, tmp_path, stages=["ingest", "l2cache", "meshing"], advance="approve",
-        timeout_s=240, approve_after_s=APPROVE_AFTER_S,
-    )  # fmt: skip
+        cfg,
+        tmp_path,
+        stages=["ingest", "l2cache", "meshing"],
+        advance="approve",
+        timeout_s=240,
+        approve_after_s=APPROVE_AFTER_S,
+    )
     summary = result.summary()
     assert result.ok, summary["oracle"]["mismatches"]
     assert summary["ok"] is True and summary["status"] == "succeeded"

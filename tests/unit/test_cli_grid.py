@@ -20,8 +20,9 @@ def run(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-@pytest.mark.parametrize(("layer", "coord"), [(2, (3, 4, 5)), (2, (0, 0, 0)), (3, (3, 3, 3)),
-                                              (5, (0, 0, 0))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("layer", "coord"), [(2, (3, 4, 5)), (2, (0, 0, 0)), (3, (3, 3, 3)), (5, (0, 0, 0))]
+)
 def test_locate_then_batch_contains_the_chunk(layer, coord):
     result = run("locate", "-c", DEMO, str(layer), *map(str, coord))
     assert result.exit_code == 0, result.output

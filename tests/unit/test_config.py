@@ -20,8 +20,11 @@ def write(tmp_path: Path, pipeline: dict, dataset: dict) -> Path:
     return path
 
 
-BASE = {"graph_id": "g1", "bigtable": {"project": "p", "instance": "i"},
-        "images": {"ingest": "img"}}  # fmt: skip
+BASE = {
+    "graph_id": "g1",
+    "bigtable": {"project": "p", "instance": "i"},
+    "images": {"ingest": "img"},
+}
 DATASET = {"data_source": {"size": [64, 64, 32]}, "graph_config": {"CHUNK_SIZE": [16, 16, 16]}}
 
 
@@ -68,8 +71,8 @@ def test_build_dag_from_dataset(tmp_path):
     dataset = {**DATASET, "mesh_config": {"max_layer": 4}, "l2cache_config": {}}
     cfg = load_config(write(tmp_path, BASE, dataset))
     assert default_stages(cfg) == ["ingest", "meshing", "l2cache"]
-    assert (top_layer(cfg, "ingest"), top_layer(cfg, "meshing"), top_layer(cfg, "l2cache")) == (
-        4, 4, 2)  # fmt: skip
+    tops = (top_layer(cfg, "ingest"), top_layer(cfg, "meshing"), top_layer(cfg, "l2cache"))
+    assert tops == (4, 4, 2)
     with pytest.raises(PlanError, match="unknown stage"):
         check_stages(cfg, ["ingest", "mesh"])
 

@@ -153,8 +153,11 @@ def _build(vol, chunk, drop_meshes=()):
             if layer == 2:
                 nodes = layer2_nodes(vol, lo, hi)
             else:
-                kids = [k for c in children(coord, layer_shape(l2, layer - 1))
-                        for k in by_chunk[(layer - 1, c)]]  # fmt: skip
+                kids = [
+                    k
+                    for c in children(coord, layer_shape(l2, layer - 1))
+                    for k in by_chunk[(layer - 1, c)]
+                ]
                 nodes, unmatched = merge_children(kids, lo, hi, size)
                 assert unmatched == 0
             cid = chunk_id(layer, coord, n_layers, 10)
@@ -190,15 +193,23 @@ def _u_shape():
 
 STITCH = [
     ("a full cube over 8 chunks", _cube(4), (2, 2, 2), [(1, 64, 96)]),
-    ("a line across chunks", _vol((4, 4, 4), *[(1, y, 1) for y in range(4)]), (2, 2, 2),
-     [(1, 4, 18)]),
-    ("two labels touching across a face", np.concatenate([_cube(2, 1), _cube(2, 2)]),
-     (2, 2, 2), [(1, 8, 24), (2, 8, 24)]),
+    (
+        "a line across chunks",
+        _vol((4, 4, 4), *[(1, y, 1) for y in range(4)]),
+        (2, 2, 2),
+        [(1, 4, 18)],
+    ),
+    (
+        "two labels touching across a face",
+        np.concatenate([_cube(2, 1), _cube(2, 2)]),
+        (2, 2, 2),
+        [(1, 8, 24), (2, 8, 24)],
+    ),
     ("a U joined in another chunk", _u_shape(), (2, 2, 2), None),
     ("a hollow shell", np.pad(_SHELL, 1)[:4, :4, :4].copy(), (2, 2, 2), None),
     ("non-cubic, clipped chunks", generate_volume((10, 7, 5), seed=2), (4, 4, 4), None),
     ("random tubes", generate_volume((12, 12, 12), seed=5), (3, 3, 3), None),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("vol, chunk, root", [c[1:] for c in STITCH], ids=[c[0] for c in STITCH])
@@ -209,8 +220,11 @@ def test_stitched_surfaces_equal_the_direct_ones_at_every_layer(vol, chunk, root
     assert result.layers == list(range(2, n_layers + 1))
     assert check_l2cache(vol, chunk, nodes, cache, n_layers).ok
     if root is not None:
-        tops = [(n.label, n.voxels, meshes[n.node_id].faces) for n in nodes
-                if n.node_id >> 56 == n_layers]  # fmt: skip
+        tops = [
+            (n.label, n.voxels, meshes[n.node_id].faces)
+            for n in nodes
+            if n.node_id >> 56 == n_layers
+        ]
         assert sorted(tops) == root
 
 
@@ -278,13 +292,14 @@ class _Store:
 
 
 def test_the_auto_approver_approves_each_layer_after_it_is_eligible():
-    from scripts.demo import APPROVER, AutoApprover, eligible_since
+    from scripts.auto_approver import APPROVER, AutoApprover, eligible_since
     from shared.state import RunState, build_layers
 
     t0 = datetime(2030, 1, 1, tzinfo=UTC)
     stages, tops = ["ingest", "l2cache", "meshing"], {"ingest": 3, "l2cache": 2, "meshing": 3}
-    run = RunState("r", "g", stages, tops, advance="approve", created_at=t0,
-                   layers=build_layers(stages, tops))  # fmt: skip
+    run = RunState(
+        "r", "g", stages, tops, advance="approve", created_at=t0, layers=build_layers(stages, tops)
+    )
     now = [t0]
     kicks: list[tuple] = []
     store = _Store(run)

@@ -10,6 +10,7 @@ SHAPE = (8, 6, 3)
 SEED = 42
 B = 15
 
+# Packed by hand (fmt: skip): one tuple per line would stretch this vector over 17 lines.
 WORKER0 = [
     (0, 5, 1), (0, 3, 1), (5, 2, 0), (1, 0, 2), (2, 0, 0), (1, 1, 1), (2, 3, 1), (7, 3, 0),
     (7, 1, 0), (5, 0, 0), (5, 4, 1), (6, 3, 2), (2, 2, 1), (3, 2, 1), (3, 0, 1),

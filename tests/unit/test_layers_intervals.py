@@ -12,18 +12,28 @@ from shared.layers import children, chunk_coord, chunk_id, layer_count, layer_sh
 
 @pytest.mark.parametrize(
     ("shape", "want"),
-    [((1, 1, 1), 2), ((2, 1, 1), 3), ((8, 8, 8), 5), ((9, 1, 1), 6), ((5, 3, 2), 5),
-     ((1024, 512, 7), 12)],
-)  # fmt: skip
+    [
+        ((1, 1, 1), 2),
+        ((2, 1, 1), 3),
+        ((8, 8, 8), 5),
+        ((9, 1, 1), 6),
+        ((5, 3, 2), 5),
+        ((1024, 512, 7), 12),
+    ],
+)
 def test_layer_count(shape, want):
     assert layer_count(shape) == want
 
 
 @pytest.mark.parametrize(
     ("shape", "layer", "want"),
-    [((8, 8, 8), 2, (8, 8, 8)), ((8, 8, 8), 3, (4, 4, 4)), ((5, 3, 2), 3, (3, 2, 1)),
-     ((5, 3, 2), 5, (1, 1, 1))],
-)  # fmt: skip
+    [
+        ((8, 8, 8), 2, (8, 8, 8)),
+        ((8, 8, 8), 3, (4, 4, 4)),
+        ((5, 3, 2), 3, (3, 2, 1)),
+        ((5, 3, 2), 5, (1, 1, 1)),
+    ],
+)
 def test_layer_shape(shape, layer, want):
     assert layer_shape(shape, layer) == want
 
@@ -35,9 +45,15 @@ def test_layer_shape_rejects_layer_one():
 
 @pytest.mark.parametrize(
     ("layer", "coord"),
-    [(2, (0, 0, 0)), (2, (7, 7, 7)), (2, (1023, 5, 9)), (3, (3, 1, 2)), (4, (1, 0, 1)),
-     (5, (0, 0, 0))],
-)  # fmt: skip
+    [
+        (2, (0, 0, 0)),
+        (2, (7, 7, 7)),
+        (2, (1023, 5, 9)),
+        (3, (3, 1, 2)),
+        (4, (1, 0, 1)),
+        (5, (0, 0, 0)),
+    ],
+)
 def test_chunk_id_roundtrip_and_layer_prefix(layer, coord):
     cid = chunk_id(layer, coord, n_layers=5, spatial_bits=10)
     assert cid >> 56 == layer

@@ -43,10 +43,13 @@ CASES = {
     "touching labels stay apart": (_two_labels(), (2, 2, 2), {2: 2, 3: 2}, [(1, 2), (2, 2)]),
     "U joined only at the root": (_u_shape(), (2, 2, 2), {2: 4, 3: 1}, [(1, 10)]),
     "diagonal is not connected": (
-        _vol((2, 2, 2), [(0, 0, 0), (1, 1, 0)]), (2, 2, 2), {2: 2}, [(1, 1), (1, 1)]
+        _vol((2, 2, 2), [(0, 0, 0), (1, 1, 0)]),
+        (2, 2, 2),
+        {2: 2},
+        [(1, 1), (1, 1)],
     ),
     "full volume one label": (np.full((4, 4, 4), 3, np.uint32), (2, 2, 2), {2: 8, 3: 1}, [(3, 64)]),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -97,8 +100,10 @@ def test_compare_flags_missing_nodes_and_wrong_voxels():
     result = compare(expected_stats(_u_shape(), (2, 2, 2)), observed_stats(nodes, 3))
     assert not result.ok
     assert any("layer 2: 3 nodes, expected 4 (-1" in m for m in result.mismatches)
-    assert any("missing label 1: 10 voxels" in m and "unexpected label 1: 8" in m
-               for m in result.mismatches)  # fmt: skip
+    assert any(
+        "missing label 1: 10 voxels" in m and "unexpected label 1: 8" in m
+        for m in result.mismatches
+    )
 
 
 def test_compare_flags_dangling_parent_and_missing_layer():
@@ -151,8 +156,10 @@ def _build(vol, chunk, *, twice=None, skip=None, early=None):
             store(layer, coord, layer2_nodes(vol, lo, hi))
             return
         seg = segment_bits(n_layers, layer - 1, 10)
-        kid_chunks = {chunk_id(layer - 1, c, n_layers, 10)
-                      for c in children(coord, layer_shape(l2, layer - 1))}  # fmt: skip
+        kid_chunks = {
+            chunk_id(layer - 1, c, n_layers, 10)
+            for c in children(coord, layer_shape(l2, layer - 1))
+        }
         kids = [r for nid, r in table.items() if (nid >> seg) << seg in kid_chunks]
         store(layer, coord, merge_children(sorted(kids, key=lambda r: r.node_id), lo, hi, size)[0])
 

@@ -160,9 +160,13 @@ def test_gke_usage_asks_the_metrics_api_for_the_jobs_pods(monkeypatch):
     monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", _FakeCustomObjects)
     _FakeCustomObjects.calls = []
     _FakeCustomObjects.answer = {
-        "items": [{"metadata": {"name": "j-0-x"}, "containers": [
-            {"name": "worker", "usage": {"cpu": "500m", "memory": "256Mi"}}]}]
-    }  # fmt: skip
+        "items": [
+            {
+                "metadata": {"name": "j-0-x"},
+                "containers": [{"name": "worker", "usage": {"cpu": "500m", "memory": "256Mi"}}],
+            }
+        ]
+    }
     usage = gke_pod_usage(object(), "pcg", "j")
     assert usage == {"j-0-x": PodUsage(0.5, 0.25)}
     ((args, kwargs),) = _FakeCustomObjects.calls

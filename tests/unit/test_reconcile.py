@@ -18,9 +18,14 @@ RAMP = Ramp(start=2, factor=2, period=60, max=16)
 def make_run(advance: str = "auto", stages=("ingest",), tops=None, status="running") -> RunState:
     tops = tops or {s: 4 for s in stages}
     return RunState(
-        run_id="r1", graph_id="g", stages=list(stages), top_layers=tops, advance=advance,
-        status=status, layers=build_layers(list(stages), tops),
-    )  # fmt: skip
+        run_id="r1",
+        graph_id="g",
+        stages=list(stages),
+        top_layers=tops,
+        advance=advance,
+        status=status,
+        layers=build_layers(list(stages), tops),
+    )
 
 
 def plans(run: RunState, completions: int = 10) -> dict[str, LayerPlan]:
@@ -28,8 +33,9 @@ def plans(run: RunState, completions: int = 10) -> dict[str, LayerPlan]:
 
 
 def job(name: str, **kw) -> JobStatus:
-    base = dict(name=name, labels={}, annotations={}, completions=10, parallelism=2,
-                suspended=False)  # fmt: skip
+    base = dict(
+        name=name, labels={}, annotations={}, completions=10, parallelism=2, suspended=False
+    )
     return JobStatus(**{**base, **kw})
 
 
@@ -107,8 +113,11 @@ def running(run: RunState, key: str, **kw) -> RunState:
 def test_complete_job_advances_to_next_layer_in_one_reconcile():
     run = running(make_run(), "ingest-L2")
     done_at = T0 + timedelta(seconds=30)
-    jobs = {"job-ingest-2-0": job("job-ingest-2-0", condition="Complete",
-                                  completed_indexes="0-9", completion_time=done_at)}  # fmt: skip
+    jobs = {
+        "job-ingest-2-0": job(
+            "job-ingest-2-0", condition="Complete", completed_indexes="0-9", completion_time=done_at
+        )
+    }
     d = run_decide(run, jobs, now=T0 + timedelta(seconds=31))
     assert d.state.layers["ingest-L2"].phase == "succeeded"
     assert [(a.layer) for a in d.actions if isinstance(a, CreateJob)] == [3]
@@ -154,15 +163,23 @@ def test_failed_indexes_alerted_once_each():
     d1 = run_decide(run, jobs)
     jobs = {"job-ingest-2-0": job("job-ingest-2-0", failed_indexes="3,5-6")}
     d2 = run_decide(d1.state, jobs)
-    kinds = [(a.kind, a.details.get("indexes")) for a in d1.actions + d2.actions
-             if isinstance(a, Alert)]  # fmt: skip
+    kinds = [
+        (a.kind, a.details.get("indexes")) for a in d1.actions + d2.actions if isinstance(a, Alert)
+    ]
     assert kinds == [("failed_indexes", [3]), ("failed_indexes", [5, 6])]
 
 
 def test_failed_job_fails_layer_and_blocks_the_next():
     run = running(make_run(), "ingest-L2")
-    jobs = {"job-ingest-2-0": job("job-ingest-2-0", condition="Failed", reason="FailedIndexes",
-                                  failed_indexes="4", completed_indexes="0-3,5-9")}  # fmt: skip
+    jobs = {
+        "job-ingest-2-0": job(
+            "job-ingest-2-0",
+            condition="Failed",
+            reason="FailedIndexes",
+            failed_indexes="4",
+            completed_indexes="0-3,5-9",
+        )
+    }
     d = run_decide(run, jobs)
     assert d.state.layers["ingest-L2"].phase == "failed"
     assert any(isinstance(a, Alert) and a.kind == "layer_failed" for a in d.actions)
@@ -196,21 +213,24 @@ def test_stall_alert_after_no_progress():
 
 
 def test_dag_meshing_and_l2cache_wait_for_ingest_then_run_in_parallel():
-    run = make_run(stages=("ingest", "meshing", "l2cache"),
-                   tops={"ingest": 3, "meshing": 3, "l2cache": 2})  # fmt: skip
+    run = make_run(
+        stages=("ingest", "meshing", "l2cache"), tops={"ingest": 3, "meshing": 3, "l2cache": 2}
+    )
     for key in ("ingest-L2", "ingest-L3"):
         run.layers[key].phase = "succeeded"
     d = run_decide(run)
     assert sorted((a.stage, a.layer) for a in d.actions if isinstance(a, CreateJob)) == [
-        ("l2cache", 2), ("meshing", 2)]  # fmt: skip
+        ("l2cache", 2),
+        ("meshing", 2),
+    ]
 
 
 def test_migration_passes_in_order():
-    run = make_run(stages=("migrate_cleanup", "migrate"), tops={"migrate_cleanup": 3,
-                                                                "migrate": 3})  # fmt: skip
+    run = make_run(stages=("migrate_cleanup", "migrate"), tops={"migrate_cleanup": 3, "migrate": 3})
     d = run_decide(run)
     assert [(a.stage, a.layer) for a in d.actions if isinstance(a, CreateJob)] == [
-        ("migrate_cleanup", 2)]  # fmt: skip
+        ("migrate_cleanup", 2)
+    ]
     run.layers["migrate_cleanup-L2"].phase = "succeeded"
     run.layers["migrate_cleanup-L3"].phase = "succeeded"
     d = run_decide(run)

@@ -1,0 +1,104 @@
+"""How operator commands name what they look at: a run's layer (`RUN STAGE LAYER`), or a Job
+the controller does not track (`--job NAME`, e.g. a `pipeline sample` Job), resolved to a
+:class:`Target`; and a layer's batch geometry (grid shape, seed, batch size)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import click
+
+from scripts.services import connect
+from shared import grid
+from shared.config import PipelineConfig, config_from_dict
+from shared.layers import layer_shape
+from shared.state import LayerState, RunState, layer_key
+
+TARGET = "RUN STAGE LAYER"
+JOB_OPTION = click.option(
+    "--job",
+    "job",
+    default=None,
+    metavar="NAME",
+    help="A Job by name instead of RUN STAGE LAYER (e.g. the Job of `pipeline sample`).",
+)
+
+Geometry = tuple[tuple[int, int, int], int, int]  # (grid shape, seed, batch size)
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def layer_arguments(command: F) -> F:
+    """The arguments `RUN_ID STAGE LAYER` of a command that acts on one layer of a run."""
+    command = click.argument("layer", type=int)(command)
+    command = click.argument("stage")(command)
+    return click.argument("run_id")(command)
+
+
+def run_config(run: RunState) -> PipelineConfig:
+    """The config a run was started with (its stored snapshot)."""
+    return config_from_dict(run.config, run.dataset)
+
+
+def layer_geometry(cfg: PipelineConfig, stage: str, layer: int) -> Geometry:
+    """(grid shape, seed, batch size) of a stage's layer."""
+    job = cfg.job.for_stage(stage)
+    shape = layer_shape(cfg.layer2_shape(), layer)
+    return shape, job.perm_seed, grid.layer_batch_size(job.batch_size, layer)
+
+
+def batch_chunks(index: int, shape: tuple[int, ...], seed: int, size: int) -> list[tuple[int, ...]]:
+    """The chunks of batch `index`, in the order its pod processes them."""
+    return [tuple(int(v) for v in c) for c in grid.batch_coords(index, shape, seed, size)]
+
+
+def parse_int(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise click.BadParameter(f"{what} must be an integer, got {text!r}") from None
+
+
+@dataclass
+class Target:
+    """What a cluster-reading command looks at: a Job, and its run and layer if known."""
+
+    job: str
+    run: RunState | None = None
+    ls: LayerState | None = None
+    cfg: PipelineConfig | None = None
+
+    @property
+    def namespace(self) -> str | None:
+        return self.cfg.namespace if self.cfg else None
+
+    def geometry(self) -> Geometry:
+        """(grid shape, seed, batch size) of the layer (run mode only)."""
+        assert self.cfg is not None and self.ls is not None
+        return layer_geometry(self.cfg, self.ls.stage, self.ls.layer)
+
+    def batch_chunks(self, index: int) -> list[tuple[int, ...]]:
+        """The chunks of the layer's batch `index`, in processing order (run mode only)."""
+        return batch_chunks(index, *self.geometry())
+
+
+def resolve_target(
+    args: tuple[str, ...], job: str | None, extra: int, *, need_job: bool
+) -> tuple[Target, list[str]]:
+    """`RUN STAGE LAYER [up to `extra` more]`, or `--job NAME [up to `extra` more]`."""
+    if job:
+        if len(args) > extra:
+            raise click.UsageError(f"with --job, give at most {extra} argument(s), not {args}")
+        return Target(job), list(args)
+    if not 3 <= len(args) <= 3 + extra:
+        raise click.UsageError(f"give {TARGET}{' [INDEX]' if extra else ''} (or --job NAME)")
+    run_id, stage, raw_layer = args[:3]
+    run = connect().store.load_run(run_id)
+    ls = run.layers.get(layer_key(stage, parse_int(raw_layer, "LAYER")))
+    if ls is None:
+        known = ", ".join(f"{s} L2-L{run.top_layers[s]}" for s in run.stages)
+        raise LookupError(f"run {run_id} has no layer {stage} L{raw_layer} (it has: {known})")
+    if need_job and not ls.job_name:
+        raise LookupError(f"{ls.key} of run {run_id} is {ls.phase}: it has no Job yet")
+    return Target(ls.job_name, run, ls, run_config(run)), list(args[3:])

@@ -1,0 +1,52 @@
+"""How operator commands print: a rich console, left-titled tables, a live-refreshed view,
+and short times and durations for table cells."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+
+def console() -> Console:
+    """Rich output; when piped, wide enough that names and messages are not cut."""
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def titled_table(title: str | None, columns: Iterable[str], **options: Any) -> Table:
+    """A table with these columns, its title (if any) on the left."""
+    return Table(*columns, title=title, title_justify="left", **options)
+
+
+def live(
+    render: Callable[[], Table], once: bool, interval: float, out: Console | None = None
+) -> None:
+    """Print `render()` once, or keep it on screen refreshed every `interval` s until Ctrl-C."""
+    out = out or console()
+    if once:
+        out.print(render())
+        return
+    with Live(render(), console=out) as view:
+        while True:
+            time.sleep(interval)
+            view.update(render())
+
+
+def when(stamp: datetime | None) -> str:
+    """A timestamp as `MM-DD HH:MM:SS` UTC ("" if unknown)."""
+    return stamp.astimezone(UTC).strftime("%m-%d %H:%M:%S") if stamp else ""
+
+
+def span(seconds: float | None) -> str:
+    """A duration as seconds, minutes or hours ("" if unknown)."""
+    if seconds is None:
+        return ""
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    return f"{seconds / 60:.1f}m" if seconds < 7200 else f"{seconds / 3600:.1f}h"

@@ -1,0 +1,42 @@
+"""Reading a worker pod's log: its JSON lines rendered for a terminal, and the failing chunk."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+
+def _records(text: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    for raw in text.splitlines():
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            rec = None
+        yield raw, rec if isinstance(rec, dict) else None
+
+
+def render_log(text: str) -> list[str]:
+    """Worker JSON lines as `time severity message [chunk, exit]`, tracebacks unfolded;
+    other lines as they are."""
+    out: list[str] = []
+    for raw, rec in _records(text):
+        if rec is None:
+            out.append(raw)
+            continue
+        tags = [f"chunk {rec['chunk']}"] if rec.get("chunk") else []
+        tags += [f"exit {rec['exit_code']}"] if rec.get("exit_code") is not None else []
+        line = f"{rec.get('time', '')} {rec.get('severity', ''):<7} {rec.get('message', '')}"
+        out.append(line.strip() + (f"  [{', '.join(tags)}]" if tags else ""))
+        if rec.get("traceback"):
+            out += ["    " + t for t in str(rec["traceback"]).rstrip().splitlines()]
+    return out
+
+
+def failing_chunk(text: str) -> dict[str, Any] | None:
+    """The last worker record that carries a traceback (the failure that ended the pod)."""
+    found = None
+    for _, rec in _records(text):
+        if rec is not None and rec.get("traceback"):
+            found = rec
+    return found
