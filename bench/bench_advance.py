@@ -15,10 +15,10 @@ import argparse
 import json
 import statistics
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
-from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
+from shared.adapters.chunk_ledger import ensure_table
 from shared.adapters.firestore_store import FirestoreRunStore
 from shared.adapters.local_stack import LocalStack
 from shared.adapters.pubsub_bus import PubSubBus
@@ -53,14 +53,7 @@ def latencies(job_events: bool, runs: int, tick_s: float, workdir: Path) -> list
     cfg = bench_config(tick_s)
     out: list[float] = []
     with LocalStack(cfg.project, workdir, tick_s, job_events=job_events) as stack:
-        table = open_bigtable_client(
-            cfg.graph_id,
-            cfg.bigtable.project,
-            cfg.bigtable.instance,
-            timedelta(seconds=60),
-            create=True,
-        )
-        close_bigtable_client(table)
+        ensure_table(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance)
         store, bus = FirestoreRunStore(cfg.project), PubSubBus(cfg.project)
         for i in range(runs):
             run = new_run(cfg, f"adv-{job_events}-{i}", ["ingest"], "auto", datetime.now(UTC))

@@ -17,6 +17,7 @@ from scripts.layer_target import JOB_OPTION, TARGET, Target, resolve_target
 from scripts.terminal_output import console, live, span, titled_table, when
 from shared.adapters import pod_metrics
 from shared.cluster import PodInfo
+from shared.k8s_mapping import event_time
 
 EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
 
@@ -29,26 +30,9 @@ def pod_runtime(pod: PodInfo, now: datetime) -> float | None:
 # -- pods and events -----------------------------------------------------------------------------
 
 
-def _event_time(event: dict[str, Any]) -> datetime:
-    series = event.get("series") or {}
-    for value in (
-        series.get("lastObservedTime"),
-        event.get("lastTimestamp"),
-        event.get("eventTime"),
-        event.get("firstTimestamp"),
-        (event.get("metadata") or {}).get("creationTimestamp"),
-    ):
-        try:
-            stamp = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-        except ValueError:  # absent ("" / None) or not ISO 8601: try the next one
-            continue
-        return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-    return EPOCH
-
-
 def _all_events(cluster: Any, job: str) -> list[dict[str, Any]]:
     events = list(cluster.job_events(job)) + cluster_access.pod_events(cluster, job)
-    return sorted(events, key=_event_time)
+    return sorted(events, key=event_time)
 
 
 def _scheduling_messages(cluster: Any, job: str) -> dict[str, str]:
@@ -93,7 +77,7 @@ def events_table(cluster: Any, target: Target) -> Table:
         what = "job" if obj.get("kind") == "Job" else f"{obj.get('kind', '?')}/{obj.get('name')}"
         count = f" (x{e['count']})" if (e.get("count") or 1) > 1 else ""
         message = f"{e.get('message', '')}{count}"
-        table.add_row(when(_event_time(e)), e.get("type", ""), e.get("reason", ""), what, message)
+        table.add_row(when(event_time(e)), e.get("type", ""), e.get("reason", ""), what, message)
     return table
 
 

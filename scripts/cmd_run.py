@@ -68,20 +68,11 @@ def register(main: click.Group) -> None:
     @CONFIG_OPTION
     def setup(config_path: str) -> None:
         """Create the graph's Bigtable table (lock and done rows live there), if missing."""
-        from datetime import timedelta
-
-        from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
+        from shared.adapters.chunk_ledger import ensure_table
 
         cfg = load_config(config_path)
         connect()  # picks up a running local stack's emulator addresses
-        client = open_bigtable_client(
-            cfg.graph_id,
-            cfg.bigtable.project,
-            cfg.bigtable.instance,
-            timedelta(seconds=cfg.job.lock_expiry_s),
-            create=True,
-        )
-        close_bigtable_client(client)
+        ensure_table(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance)
         click.echo(f"table {cfg.graph_id} ready in {cfg.bigtable.project}/{cfg.bigtable.instance}")
 
     @main.command()

@@ -185,7 +185,8 @@ def pod_info(pod: Mapping[str, Any], container: str = WORKER_CONTAINER) -> PodIn
 
 
 def event_time(event: Mapping[str, Any]) -> datetime:
-    """When an event last happened (series, legacy and new-style events alike)."""
+    """When an event last happened (series, legacy and new-style events alike); a field that
+    is absent or not ISO 8601 passes to the next."""
     series = event.get("series") or {}
     for value in (
         series.get("lastObservedTime"),
@@ -194,7 +195,10 @@ def event_time(event: Mapping[str, Any]) -> datetime:
         event.get("firstTimestamp"),
         (event.get("metadata") or {}).get("creationTimestamp"),
     ):
-        stamp = parse_time(value)
+        try:
+            stamp = parse_time(value)
+        except ValueError:
+            continue
         if stamp is not None:
             return stamp
     return datetime.min.replace(tzinfo=UTC)

@@ -103,11 +103,11 @@ class BatchRunner:
             workload=env.workload,
         )
         self.keeper.start()
-        todo = [tuple(int(v) for v in row) for row in coords]
-        ids = [chunk_id(env.layer, c, env.n_layers, env.spatial_bits) for c in todo]
+        window = [tuple(int(v) for v in row) for row in coords]
+        ids = [chunk_id(env.layer, c, env.n_layers, env.spatial_bits) for c in window]
         done = self.ledger.done_among(ids)  # one read: a re-run skips its done chunks cheaply
         self.stats.skipped += sum(cid in done for cid in ids)
-        for coord, cid in zip(todo, ids, strict=True):
+        for coord, cid in zip(window, ids, strict=True):
             if cid in done:
                 continue
             if self.stop.is_set():

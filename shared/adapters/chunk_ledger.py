@@ -235,6 +235,14 @@ def open_bigtable_client(
     return BigTableClient(table_id, config, lock_expiry=lock_expiry)
 
 
+def ensure_table(table_id: str, project: str, instance: str) -> None:
+    """Create a graph table (kvdbclient's column families) unless it exists: the `setup`
+    step, which every Job of the graph needs before its first claim."""
+    close_bigtable_client(
+        open_bigtable_client(table_id, project, instance, timedelta(seconds=60), create=True)
+    )
+
+
 def close_bigtable_client(client: BigTableClient) -> None:
     """Close the data client and, if kvdbclient created one, its admin client (which
     ``client.close()`` leaves open)."""

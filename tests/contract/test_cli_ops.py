@@ -99,8 +99,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     state_dir = tmp_path_factory.mktemp("cluster")
     hold = state_dir / "release"
     names = {
-        "l2": attempt_job_name(cfg, "r1", _layer_stub(2)),
-        "l3": attempt_job_name(cfg, "r1", _layer_stub(3)),
+        "l2": attempt_job_name(cfg, "r1", _bare_layer(2)),
+        "l3": attempt_job_name(cfg, "r1", _bare_layer(3)),
     }
     with LocalCluster(state_dir, capacity_cpu=4.0, capacity_memory_gib=16.0) as lc:
         m2 = _job(cfg, 2, "r1", 8)
@@ -123,7 +123,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         hold.touch()
 
 
-def _layer_stub(layer: int) -> Any:
+def _bare_layer(layer: int) -> Any:
     from shared.state import LayerState
 
     return LayerState(stage="ingest", layer=layer)

@@ -16,7 +16,7 @@ import pytest
 
 from shared import intervals
 from shared import operator_actions as ops
-from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
+from shared.adapters.chunk_ledger import close_bigtable_client, ensure_table, open_bigtable_client
 from shared.adapters.demo_graph import read_all_nodes
 from shared.adapters.firestore_store import FirestoreRunStore
 from shared.adapters.local_stack import LocalStack
@@ -51,17 +51,13 @@ def config(tmp: Path, **job: object) -> PipelineConfig:
     )
 
 
-def start(stack: LocalStack, cfg: PipelineConfig, run_id: str) -> FirestoreRunStore:
-    client = open_bigtable_client(
-        cfg.graph_id,
-        cfg.bigtable.project,
-        cfg.bigtable.instance,
-        timedelta(seconds=30),
-        create=True,
-    )
-    close_bigtable_client(client)
+def start(
+    stack: LocalStack, cfg: PipelineConfig, run_id: str, budget_usd: float | None = None
+) -> FirestoreRunStore:
+    ensure_table(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance)
     store = FirestoreRunStore(stack.project)
-    store.create_run(new_run(cfg, run_id, ["ingest"], "auto", datetime.now(UTC)))
+    run = new_run(cfg, run_id, ["ingest"], "auto", datetime.now(UTC), budget_usd=budget_usd)
+    store.create_run(run)
     kick(stack, run_id)
     return store
 
@@ -210,18 +206,7 @@ def test_budget_guard_pauses_the_run_and_alerts(stack, tmp_path):
             "workloads": {"ingest": "tests.plugins:nap"},
         }
     )
-    client = open_bigtable_client(
-        cfg.graph_id,
-        cfg.bigtable.project,
-        cfg.bigtable.instance,
-        timedelta(seconds=30),
-        create=True,
-    )
-    close_bigtable_client(client)
-    store = FirestoreRunStore(stack.project)
-    run = new_run(cfg, "r-budget", ["ingest"], "auto", datetime.now(UTC), budget_usd=0.0001)
-    store.create_run(run)
-    kick(stack, "r-budget")
+    store = start(stack, cfg, "r-budget", budget_usd=0.0001)
     run = wait_for(store, "r-budget", "paused by the budget", lambda r: r.status == "paused")
     alerts = [a for a in store.all_alerts("r-budget") if a.kind == "budget_reached"]
     assert len(alerts) == 1 and alerts[0].body["spend_usd"] >= 0.0001
