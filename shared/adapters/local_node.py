@@ -25,6 +25,7 @@ from shared.adapters.local_pods import (
 )
 
 log = logging.getLogger("cave_pipeline.local_cluster")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout the pods run from
 
 NODE_NAME = "local-node"
 _EPS = 1e-9
@@ -109,6 +110,9 @@ class LocalNode:
         env = container_env(job.spec, pod.index, pod.name, self.namespace)
         argv = container_argv(job.spec, env)
         full_env = {**os.environ, **self.extra_env, **env, "HOSTNAME": pod.name}
+        # The "image" is this checkout: its packages importable from any working directory.
+        path = [str(PROJECT_ROOT), full_env.get("PYTHONPATH", "")]
+        full_env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
         if not pod.spawn(argv, full_env, now, NODE_NAME):
             pod.reason = "StartError"
             job.on_pod_exit(pod, START_ERROR_EXIT_CODE, now)

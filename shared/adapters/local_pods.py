@@ -121,9 +121,13 @@ class LocalPod:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as out:
             try:
+                # The pod's working directory is its log folder, not the operator's: with
+                # `python -m`, the working directory comes first on sys.path, and a stray
+                # module there (say /tmp/proto.py) would shadow the image's packages.
                 self.proc = subprocess.Popen(
                     argv,
                     env=env,
+                    cwd=self.log_path.parent,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
