@@ -104,7 +104,13 @@ class Controller:
             event.insert_id, now + timedelta(seconds=max_age_s)
         ):
             return None
-        return self.reconcile(run_id)
+        try:
+            return self.reconcile(run_id)
+        except Exception:
+            # Not handled after all: let the redelivery through the dedupe.
+            if event.insert_id:
+                self.store.forget_sighting(event.insert_id)
+            raise
 
     def on_tick(self) -> list[ReconcileResult]:
         """The heartbeat: reconcile every active run (ramps, stalls, lost events)."""

@@ -73,3 +73,6 @@ class RunStore(Protocol):
 
     def first_sighting(self, event_id: str, expires_at: datetime) -> bool:
         """True the first time an event id is seen (dedupe of at-least-once delivery)."""
+
+    def forget_sighting(self, event_id: str) -> None:
+        """Undo `first_sighting` (the event was not handled: its redelivery must pass)."""

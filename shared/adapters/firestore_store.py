@@ -187,6 +187,9 @@ class FirestoreRunStore:
         if alert_ids:
             batch.commit()
 
+    def forget_sighting(self, event_id: str) -> None:
+        self.db.collection(DEDUPE).document(event_id).delete()
+
     def first_sighting(self, event_id: str, expires_at: datetime) -> bool:
         try:
             self.db.collection(DEDUPE).document(event_id).create({"expires_at": expires_at})

@@ -166,3 +166,42 @@ def test_tick_reconciles_active_runs_and_publishes_alerts(env):
     payload = json.loads(response.received_messages[0].message.data)
     assert payload["run_id"] == run_id and payload["layer"] == 2
     assert store.unsent_alerts(run_id) == []
+
+
+def test_job_event_whose_reconcile_fails_is_redelivered_not_deduped(env):
+    """A transient failure answers 500 so Pub/Sub redelivers, and the redelivery is not
+    swallowed by the dedupe of the first attempt."""
+    from shared.cluster import ClusterUnreachableError
+
+    store, cluster, _, _ = env
+    run_id = start_run(store)
+    headers, body = envelope(json.dumps({"run_id": run_id}).encode(), "kick")
+    client("on_kick").post("/", headers=headers, data=body)
+    name = store.load_run(run_id).layers["ingest-L2"].job_name
+    entry = make_log_entry(
+        project="p",
+        cluster="c",
+        location="l",
+        namespace="default",
+        job_name=name,
+        job_uid="u",
+        reason="Completed",
+        message="",
+    )
+    headers, body = envelope(json.dumps(entry).encode(), "job-events")
+    app = client("on_job_event")
+    real_get = cluster.get_job
+
+    def down(job_name):
+        raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
+
+    cluster.get_job = down
+    assert app.post("/", headers=headers, data=body).status_code == 500
+    cluster.get_job = real_get
+    version = store.load_run(run_id).version
+    last = store.load_run(run_id).layers["ingest-L2"].completions - 1
+    cluster.finish(
+        name, condition="Complete", completion_time=datetime.now(UTC), completed_indexes=f"0-{last}"
+    )
+    assert app.post("/", headers=headers, data=body).status_code == 200
+    assert store.load_run(run_id).version > version
