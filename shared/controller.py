@@ -141,7 +141,7 @@ class Controller:
                 for a in decision.actions
                 if isinstance(a, Alert)
             ]
-            if decision.changed_state:
+            if decision.changed:
                 try:
                     records = {k: [r.to_doc() for r in v] for k, v in decision.pod_records.items()}
                     self.store.commit(run, decision.state, alerts, records)
@@ -183,7 +183,7 @@ class Controller:
                 fix = f"correct the config, then `pipeline submit {decision.state.run_id} "
                 details = {"reason": ls.failure_reason, "fix": fix + f"{ls.stage} {ls.layer}`"}
                 decision.actions.append(Alert("layer_failed", ls.stage, ls.layer, details))
-                decision._dirty = True
+                decision.changed = True
                 continue
             manifests[action.job_name] = manifest
         return manifests

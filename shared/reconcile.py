@@ -68,15 +68,13 @@ Action = CreateJob | PatchJob | DeleteJob | Alert
 
 @dataclass
 class Decision:
+    """The new state, the side effects to perform after committing it, the pod attempts to
+    record, and whether the state differs from what was read (nothing to commit if not)."""
+
     state: RunState
     actions: list[Action]
     pod_records: dict[str, list[PodRecord]] = field(default_factory=dict)
-
-    @property
-    def changed_state(self) -> bool:
-        return bool(self.actions) or self._dirty
-
-    _dirty: bool = False
+    changed: bool = False
 
 
 @dataclass(frozen=True)
@@ -257,9 +255,7 @@ def decide(
         if not state.finish_alerted:
             state.finish_alerted = True
             out.append(Alert("run_finished", details={"status": "succeeded"}))
-    decision = Decision(state, out, {k: v for k, v in records.items() if v})
-    decision._dirty = _state_differs(run, state)
-    return decision
+    return Decision(state, out, {k: v for k, v in records.items() if v}, _state_differs(run, state))
 
 
 def _state_differs(before: RunState, after: RunState) -> bool:
