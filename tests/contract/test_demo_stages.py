@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import time
@@ -19,7 +18,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,8 +33,8 @@ from shared.demo.volume import generate_volume, save_volume
 from shared.grid import layer_batch_size, num_batches
 from shared.layers import chunk_id, layer_count, layer_shape
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
+from tests.worker_env import REPO, worker_env
 
-REPO = Path(__file__).resolve().parents[2]
 SIZE, CHUNK, BATCH, SEED = (32, 32, 32), (8, 8, 8), 32, 7
 L2_SHAPE = (4, 4, 4)
 N_LAYERS = layer_count(L2_SHAPE)
@@ -63,27 +61,17 @@ def _open(table_id: str) -> Any:
 
 
 def _env(graph: Graph, table_id: str, stage: str, layer: int, index: int, **extra: str) -> dict:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        "PCG_GRAPH_ID": table_id,
-        "PCG_LAYER": str(layer),
-        "PCG_PERM_SEED": str(SEED),
-        "PCG_BATCH_SIZE": str(BATCH),
-        "PCG_GRID_SHAPE": ",".join(map(str, layer_shape(L2_SHAPE, layer))),
-        "PCG_STAGE": stage,
-        "PCG_RUN_ID": "test-stages",
-        "PCG_N_LAYERS": str(N_LAYERS),
-        "PCG_LOCK_EXPIRY_S": "60",
-        "BIGTABLE_PROJECT": BIGTABLE_PROJECT,
-        "BIGTABLE_INSTANCE": BIGTABLE_INSTANCE,
-        "PCG_DATASET_JSON": json.dumps(graph.dataset),
-        "JOB_COMPLETION_INDEX": str(index),
-    }
-    env.pop("PCG_SOURCE_GRAPH_ID", None)
-    env.pop("PCG_WORKLOAD", None)
-    env.update(extra)
-    return env
+    return worker_env(
+        table_id,
+        graph.dataset,
+        stage=stage,
+        layer=layer,
+        index=index,
+        batch_size=BATCH,
+        seed=SEED,
+        l2_shape=L2_SHAPE,
+        **extra,
+    )
 
 
 def _start_layer(

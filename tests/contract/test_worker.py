@@ -9,7 +9,6 @@ expiry given in the env.
 from __future__ import annotations
 
 import json
-import os
 import select
 import signal
 import subprocess
@@ -18,7 +17,6 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,9 +35,8 @@ from shared.demo.oracle import OracleResult, compare, expected_stats, observed_s
 from shared.demo.volume import generate_volume, save_volume
 from shared.grid import batch_coords, coord_to_batch_index, layer_batch_size, num_batches
 from shared.layers import chunk_id, layer_count, layer_shape
-from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
+from tests.worker_env import REPO, worker_env
 
-REPO = Path(__file__).resolve().parents[2]
 SIZE, CHUNK, BATCH, SEED = (32, 32, 32), (8, 8, 8), 16, 7
 L2_SHAPE = (4, 4, 4)
 N_LAYERS = layer_count(L2_SHAPE)
@@ -80,26 +77,17 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
 
 
 def _env(table_id: str, demo: Demo, layer: int = 2, index: int = 0, **extra: str) -> dict:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        "PCG_GRAPH_ID": table_id,
-        "PCG_LAYER": str(layer),
-        "PCG_PERM_SEED": str(SEED),
-        "PCG_BATCH_SIZE": str(BATCH),
-        "PCG_N_PROCESSES": "1",
-        "PCG_GRID_SHAPE": ",".join(map(str, layer_shape(L2_SHAPE, layer))),
-        "PCG_STAGE": "ingest",
-        "PCG_RUN_ID": "test-run",
-        "PCG_N_LAYERS": str(N_LAYERS),
-        "PCG_LOCK_EXPIRY_S": "60",
-        "BIGTABLE_PROJECT": BIGTABLE_PROJECT,
-        "BIGTABLE_INSTANCE": BIGTABLE_INSTANCE,
-        "PCG_DATASET_JSON": json.dumps(demo.dataset),
-        "JOB_COMPLETION_INDEX": str(index),
-    }
-    env.update(extra)
-    return {k: v for k, v in env.items() if v is not None}
+    return worker_env(
+        table_id,
+        demo.dataset,
+        stage="ingest",
+        layer=layer,
+        index=index,
+        batch_size=BATCH,
+        seed=SEED,
+        l2_shape=L2_SHAPE,
+        **extra,
+    )
 
 
 def _start(env: dict) -> subprocess.Popen[str]:
