@@ -9,26 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared import operator_actions as ops
-from shared.state import STAGE_DEPENDENCIES, LayerState, RunState, layer_key
+from shared.state import LayerState, RunState
 
 APPROVER = "demo-auto-approver"
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def eligible_since(run: RunState, ls: LayerState) -> datetime | None:
-    """When ``ls`` became eligible: the layer below finished; for a stage's first layer, the
-    last layer of the stages it depends on finished (or the run was created, if none)."""
-    below = run.layers.get(layer_key(ls.stage, ls.layer - 1))
-    if below is not None:
-        return below.finished_at
-    deps = [d for d in STAGE_DEPENDENCIES.get(ls.stage, ()) if d in run.stages]
-    if not deps:
-        return run.created_at
-    stamps = [x.finished_at for x in run.layers.values() if x.stage in deps]
-    return None if not stamps or None in stamps else max(stamps)  # type: ignore[type-var]
 
 
 class AutoApprover:
@@ -67,7 +54,7 @@ class AutoApprover:
         for ls in run.ordered_layers():
             if ls.phase != "waiting" or ls.approved or not run.dependencies_met(ls):
                 continue
-            since = eligible_since(run, ls) or self.first_seen.setdefault(ls.key, now)
+            since = run.ready_since(ls) or self.first_seen.setdefault(ls.key, now)
             left = (since - now).total_seconds() + self.after_s
             if left <= 0:
                 due.append(ls)

@@ -13,9 +13,11 @@ layer a set time after the layer became eligible, exactly as `pipeline approve` 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +30,9 @@ from shared import intervals
 from shared.adapters.chunk_ledger import close_bigtable_client, open_bigtable_client
 from shared.adapters.demo_graph import read_all_nodes
 from shared.adapters.demo_stage_tables import read_l2cache, read_meshes
+from shared.adapters.firestore_store import FirestoreRunStore
 from shared.adapters.local_stack import LocalStack
+from shared.adapters.pubsub_bus import PubSubBus
 from shared.build_plan import check_stages, new_run
 from shared.config import PipelineConfig
 from shared.controller import spend
@@ -54,6 +58,7 @@ class DemoResult:
     chunk_compute_s: float
     alerts: dict[str, int] = field(default_factory=dict)
     cost_usd: float = 0.0  # what the same pods would cost on Autopilot Spot
+    chunks: int = 0  # over every layer of every stage
 
     def summary(self) -> dict[str, Any]:
         """The `--json` object."""
@@ -74,7 +79,7 @@ class DemoResult:
             "status": run.status,
             "stages": run.stages,
             "layers": len(run.layers),
-            "chunks": sum(self._chunks(ls.stage, ls.layer) for ls in run.layers.values()),
+            "chunks": self.chunks,
             "wall_s": round(self.wall_s, 2),
             "chunk_compute_s": round(self.chunk_compute_s, 3),
             "overhead_ratio": round(self.wall_s / self.chunk_compute_s, 1)
@@ -88,18 +93,6 @@ class DemoResult:
             "advance_latency_s": round(statistics.median(latencies), 3) if latencies else None,
             "approved_by_demo": sum(ls.approved_by == APPROVER for ls in run.layers.values()),
         }
-
-    def _chunks(self, stage: str, layer: int) -> int:
-        size = self.run.dataset["data_source"]["size"]
-        chunk = self.run.dataset["graph_config"]["CHUNK_SIZE"]
-        x, y, z = layer_shape(_chunk_grid(size, chunk), layer)
-        return x * y * z
-
-
-def _chunk_grid(size: Sequence[int], chunk: Sequence[int]) -> tuple[int, int, int]:
-    """Chunks along each axis of a volume (the last chunk may be partial)."""
-    x, y, z = (-(-s // c) for s, c in zip(size, chunk, strict=True))
-    return x, y, z
 
 
 def prepare_config(
@@ -115,13 +108,13 @@ def prepare_config(
     )
     graph = ds.graph_config.model_copy(update={"CHUNK_SIZE": (chunk,) * 3} if chunk else {})
     dataset = ds.model_copy(update={"data_source": source, "graph_config": graph})
+    out = cfg.model_copy(update={"dataset_config": dataset})
     mesh = ds.mesh_config
-    if mesh is not None and mesh.max_layer:  # a smaller volume may have fewer layers: cap it
-        root = layer_count(_chunk_grid(source.size, graph.CHUNK_SIZE))
-        if mesh.max_layer > root:
-            dataset = dataset.model_copy(
-                update={"mesh_config": mesh.model_copy(update={"max_layer": root})}
-            )
+    root = layer_count(out.layer2_shape())
+    if mesh is not None and mesh.max_layer and mesh.max_layer > root:
+        # A smaller volume may have fewer layers: mesh up to its root.
+        mesh = mesh.model_copy(update={"max_layer": root})
+        dataset = dataset.model_copy(update={"mesh_config": mesh})
     # Round-trip through validation so overrides obey the same rules as the files.
     out = PipelineConfig(**cfg.model_dump(exclude={"dataset_config"}))
     out = out.model_copy(update={"dataset_config": type(ds)(**dataset.model_dump())})
@@ -147,13 +140,8 @@ def _worker_compute_seconds(stack: LocalStack, jobs: list[str]) -> tuple[int, in
     return pods, retries, compute
 
 
-def _count_alerts(stack: LocalStack, run_id: str) -> dict[str, int]:
-    from shared.adapters.firestore_store import FirestoreRunStore
-
-    counts: dict[str, int] = {}
-    for alert in FirestoreRunStore(stack.project).all_alerts(run_id):
-        counts[alert.kind] = counts.get(alert.kind, 0) + 1
-    return counts
+def _count_alerts(store: FirestoreRunStore, run_id: str) -> dict[str, int]:
+    return dict(Counter(alert.kind for alert in store.all_alerts(run_id)))
 
 
 def run_demo(
@@ -172,9 +160,6 @@ def run_demo(
     ``approve_after_s`` (approve mode): the demo approves each layer that many seconds after
     it became eligible (:class:`AutoApprover`); None leaves the approvals to an operator.
     """
-    from shared.adapters.firestore_store import FirestoreRunStore
-    from shared.adapters.pubsub_bus import PubSubBus
-
     stages = check_stages(cfg, stages)  # fail fast, before the stack starts
     workdir.mkdir(parents=True, exist_ok=True)
     volume = generate_volume(cfg.ds.data_source.size, volume_seed)
@@ -207,16 +192,18 @@ def run_demo(
             wall = time.monotonic() - started
             nodes = read_all_nodes(tables[cfg.graph_id])
             rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
+            alerts = _count_alerts(store, run.run_id)
+            bus.close()
         finally:
             for client in tables.values():
                 close_bigtable_client(client)
         jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
-        alerts = _count_alerts(stack, run.run_id)
     oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
     ok = oracle["ok"] and run.status == "succeeded"
     cost = spend(cfg, run, run.finished_at or datetime.now(UTC))
-    return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost)
+    chunks = sum(math.prod(layer_shape(cfg.layer2_shape(), ls.layer)) for ls in run.layers.values())
+    return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
 
 
 def _read_pass(stage: str, client: Any) -> dict[int, Any]:

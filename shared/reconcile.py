@@ -19,7 +19,7 @@ from shared import intervals
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.pod_accounting import PodRecord, close_layer, record_pods
-from shared.state import STAGE_DEPENDENCIES, LayerState, RunState
+from shared.state import LayerState, RunState
 
 
 @dataclass(frozen=True)
@@ -166,19 +166,9 @@ def _running_layer(
 
 
 def _eligible_since(run: RunState, ls: LayerState) -> datetime | None:
-    """When the layer could first have started: the layer below (or, for a stage's first
-    layer, every stage it depends on) finished, and, unless advancing on its own, approval."""
-    below = run.layers.get(f"{ls.stage}-L{ls.layer - 1}")
-    before = (
-        [below]
-        if below is not None
-        else [
-            run.layers[f"{dep}-L{run.top_layers[dep]}"]
-            for dep in STAGE_DEPENDENCIES[ls.stage]
-            if dep in run.stages
-        ]
-    )
-    stamps = [b.finished_at for b in before if b.finished_at]
+    """When the layer could first have started: its dependencies met and, unless the run
+    advances on its own, its approval set."""
+    stamps = [t for t in (run.ready_since(ls),) if t]
     if run.advance != "auto" and ls.approved_at:
         stamps.append(ls.approved_at)
     return max(stamps) if stamps else None

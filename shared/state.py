@@ -127,6 +127,19 @@ class RunState:
             self.stage_complete(dep) for dep in STAGE_DEPENDENCIES[ls.stage] if dep in self.stages
         )
 
+    def ready_since(self, ls: LayerState) -> datetime | None:
+        """When the layer's dependencies were met: the layer below finished or, for a
+        stage's first layer, the last of the stages it depends on (or, with none, the run was
+        created). None while something it waits for has not finished."""
+        below = self.layers.get(layer_key(ls.stage, ls.layer - 1))
+        if below is not None:
+            return below.finished_at
+        deps = [d for d in STAGE_DEPENDENCIES[ls.stage] if d in self.stages]
+        if not deps:
+            return self.created_at
+        stamps = [self.layers[layer_key(d, self.top_layers[d])].finished_at for d in deps]
+        return None if None in stamps else max(stamps)  # type: ignore[type-var]
+
     def run_doc(self) -> dict[str, Any]:
         doc = asdict(self)
         doc.pop("layers")

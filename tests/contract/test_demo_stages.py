@@ -80,7 +80,6 @@ def _start_layer(
     layer: int,
     indexes: list[int] | None = None,
     table_id: str | None = None,
-    module: str | None = None,
     **extra: str,
 ) -> list[subprocess.Popen[str]]:
     """Start the batches of a layer at once (all of them, or ``indexes``), like an Indexed
@@ -88,7 +87,7 @@ def _start_layer(
     n = num_batches(layer_shape(L2_SHAPE, layer), layer_batch_size(BATCH, layer))
     return [
         subprocess.Popen(
-            [sys.executable, "-m", module or "worker"],
+            [sys.executable, "-m", "worker"],
             cwd=REPO,
             env=_env(graph, table_id or graph.graph_id, stage, layer, i, **extra),
             stdout=subprocess.PIPE,
@@ -116,10 +115,9 @@ def _run_layer(
     layer: int,
     indexes: list[int] | None = None,
     table_id: str | None = None,
-    module: str | None = None,
     **extra: str,
 ) -> list[dict[str, Any]]:
-    return _finish(_start_layer(graph, stage, layer, indexes, table_id, module, **extra))
+    return _finish(_start_layer(graph, stage, layer, indexes, table_id, **extra))
 
 
 def _summaries(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -214,10 +212,10 @@ def test_meshing_a_layer_before_the_one_below_is_complete_fails_the_meshing_orac
     table = f"{graph.graph_id}-early-meshes"
     graph.client(table)
     extra = {"PCG_SOURCE_GRAPH_ID": graph.graph_id}  # plain worker: claims + rows in `table`
-    _run_layer(graph, "meshing", 2, [0], table, "worker", **extra)  # 1 of 2 batches
-    early = _run_layer(graph, "meshing", 3, None, table, "worker", **extra)
-    late = _start_layer(graph, "meshing", 2, [1], table, "worker", **extra)  # the rest, late
-    _run_layer(graph, "meshing", 4, None, table, "worker", **extra)
+    _run_layer(graph, "meshing", 2, [0], table, **extra)  # 1 of 2 batches
+    early = _run_layer(graph, "meshing", 3, None, table, **extra)
+    late = _start_layer(graph, "meshing", 2, [1], table, **extra)  # the rest, late
+    _run_layer(graph, "meshing", 4, None, table, **extra)
     _finish(late)
     assert any("is meshing layer 2 complete?" in x["message"] for x in early)
     nodes = read_all_nodes(graph.client(graph.graph_id))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.auto_approver import APPROVER, eligible_since
+from scripts.auto_approver import APPROVER
 from scripts.demo import prepare_config, run_demo
 from shared.config import load_config
 from tests.e2e.test_demo import ROOT
@@ -44,7 +44,7 @@ def test_demo_ingest_l2cache_meshing_approved_by_the_demo(tmp_path):
     assert isinstance(summary["advance_latency_s"], float)
     for ls in result.run.layers.values():
         assert ls.approved and ls.approved_by == APPROVER, ls.key
-        waited = (ls.approved_at - eligible_since(result.run, ls)).total_seconds()
+        waited = (ls.approved_at - result.run.ready_since(ls)).total_seconds()
         assert waited >= APPROVE_AFTER_S - 0.01, (ls.key, waited)
         if ls.key != "ingest-L2":
             assert waited < APPROVE_AFTER_S + 2, (ls.key, waited)

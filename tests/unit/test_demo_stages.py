@@ -292,7 +292,7 @@ class _Store:
 
 
 def test_the_auto_approver_approves_each_layer_after_it_is_eligible():
-    from scripts.auto_approver import APPROVER, AutoApprover, eligible_since
+    from scripts.auto_approver import APPROVER, AutoApprover
     from shared.state import RunState, build_layers
 
     t0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -319,7 +319,7 @@ def test_the_auto_approver_approves_each_layer_after_it_is_eligible():
     now[0] = t0 + timedelta(seconds=12)
     approver.step(run)
     l3 = run.layers["ingest-L3"]
-    assert l3.approved and eligible_since(run, l3) == ls.finished_at
+    assert l3.approved and run.ready_since(l3) == ls.finished_at
     # l2cache and meshing become eligible together when ingest completes: one update, one kick
     l3.phase, l3.finished_at = "succeeded", t0 + timedelta(seconds=20)
     now[0] = t0 + timedelta(seconds=22)
