@@ -101,8 +101,7 @@ def test_job_event_reconciles_owner_and_duplicates_are_dropped(env):
     store, cluster, _, _ = env
     run_id = start_run(store)
     store_run = store.load_run(run_id)
-    headers, body = envelope(json.dumps({"run_id": run_id}).encode(), "kick")
-    client("on_kick").post("/", headers=headers, data=body)
+    kick(run_id)
     name = store.load_run(run_id).layers["ingest-L2"].job_name
     n = store_run.layers["ingest-L2"]
     cluster.finish(
@@ -137,6 +136,12 @@ def completed_event(job_name: str, message: str, **extra: Any) -> dict[str, Any]
     )
 
 
+def kick(run_id: str) -> int:
+    """An operator's kick for `run_id`, delivered to on_kick; the HTTP status."""
+    headers, body = envelope(json.dumps({"run_id": run_id}).encode(), "kick")
+    return client("on_kick").post("/", headers=headers, data=body).status_code
+
+
 def load_plan_completions(store, run_id) -> int:
     return store.load_run(run_id).layers["ingest-L2"].completions
 
@@ -144,8 +149,7 @@ def load_plan_completions(store, run_id) -> int:
 def test_stale_job_event_is_dropped(env):
     store, cluster, _, _ = env
     run_id = start_run(store)
-    headers, body = envelope(json.dumps({"run_id": run_id}).encode(), "kick")
-    client("on_kick").post("/", headers=headers, data=body)
+    kick(run_id)
     name = store.load_run(run_id).layers["ingest-L2"].job_name
     old = datetime.now(UTC) - timedelta(hours=2)
     entry = completed_event(name, "", now=old)
@@ -175,20 +179,9 @@ def test_job_event_whose_reconcile_fails_is_redelivered_not_deduped(env):
 
     store, cluster, _, _ = env
     run_id = start_run(store)
-    headers, body = envelope(json.dumps({"run_id": run_id}).encode(), "kick")
-    client("on_kick").post("/", headers=headers, data=body)
+    kick(run_id)
     name = store.load_run(run_id).layers["ingest-L2"].job_name
-    entry = make_log_entry(
-        project="p",
-        cluster="c",
-        location="l",
-        namespace="default",
-        job_name=name,
-        job_uid="u",
-        reason="Completed",
-        message="",
-    )
-    headers, body = envelope(json.dumps(entry).encode(), "job-events")
+    headers, body = envelope(json.dumps(completed_event(name, "")).encode(), "job-events")
     app = client("on_job_event")
     real_get = cluster.get_job
 
@@ -199,7 +192,7 @@ def test_job_event_whose_reconcile_fails_is_redelivered_not_deduped(env):
     assert app.post("/", headers=headers, data=body).status_code == 500
     cluster.get_job = real_get
     version = store.load_run(run_id).version
-    last = store.load_run(run_id).layers["ingest-L2"].completions - 1
+    last = load_plan_completions(store, run_id) - 1
     cluster.finish(
         name, condition="Complete", completion_time=datetime.now(UTC), completed_indexes=f"0-{last}"
     )
