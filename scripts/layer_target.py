@@ -14,7 +14,8 @@ from scripts.services import connect
 from shared import grid
 from shared.config import PipelineConfig, config_from_dict
 from shared.layers import layer_shape
-from shared.state import LayerState, RunState, layer_key
+from shared.operator_actions import layer_of
+from shared.state import LayerState, RunState
 
 TARGET = "RUN STAGE LAYER"
 JOB_OPTION = click.option(
@@ -95,10 +96,7 @@ def resolve_target(
         raise click.UsageError(f"give {TARGET}{' [INDEX]' if extra else ''} (or --job NAME)")
     run_id, stage, raw_layer = args[:3]
     run = connect().store.load_run(run_id)
-    ls = run.layers.get(layer_key(stage, parse_int(raw_layer, "LAYER")))
-    if ls is None:
-        known = ", ".join(f"{s} L2-L{run.top_layers[s]}" for s in run.stages)
-        raise LookupError(f"run {run_id} has no layer {stage} L{raw_layer} (it has: {known})")
+    ls = layer_of(run, stage, parse_int(raw_layer, "LAYER"))
     if need_job and not ls.job_name:
         raise LookupError(f"{ls.key} of run {run_id} is {ls.phase}: it has no Job yet")
     return Target(ls.job_name, run, ls, run_config(run)), list(args[3:])

@@ -50,7 +50,12 @@ def top_layer(cfg: PipelineConfig, stage: str) -> int:
     if stage == "l2cache":
         return 2
     if stage == "meshing" and cfg.ds.mesh_config and cfg.ds.mesh_config.max_layer:
-        return min(cfg.ds.mesh_config.max_layer, root)
+        top = cfg.ds.mesh_config.max_layer
+        if top > root:
+            raise PlanError(
+                f"dataset mesh_config.max_layer: {top} is past the root; valid 2..{root}"
+            )
+        return top
     return root
 
 

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from shared.autopilot import ResourceLimitError, is_general_purpose, layer_requests
+from shared.build_plan import PlanError, default_stages, top_layer
 from shared.config import STAGES, JobSettings, PipelineConfig
 from shared.grid import layer_batch_size, num_batches
 from shared.layers import layer_count, layer_shape
@@ -240,21 +241,12 @@ def render_job(
 
 
 def implied_renders(cfg: PipelineConfig) -> list[tuple[str, int]]:
-    """(stage, layer) pairs the config implies: ingest 2..root; l2cache at 2 if l2cache_config;
-    meshing 2..mesh_config.max_layer (or the root) if mesh_config."""
-    ds = cfg.ds
-    n_layers = layer_count(cfg.layer2_shape(), ds.graph_config.FANOUT)
-    out = [("ingest", layer) for layer in range(2, n_layers + 1)]
-    if ds.l2cache_config is not None:
-        out.append(("l2cache", 2))
-    if ds.mesh_config is not None:
-        top = ds.mesh_config.max_layer or n_layers
-        if top > n_layers:
-            raise ManifestError(
-                f"dataset mesh_config.max_layer: {top} is past the root; valid 2..{n_layers}"
-            )
-        out += [("meshing", layer) for layer in range(2, top + 1)]
-    return out
+    """(stage, layer) pairs the config implies: every layer of the build DAG's stages
+    (`shared.build_plan`)."""
+    try:
+        return [(s, n) for s in default_stages(cfg) for n in range(2, top_layer(cfg, s) + 1)]
+    except PlanError as e:
+        raise ManifestError(str(e)) from None
 
 
 def validate_config_renders(cfg: PipelineConfig) -> None:

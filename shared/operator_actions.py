@@ -13,7 +13,8 @@ class ActionError(ValueError):
     """The action does not apply to this run (the message says why and what to do)."""
 
 
-def _layer(run: RunState, stage: str, layer: int) -> LayerState:
+def layer_of(run: RunState, stage: str, layer: int) -> LayerState:
+    """The run's layer, or ActionError listing the layers the run has."""
     ls = run.layers.get(layer_key(stage, layer))
     if ls is None:
         known = ", ".join(f"{s} L2-L{run.top_layers[s]}" for s in run.stages)
@@ -28,7 +29,7 @@ def approve(
     if stage not in run.stages:
         raise ActionError(f"run {run.run_id} has no stage {stage!r} (it has: {run.stages})")
     targets = (
-        [_layer(run, stage, n) for n in layers]
+        [layer_of(run, stage, n) for n in layers]
         if layers
         else [ls for ls in run.ordered_layers() if ls.stage == stage and ls.phase == "waiting"]
     )
@@ -54,12 +55,12 @@ def scale(run: RunState, stage: str, layer: int, parallelism: int | None) -> Non
     """Pin a layer's parallelism (None hands it back to the ramp)."""
     if parallelism is not None and parallelism < 1:
         raise ActionError(f"parallelism must be >= 1, got {parallelism}")
-    _layer(run, stage, layer).scale_override = parallelism
+    layer_of(run, stage, layer).scale_override = parallelism
 
 
 def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
     """Stop a layer: its Job and pods are deleted, the layer is failed (re-submit to redo)."""
-    ls = _layer(run, stage, layer)
+    ls = layer_of(run, stage, layer)
     if ls.phase not in ("running", "failed"):
         raise ActionError(f"{ls.key} is {ls.phase}: only a running or failed layer has a Job")
     if ls.phase == "running":
@@ -70,7 +71,7 @@ def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> Non
 
 def resubmit(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
     """Start a failed layer again as a new Job; done chunks are skipped by the workers."""
-    ls = _layer(run, stage, layer)
+    ls = layer_of(run, stage, layer)
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
     fresh = LayerState(stage=ls.stage, layer=ls.layer, attempt=ls.attempt + 1)
