@@ -21,6 +21,7 @@ import functions_framework
 from cloudevents.http import CloudEvent
 
 from shared.adapters.wiring import controller
+from shared.controller import ReconcileResult
 from shared.job_events import BadEventError, parse_log_entry
 from shared.run_store import RunNotFoundError
 
@@ -60,6 +61,19 @@ def _json_body(payload: bytes) -> dict[str, Any]:
     return body
 
 
+def _reconciled(result: ReconcileResult, trigger: str, **fields: Any) -> None:
+    _log(
+        "INFO",
+        "reconciled",
+        run=result.run_id,
+        trigger=trigger,
+        status=result.status,
+        actions=result.actions,
+        stale_retries=result.stale_retries,
+        **fields,
+    )
+
+
 def _permanent(kind: str, cloud_event: CloudEvent, err: Exception) -> None:
     _log("ERROR", f"{kind}: message dropped", reason=str(err), event_id=cloud_event["id"])
 
@@ -74,30 +88,14 @@ def on_job_event(cloud_event: CloudEvent) -> None:
     except (BadMessageError, BadEventError, RunNotFoundError) as e:
         return _permanent("on_job_event", cloud_event, e)
     if result is not None:
-        _log(
-            "INFO",
-            "reconciled",
-            run=result.run_id,
-            trigger="job-event",
-            job=event.job_name,
-            reason=event.reason,
-            status=result.status,
-            actions=result.actions,
-        )
+        _reconciled(result, "job-event", job=event.job_name, reason=event.reason)
 
 
 @functions_framework.cloud_event
 def on_tick(cloud_event: CloudEvent) -> None:
     """The heartbeat (Cloud Scheduler, every minute): reconcile every active run."""
     for result in controller().on_tick():
-        _log(
-            "INFO",
-            "reconciled",
-            run=result.run_id,
-            trigger="tick",
-            status=result.status,
-            actions=result.actions,
-        )
+        _reconciled(result, "tick")
 
 
 @functions_framework.cloud_event
@@ -116,12 +114,4 @@ def on_kick(cloud_event: CloudEvent) -> None:
         result = controller().reconcile(run_id)
     except (BadMessageError, RunNotFoundError) as e:
         return _permanent("on_kick", cloud_event, e)
-    _log(
-        "INFO",
-        "reconciled",
-        run=run_id,
-        trigger="kick",
-        action=body.get("action"),
-        status=result.status,
-        actions=result.actions,
-    )
+    _reconciled(result, "kick", action=body.get("action"))

@@ -167,10 +167,6 @@ def _discover_sdk_root() -> Path:
     return Path(out.stdout.strip())
 
 
-def _binary(name: str) -> Path:
-    return sdk_root() / _spec(name).relpath
-
-
 def _java_available() -> bool:
     java_home = os.environ.get("JAVA_HOME")
     if java_home and os.access(Path(java_home) / "bin" / "java", os.X_OK):

@@ -31,7 +31,6 @@ ROUTES = {
     "ticks-fn": ("ticks", "on_tick"),
     "kick-fn": ("kick", "on_kick"),
 }
-ALERTS_WATCH = "alerts-watch"  # what an operator's alert subscription looks like
 
 
 class LocalStack:
@@ -87,7 +86,6 @@ class LocalStack:
             self.bus.ensure_topic(topic)
         for sub, (topic, _) in self.routes.items():
             self.bus.ensure_subscription(topic, sub)
-        self.bus.ensure_subscription("alerts", ALERTS_WATCH)
         self.cluster = LocalCluster(
             self.state_dir / "cluster",
             on_event=self._publish_job_event,
