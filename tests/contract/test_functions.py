@@ -25,7 +25,7 @@ DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml
 
 
 @pytest.fixture
-def env(firestore_project, pubsub_project, monkeypatch):
+def env(firestore_project, monkeypatch):
     # One project id for both services, as in the cloud.
     monkeypatch.setenv("PIPELINE_PROJECT", firestore_project)
     bus = PubSubBus(firestore_project)
