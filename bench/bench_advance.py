@@ -18,10 +18,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shared.adapters.chunk_ledger import ensure_table
-from shared.adapters.firestore_store import FirestoreRunStore
-from shared.adapters.local_stack import LocalStack
-from shared.adapters.pubsub_bus import PubSubBus
+from shared.adapters.bigtable.chunk_ledger import ensure_table
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
+from shared.adapters.local.stack import LocalStack
 from shared.build_plan import new_run
 from shared.config import load_config
 
@@ -44,7 +44,7 @@ def bench_config(tick_s: float):
             "dataset_config": ds,
             "job": job,
             "controller": controller,
-            "workloads": {"ingest": "tests.plugins:ok"},
+            "workloads": {"ingest": "tests.builders.plugins:ok"},
         }
     )
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from google.cloud.firestore_v1 import base_batch, collection, document, query
 
 from shared import intervals
-from shared.adapters.emulators import EmulatorSet
-from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.local.emulators import EmulatorSet
 from shared.build_plan import new_run
 from shared.cluster import JobStatus, PodInfo
 from shared.config import load_config

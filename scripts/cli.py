@@ -12,17 +12,8 @@ import sys
 import click
 from google.api_core import exceptions as gexc
 
-from scripts import (
-    cmd_admin,
-    cmd_costs,
-    cmd_demo,
-    cmd_grid,
-    cmd_inspect,
-    cmd_local,
-    cmd_pods,
-    cmd_run,
-)
-from shared.adapters.emulators import EmulatorMissingError, EmulatorStartError
+from scripts.commands import admin, costs, demo, grid, inspect, local, pods, run
+from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from shared.adapters.wiring import WiringError
 from shared.cluster import ClusterError, ClusterUnreachableError
 from shared.config import ConfigError
@@ -77,16 +68,7 @@ def main(verbose: bool) -> None:
 
 
 # Building and running first, then looking into a run (debugging, costs), then housekeeping.
-COMMAND_MODULES = (
-    cmd_demo,
-    cmd_grid,
-    cmd_local,
-    cmd_run,
-    cmd_inspect,
-    cmd_pods,
-    cmd_costs,
-    cmd_admin,
-)
+COMMAND_MODULES = (demo, grid, local, run, inspect, pods, costs, admin)
 for module in COMMAND_MODULES:
     module.register(main)
 

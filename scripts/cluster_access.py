@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from scripts.services import DEFAULT_STACK_DIR
-from shared.adapters.local_view import LocalClusterView
+from shared.adapters.local.cluster.view import LocalClusterView
 from shared.cluster import Cluster, ClusterError, ClusterUnreachableError
 
 LOCAL_DIR_ENV = "PIPELINE_LOCAL_CLUSTER_DIR"
@@ -82,7 +82,7 @@ def read_cluster(
     if local is not None:
         return LocalClusterView(local)
     try:
-        from shared.adapters.gke_cluster import GkeCluster
+        from shared.adapters.gke.cluster import GkeCluster
     except ImportError as e:  # the kubernetes client is in the `controller` extra
         raise ClusterAccessError(
             f"reading GKE needs the kubernetes client ({e}): "
@@ -123,8 +123,8 @@ def pod_events(cluster: Any, job_name: str) -> list[dict[str, Any]]:
     from the namespace (events are kept for about an hour)."""
     if is_local(cluster) or not hasattr(cluster, "core"):
         return []
-    from shared.adapters.gke_cluster import translate
-    from shared.k8s_mapping import sort_events
+    from shared.adapters.gke.cluster import translate
+    from shared.adapters.gke.wire import sort_events
 
     mine = re.compile(rf"^{re.escape(job_name)}-\d+-[a-z0-9]+$")  # <job>-<index>-<suffix>
     items: list[dict[str, Any]] = []

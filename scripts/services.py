@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.adapters.firestore_store import FirestoreRunStore
-from shared.adapters.pubsub_bus import PubSubBus
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.wiring import WiringError, project_from_env
 
 DEFAULT_STACK_DIR = ".local-stack"

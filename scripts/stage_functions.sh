@@ -4,8 +4,8 @@
 # Cloud Functions (gen2, python312) want main.py and requirements.txt at the root of the
 # source, so this lays out:
 #   main.py            <- functions/main.py
-#   shared/            <- the common package, without __pycache__ and the demo (shared/demo,
-#                         and shared/adapters/demo_graph.py, which imports it)
+#   shared/            <- the common package, without __pycache__ and the local stack
+#                         (shared/adapters/local/: emulators, local cluster, stand-ins)
 #   requirements.txt   <- pyproject's base `dependencies` + the `controller` extra
 #
 # Then it checks the staged tree: every `shared.*` module that main.py reaches must be there,
@@ -34,7 +34,7 @@ mkdir -p "$out"
 cp "$root/functions/main.py" "$out/main.py"
 tar -C "$root" -cf - \
   --exclude='__pycache__' --exclude='*.pyc' \
-  --exclude='shared/demo' --exclude='shared/adapters/demo_graph.py' \
+  --exclude='shared/adapters/local' \
   shared | tar -C "$out" -xf -
 
 "$python" - "$root/pyproject.toml" "$out" <<'PY'

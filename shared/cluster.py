@@ -1,7 +1,8 @@
 """The cluster interface: what the controller needs from Kubernetes, and nothing more.
 
-Implemented by `shared.adapters.local_cluster.LocalCluster` (subprocess pods, Indexed-Job
-semantics) and `shared.adapters.gke_cluster.GkeCluster` (the `kubernetes` client). Pure
+Implemented by `shared.adapters.local.cluster.local_cluster.LocalCluster` (subprocess pods,
+Indexed-Job semantics) and `shared.adapters.gke.cluster.GkeCluster` (the `kubernetes`
+client). Pure
 module: dataclasses and a Protocol, no I/O.
 """
 

@@ -153,6 +153,12 @@ def _check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
         raise ManifestError(f"images.{stage}: no image configured for stage {stage!r}")
     if stage in cfg.commands and not cfg.commands[stage]:
         raise ManifestError(f"commands.{stage}: empty command; remove it to use the default")
+    if not cfg.workloads.get(stage, "").strip() and stage not in cfg.commands:
+        # Never a silent default: a PyChunkedGraph Job must not run the demo's ingest.
+        raise ManifestError(
+            f"workloads.{stage}: stage {stage!r} has neither a workload nor a command; set "
+            f"workloads.{stage} (package.module:function) or commands.{stage}"
+        )
 
 
 def render_job(

@@ -1,7 +1,7 @@
 """The run store interface: where runs, layers, alerts and pod records live (Firestore).
 
 Pure module: the Protocol and its errors. The adapter is
-`shared.adapters.firestore_store.FirestoreRunStore`.
+`shared.adapters.google.firestore_store.FirestoreRunStore`.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def main() -> int:
     log = log.bind(run=env.run_id, stage=env.stage, layer=env.layer, index=env.index)
     state.update(log=log, grace_s=env.term_grace_s)
 
-    from shared.adapters.chunk_ledger import open_bigtable_client, random_token
+    from shared.adapters.bigtable.chunk_ledger import open_bigtable_client, random_token
     from worker.harness import BatchRunner
     from worker.plugins import load_workload
 

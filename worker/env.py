@@ -17,9 +17,9 @@ variable                   default   meaning
 ``BIGTABLE_INSTANCE``      required  Bigtable instance
 ``JOB_COMPLETION_INDEX``   required  batch index (set by Kubernetes)
 ``PCG_N_PROCESSES``        1         accepted for PyChunkedGraph images; chunks run one by one
-``PCG_STAGE``              ingest    stage name (picks the default workload)
+``PCG_STAGE``              ingest    stage name
 ``PCG_RUN_ID``             ""        run id (logged on every line)
-``PCG_WORKLOAD``           by stage  plugin ``package.module:function``
+``PCG_WORKLOAD``           required  plugin ``package.module:function``
 ``PCG_LOCK_EXPIRY_S``      180       claim expiry, set on the kvdbclient client
 ``PCG_TERM_GRACE_S``       15        after SIGTERM, how long the current chunk may still run
 ``PCG_LOG_LEVEL``          INFO      DEBUG adds a line per chunk (read by ``worker.__main__``)
@@ -37,14 +37,7 @@ from shared.grid import layer_batch_size, num_batches
 from shared.layers import layer_shape
 from worker.errors import WorkerConfigError
 
-__all__ = ["DEFAULT_WORKLOADS", "WorkerEnv", "parse_env"]
-
-#: The built-in plugin of each stage when ``PCG_WORKLOAD`` is not set.
-DEFAULT_WORKLOADS = {
-    "ingest": "worker.workloads.demo_ingest:process_chunk",
-    "l2cache": "worker.workloads.demo_l2cache:process_chunk",
-    "meshing": "worker.workloads.demo_meshing:process_chunk",
-}
+__all__ = ["WorkerEnv", "parse_env"]
 
 
 @dataclass(frozen=True)
@@ -141,11 +134,12 @@ def parse_env(env: Mapping[str, str]) -> WorkerEnv:
     if not isinstance(dataset, dict):
         raise WorkerConfigError("PCG_DATASET_JSON must be a JSON object (the dataset config)")
     stage = _get(env, "PCG_STAGE", "ingest")
-    workload = env.get("PCG_WORKLOAD", "").strip() or DEFAULT_WORKLOADS.get(stage, "")
+    workload = env.get("PCG_WORKLOAD", "").strip()
     if not workload:
+        # No fallback: a production stage must never run a demo workload by accident.
         raise WorkerConfigError(
-            f"PCG_WORKLOAD is not set and stage {stage!r} has no built-in workload "
-            f"(built in: {', '.join(f'{k} -> {v}' for k, v in DEFAULT_WORKLOADS.items())})"
+            f"PCG_WORKLOAD is not set for stage {stage!r}: name the per-chunk plugin in the "
+            f"config (workloads.{stage}: package.module:function)"
         )
     cfg = WorkerEnv(
         graph_id=_get(env, "PCG_GRAPH_ID"),

@@ -19,7 +19,7 @@ from typing import Any
 
 from google.api_core.exceptions import NotFound
 
-from shared.adapters.chunk_ledger import ChunkLedger, ClaimResult
+from shared.adapters.bigtable.chunk_ledger import ChunkLedger, ClaimResult
 from shared.grid import batch_coords
 from shared.layers import chunk_id
 from worker.env import WorkerEnv

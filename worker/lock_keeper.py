@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from shared.adapters.chunk_ledger import ChunkLedger
+from shared.adapters.bigtable.chunk_ledger import ChunkLedger
 from worker.logs import JsonLogger
 
 __all__ = ["LockKeeper"]

@@ -1,7 +1,7 @@
 """Builds the controller's adapters from the environment (Cloud Functions and local stack).
 
 Env: `PIPELINE_PROJECT` (else `GOOGLE_CLOUD_PROJECT`) for Firestore and Pub/Sub;
-`PIPELINE_CLUSTER` = `gke` (default; see shared.adapters.gke_cluster) or `local` (the local
+`PIPELINE_CLUSTER` = `gke` (default; see shared.adapters.gke.cluster) or `local` (the local
 stack registers its in-process cluster with `use_cluster`).
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import threading
 
-from shared.adapters.firestore_store import FirestoreRunStore
-from shared.adapters.pubsub_bus import PubSubBus
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.cluster import Cluster
 from shared.controller import Controller
 
@@ -44,7 +44,7 @@ def _cluster_from_env() -> Cluster:
         return _cluster
     kind = os.environ.get("PIPELINE_CLUSTER", "gke")
     if kind == "gke":
-        from shared.adapters.gke_cluster import GkeCluster  # kubernetes client: cloud only
+        from shared.adapters.gke.cluster import GkeCluster  # kubernetes client: cloud only
 
         return GkeCluster.from_env()
     raise WiringError(

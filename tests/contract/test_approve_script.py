@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from scripts.approve import main as approve_main
-from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.build_plan import new_run
 from shared.config import load_config
 from shared.controller import Controller
-from tests.fakes import RecordingCluster
+from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

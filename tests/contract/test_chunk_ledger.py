@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.chunk_ledger import (
+from shared.adapters.bigtable.chunk_ledger import (
     CHUNK_DONE,
     LOCK,
     ChunkLedger,

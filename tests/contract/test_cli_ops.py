@@ -1,4 +1,4 @@
-"""The operator's debugging and housekeeping commands (scripts/cmd_inspect.py, cmd_pods.py,
+"""The operator's debugging and housekeeping commands (scripts/commands/inspect.py, cmd_pods.py,
 cmd_costs.py, cmd_admin.py) end to end: runs in the Firestore emulator, Jobs in a real local
 cluster read through its state directory.
 
@@ -25,9 +25,9 @@ from click.testing import CliRunner, Result
 from scripts import cluster_access
 from scripts.cli import main
 from shared import grid
-from shared.adapters.firestore_store import FirestoreRunStore
-from shared.adapters.local_cluster import LocalCluster
-from shared.adapters.pubsub_bus import PubSubBus
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
+from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.build_plan import new_run
 from shared.config import load_config
 from shared.controller import attempt_job_name

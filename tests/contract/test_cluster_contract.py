@@ -44,7 +44,7 @@ def target(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Target]:
     if request.param == "local":
-        from shared.adapters.local_cluster import LocalCluster
+        from shared.adapters.local.cluster.local_cluster import LocalCluster
 
         state_dir: Path = tmp_path_factory.mktemp("local-cluster")
         cluster = LocalCluster(
@@ -58,7 +58,7 @@ def target(
         return
     if not os.environ.get("KUBECONFIG"):
         pytest.skip(NO_CLUSTER)
-    from shared.adapters.gke_cluster import GkeCluster
+    from shared.adapters.gke.cluster import GkeCluster
 
     namespace = os.environ.get("PIPELINE_NAMESPACE", "default")
     cluster = GkeCluster.from_kubeconfig(os.environ.get("PIPELINE_KUBE_CONTEXT"), namespace)

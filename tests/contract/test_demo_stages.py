@@ -23,17 +23,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.adapters.chunk_ledger import ChunkLedger, close_bigtable_client, open_bigtable_client
-from shared.adapters.demo_graph import read_all_nodes
-from shared.adapters.demo_stage_tables import read_l2cache, read_meshes, write_l2cache
-from shared.demo.oracle import compare, expected_stats, observed_stats
-from shared.demo.oracle_stages import check_l2cache, check_meshing
-from shared.demo.stage_rows import stage_table_id
-from shared.demo.volume import generate_volume, save_volume
+from demo.graph_table import read_all_nodes
+from demo.oracle import compare, expected_stats, observed_stats
+from demo.oracle_stages import check_l2cache, check_meshing
+from demo.stage_rows import stage_table_id
+from demo.stage_tables import read_l2cache, read_meshes, write_l2cache
+from demo.volume import generate_volume, save_volume
+from shared.adapters.bigtable.chunk_ledger import (
+    ChunkLedger,
+    close_bigtable_client,
+    open_bigtable_client,
+)
 from shared.grid import layer_batch_size, num_batches
 from shared.layers import chunk_id, layer_count, layer_shape
+from tests.builders.worker_env import REPO, worker_env
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
-from tests.worker_env import REPO, worker_env
 
 SIZE, CHUNK, BATCH, SEED = (32, 32, 32), (8, 8, 8), 32, 7
 L2_SHAPE = (4, 4, 4)

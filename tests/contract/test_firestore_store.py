@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.adapters.firestore_store import FirestoreRunStore
+from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.build_plan import new_run
 from shared.config import load_config
 from shared.controller import Controller
 from shared.run_store import RunExistsError, RunNotFoundError, StaleStateError
-from tests.fakes import RecordingCluster
+from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,13 +13,13 @@ import functions_framework
 import pytest
 
 from shared.adapters import wiring
-from shared.adapters.firestore_store import FirestoreRunStore
-from shared.adapters.local_dispatch import functions_source
-from shared.adapters.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.local.eventarc import functions_source
 from shared.build_plan import new_run
 from shared.config import load_config
 from shared.job_events import make_log_entry
-from tests.fakes import RecordingCluster
+from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

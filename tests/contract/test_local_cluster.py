@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.local_cluster import LocalCluster
-from shared.adapters.local_spec import parse_quantity
-from shared.adapters.local_view import LocalClusterView
+from shared.adapters.local.cluster.local_cluster import LocalCluster
+from shared.adapters.local.cluster.spec import parse_quantity
+from shared.adapters.local.cluster.view import LocalClusterView
 from shared.cluster import ClusterError, JobStatus, ManifestRejectedError, PodInfo
 
 TIMEOUT = 30.0

@@ -23,19 +23,19 @@ import numpy as np
 import pytest
 from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn
 
-from shared.adapters.chunk_ledger import (
+from demo.graph_table import read_all_nodes
+from demo.oracle import OracleResult, compare, expected_stats, observed_stats
+from demo.volume import generate_volume, save_volume
+from shared.adapters.bigtable.chunk_ledger import (
     CHUNK_DONE,
     ChunkLedger,
     ClaimResult,
     chunk_row_key,
     random_token,
 )
-from shared.adapters.demo_graph import read_all_nodes
-from shared.demo.oracle import OracleResult, compare, expected_stats, observed_stats
-from shared.demo.volume import generate_volume, save_volume
 from shared.grid import batch_coords, coord_to_batch_index, layer_batch_size, num_batches
 from shared.layers import chunk_id, layer_count, layer_shape
-from tests.worker_env import REPO, worker_env
+from tests.builders.worker_env import REPO, worker_env
 
 SIZE, CHUNK, BATCH, SEED = (32, 32, 32), (8, 8, 8), 16, 7
 L2_SHAPE = (4, 4, 4)
@@ -199,14 +199,15 @@ def test_demo_build_matches_oracle_rerun_skips_and_a_chunk_built_twice_fails(big
     "extra, named",
     [
         ({"PCG_WORKLOAD": "tests.no_such_module:process"}, "tests.no_such_module:process"),
-        ({"PCG_WORKLOAD": "tests.plugins:no_such_function"}, "no_such_function"),
+        ({"PCG_WORKLOAD": "tests.builders.plugins:no_such_function"}, "no_such_function"),
+        ({"PCG_WORKLOAD": None}, "workloads.ingest"),
         ({"PCG_GRID_SHAPE": None}, "PCG_GRID_SHAPE"),
         ({"PCG_LAYER": "two"}, "PCG_LAYER"),
         ({"PCG_GRID_SHAPE": "4,4,5"}, "PCG_GRID_SHAPE"),
         ({"JOB_COMPLETION_INDEX": "4"}, "JOB_COMPLETION_INDEX"),
         ({"PCG_DATASET_JSON": "{not json"}, "PCG_DATASET_JSON"),
     ],
-    ids=["module", "function", "missing", "malformed", "grid", "index", "dataset"],
+    ids=["module", "function", "no-workload", "missing", "malformed", "grid", "index", "dataset"],
 )
 def test_bad_config_exits_42_naming_the_variable(bigtable_table, demo, extra, named):
     _, table_id = bigtable_table
@@ -220,7 +221,7 @@ def test_bad_config_exits_42_naming_the_variable(bigtable_table, demo, extra, na
 
 def test_fatal_chunk_exits_42_with_coordinates_and_traceback(bigtable_table, demo):
     client, table_id = bigtable_table
-    run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:fatal"))
+    run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:fatal"))
     assert run.code == 42
     coord, cid = _first_chunk()
     fatal = next(x for x in run.lines if x["message"].startswith("fatal chunk"))
@@ -248,12 +249,12 @@ def test_missing_volume_is_a_fatal_chunk(bigtable_table, demo, tmp_path):
 
 def test_transient_error_exits_1_and_releases_the_claim(bigtable_table, demo):
     client, table_id = bigtable_table
-    run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:boom"))
+    run = _run(_env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:boom"))
     assert run.code == 1
     failed = next(x for x in run.lines if x["severity"] == "ERROR")
     assert "transient boom" in failed["message"] and "RuntimeError" in failed["traceback"]
     # The retry (same index) claims the chunk at once: no waiting for a 60 s lock to lapse.
-    retry = _run(_env(table_id, demo, PCG_WORKLOAD="tests.plugins:ok"))
+    retry = _run(_env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:ok"))
     assert retry.code == 0 and retry.summary()["processed"] == BATCH
     assert "held by another worker" not in retry.messages()
     assert ChunkLedger(client).is_done(_first_chunk()[1])
@@ -264,7 +265,7 @@ def test_transient_error_exits_1_and_releases_the_claim(bigtable_table, demo):
 
 def test_sigterm_during_a_slow_chunk_exits_143_and_releases(bigtable_table, demo):
     client, table_id = bigtable_table
-    env = _env(table_id, demo, PCG_WORKLOAD="tests.plugins:slow", PCG_TERM_GRACE_S="1")
+    env = _env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:slow", PCG_TERM_GRACE_S="1")
     proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "60"})
     head = _wait_for(proc, "slow chunk started")
     t0 = time.monotonic()
@@ -284,7 +285,7 @@ def test_sigterm_during_a_slow_chunk_exits_143_and_releases(bigtable_table, demo
 
 def test_sigterm_lets_the_current_chunk_finish_then_stops(bigtable_table, demo):
     client, table_id = bigtable_table
-    env = _env(table_id, demo, PCG_WORKLOAD="tests.plugins:slow", PCG_TERM_GRACE_S="20")
+    env = _env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:slow", PCG_TERM_GRACE_S="20")
     proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "1"})
     head = _wait_for(proc, "slow chunk started")
     proc.send_signal(signal.SIGTERM)
@@ -305,7 +306,11 @@ def test_sigterm_lets_the_current_chunk_finish_then_stops(bigtable_table, demo):
 def test_claims_are_renewed_within_the_env_lock_expiry(bigtable_table, bigtable_client, demo):
     _, table_id = bigtable_table
     env = _env(
-        table_id, demo, PCG_WORKLOAD="tests.plugins:slow", PCG_BATCH_SIZE="1", PCG_LOCK_EXPIRY_S="2"
+        table_id,
+        demo,
+        PCG_WORKLOAD="tests.builders.plugins:slow",
+        PCG_BATCH_SIZE="1",
+        PCG_LOCK_EXPIRY_S="2",
     )
     proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "4.5"})
     _wait_for(proc, "slow chunk started")
@@ -349,7 +354,7 @@ def test_a_chunk_held_by_another_pod_is_waited_for(
             _env(
                 table_id,
                 demo,
-                PCG_WORKLOAD="tests.plugins:ok",
+                PCG_WORKLOAD="tests.builders.plugins:ok",
                 PCG_BATCH_SIZE="1",
                 PCG_LOCK_EXPIRY_S=str(EXPIRY_S),
             )

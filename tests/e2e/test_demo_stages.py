@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.auto_approver import APPROVER
-from scripts.demo import prepare_config, run_demo
+from demo.auto_approver import APPROVER
+from scripts.demo_run import prepare_config, run_demo
 from shared.config import load_config
 from tests.e2e.test_demo import ROOT
 

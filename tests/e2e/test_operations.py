@@ -14,17 +14,21 @@ from pathlib import Path
 
 import pytest
 
+from demo.graph_table import read_all_nodes
+from demo.oracle import compare, expected_stats, observed_stats
+from demo.volume import generate_volume, save_volume
 from shared import intervals
 from shared import operator_actions as ops
-from shared.adapters.chunk_ledger import close_bigtable_client, ensure_table, open_bigtable_client
-from shared.adapters.demo_graph import read_all_nodes
-from shared.adapters.firestore_store import FirestoreRunStore
-from shared.adapters.local_stack import LocalStack
-from shared.adapters.pubsub_bus import PubSubBus
+from shared.adapters.bigtable.chunk_ledger import (
+    close_bigtable_client,
+    ensure_table,
+    open_bigtable_client,
+)
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
+from shared.adapters.local.stack import LocalStack
 from shared.build_plan import new_run
 from shared.config import PipelineConfig, load_config
-from shared.demo.oracle import compare, expected_stats, observed_stats
-from shared.demo.volume import generate_volume, save_volume
 from shared.layers import layer_count
 from shared.state import RunState
 
@@ -94,7 +98,7 @@ def test_fatal_chunk_alerts_blocks_and_resumes_after_resubmit(stack, tmp_path):
         update={
             "graph_id": "ops-fatal",
             "env": {"TEST_FAIL_MARKER": str(marker)},
-            "workloads": {"ingest": "tests.plugins:fatal_at_origin"},
+            "workloads": {"ingest": "tests.builders.plugins:fatal_at_origin"},
         }
     )
     store = start(stack, cfg, "r-fatal")
@@ -128,7 +132,7 @@ def test_pause_suspends_jobs_keeps_work_and_resume_finishes(stack, tmp_path):
         update={
             "graph_id": "ops-pause",
             "env": {"TEST_PLUGIN_SLEEP_S": "0.2"},
-            "workloads": {"ingest": "tests.plugins:nap"},
+            "workloads": {"ingest": "tests.builders.plugins:nap"},
         }
     )
     store = start(stack, cfg, "r-pause")
@@ -203,7 +207,7 @@ def test_budget_guard_pauses_the_run_and_alerts(stack, tmp_path):
         update={
             "graph_id": "ops-budget",
             "env": {"TEST_PLUGIN_SLEEP_S": "0.3"},
-            "workloads": {"ingest": "tests.plugins:nap"},
+            "workloads": {"ingest": "tests.builders.plugins:nap"},
         }
     )
     store = start(stack, cfg, "r-budget", budget_usd=0.0001)

@@ -10,20 +10,20 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from shared.demo.graph_rows import NodeRecord
-from shared.demo.oracle_stages import check_l2cache, check_meshing, surface_faces
-from shared.demo.stage_rows import MeshRecord
-from shared.demo.volume import generate_volume
-from shared.layers import children, chunk_id, layer_count, layer_shape
-from worker.errors import FatalChunkError
-from worker.workloads.demo_ingest import chunk_bounds, layer2_nodes, merge_children
-from worker.workloads.demo_l2cache import l2cache_records, label_chunk, match_nodes
-from worker.workloads.demo_meshing import (
+from demo.graph_rows import NodeRecord
+from demo.ingest import chunk_bounds, layer2_nodes, merge_children
+from demo.l2cache import l2cache_records, label_chunk, match_nodes
+from demo.meshing import (
     exposed_faces,
     l2_meshes,
     paired_contacts,
     stitch_faces,
 )
+from demo.oracle_stages import check_l2cache, check_meshing, surface_faces
+from demo.stage_rows import MeshRecord
+from demo.volume import generate_volume
+from shared.layers import children, chunk_id, layer_count, layer_shape
+from worker.errors import FatalChunkError
 
 
 def _vol(shape, *voxels, label=1, base=None):
@@ -292,7 +292,7 @@ class _Store:
 
 
 def test_the_auto_approver_approves_each_layer_after_it_is_eligible():
-    from scripts.auto_approver import APPROVER, AutoApprover
+    from demo.auto_approver import APPROVER, AutoApprover
     from shared.state import RunState, build_layers
 
     t0 = datetime(2030, 1, 1, tzinfo=UTC)

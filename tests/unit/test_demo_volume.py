@@ -1,4 +1,4 @@
-"""shared.demo.volume: the synthetic segmentation is deterministic and chunk-spanning."""
+"""demo.volume: the synthetic segmentation is deterministic and chunk-spanning."""
 
 import time
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from shared.demo.volume import generate_volume, load_volume, save_volume
+from demo.volume import generate_volume, load_volume, save_volume
 
 
 def test_same_seed_same_volume_other_seed_differs():

@@ -25,8 +25,8 @@ import urllib3
 from kubernetes.client import ApiClient, ApiException, Configuration
 from kubernetes.client.rest import RESTResponse
 
-from shared.adapters import gke_cluster
-from shared.adapters.gke_cluster import GkeCluster, GoogleTokenHook
+from shared.adapters.gke import cluster as gke_cluster
+from shared.adapters.gke.cluster import GkeCluster, GoogleTokenHook
 from shared.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError
 from shared.config import load_config
 from shared.manifest import render_job
@@ -175,6 +175,7 @@ def test_rendered_manifests_reach_the_server_unchanged(gke, server, tmp_path) ->
                 "images": {
                     s: "us-docker.pkg.dev/p/r/pcg:1" for s in ("ingest", "l2cache", "meshing")
                 },
+                "workloads": {"ingest": "pcg.ingest:process_chunk"},
                 "job": {"batch_size": 15},
             }
         )

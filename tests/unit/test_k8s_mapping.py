@@ -1,4 +1,4 @@
-"""shared.k8s_mapping: Job/Pod/Event wire dicts -> JobStatus/PodInfo, quantities, API errors.
+"""shared.adapters.gke.wire: Job/Pod/Event wire dicts -> JobStatus/PodInfo, quantities, API errors.
 
 The dicts are shaped as a Kubernetes 1.33 API server returns them (and as
 `ApiClient.sanitize_for_serialization` renders the client's models): camelCase, RFC 3339 times.
@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError
-from shared.k8s_mapping import (
+from shared.adapters.gke.wire import (
     api_error,
     cpu_cores,
     event_time,
@@ -26,6 +25,7 @@ from shared.k8s_mapping import (
     sort_events,
     status_message,
 )
+from shared.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError
 
 T0 = "2025-06-01T10:00:00Z"
 T1 = "2025-06-01T10:05:30Z"

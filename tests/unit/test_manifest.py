@@ -39,6 +39,7 @@ BASE = {
     "dataset": "dataset.yml",
     "bigtable": {"project": "bt-proj", "instance": "bt-inst"},
     "images": {s: IMAGE for s in ("ingest", "l2cache", "meshing")},
+    "workloads": {s: f"pcg.{s}:process_chunk" for s in ("ingest", "l2cache", "meshing")},
     "job": {"batch_size": 15},
 }
 
@@ -223,7 +224,9 @@ def test_env(tmp_path):
     dataset = json.loads(env["PCG_DATASET_JSON"])
     assert dataset["data_source"]["size"] == [512, 384, 192]
     assert dataset["mesh_config"] == {"max_layer": 4, "some_pcg_key": 1}
-    meshing = render_job(cfg, "meshing", 2, run_id="run-7", parallelism=1)
+    # A stage with its own command and no workload: the image's entry point, no plugin.
+    own_command = cfg.model_copy(update={"workloads": {"ingest": cfg.workloads["ingest"]}})
+    meshing = render_job(own_command, "meshing", 2, run_id="run-7", parallelism=1)
     assert "PCG_WORKLOAD" not in env_of(meshing)
     assert pod_spec(meshing)["containers"][0]["command"] == ["python", "-m", "pcg.mesh"]
     assert env_of(meshing)["PCG_BATCH_SIZE"] == "4"  # the stage's own override
@@ -262,6 +265,15 @@ def test_job_name(graph, stage, layer):
     assert name == job_name(graph, stage, layer, "run-1")  # deterministic
     assert name != job_name(graph, stage, layer, "run-2")
     assert name.endswith(hashlib.sha256(b"run-1").hexdigest()[:6])
+
+
+def test_a_stage_without_workload_or_command_is_refused(tmp_path):
+    cfg = make_config(tmp_path)
+    bare = cfg.model_copy(update={"workloads": {}})
+    with pytest.raises(
+        ManifestError, match=r"workloads\.ingest: .*neither a workload nor a command"
+    ):
+        render_job(bare, "ingest", 2, run_id="r", parallelism=1)
 
 
 def test_job_name_example():

@@ -1,12 +1,12 @@
-"""shared.demo.oracle: direct whole-volume counts, and compare() catching bad builds."""
+"""demo.oracle: direct whole-volume counts, and compare() catching bad builds."""
 
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from shared.demo.oracle import compare, expected_stats, observed_stats
-from shared.demo.volume import generate_volume
+from demo.oracle import compare, expected_stats, observed_stats
+from demo.volume import generate_volume
 from shared.layers import children, chunk_id, layer_count, layer_shape, segment_bits
 
 
@@ -115,7 +115,7 @@ def test_compare_flags_dangling_parent_and_missing_layer():
 
 
 # ----------------------------------------------------------------------------- the ingest
-# The demo ingest's pure steps (worker.workloads.demo_ingest), run in memory without Bigtable:
+# The demo ingest's pure steps (demo.ingest), run in memory without Bigtable:
 # the oracle must agree with a correct build and catch a chunk built twice, a skipped chunk and
 # a layer started before the one below finished.
 
@@ -129,7 +129,7 @@ class _Rec:
 
 
 def _build(vol, chunk, *, twice=None, skip=None, early=None):
-    from worker.workloads.demo_ingest import chunk_bounds, layer2_nodes, merge_children
+    from demo.ingest import chunk_bounds, layer2_nodes, merge_children
 
     size = vol.shape
     l2 = tuple(-(-s // c) for s, c in zip(size, chunk, strict=True))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.adapters.pod_metrics import (
+from shared.adapters.local.cluster.metrics import (
     MetricsUnavailableError,
     PodUsage,
     gke_pod_usage,

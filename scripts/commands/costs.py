@@ -1,0 +1,169 @@
+"""`pipeline costs` and `runs`: what a run spent, and every recorded run (DESIGN section 8).
+
+Costs are estimates priced now from the rate table for the run's region (Autopilot bills
+requests x runtime). They only READ Firestore."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.table import Table
+
+from scripts.layer_target import run_config
+from scripts.services import Services, connect
+from scripts.views.terminal import console, titled_table
+from shared.controller import estimate
+from shared.run_store import RunNotFoundError
+from shared.state import RunState
+
+
+def cost_report(run: RunState, now: datetime) -> dict[str, Any]:
+    """A run's estimated cost by layer and stage, the cluster fee and the total (JSON-ready)."""
+    cfg = run_config(run)
+    est = estimate(cfg, run, now)
+    by_key = {lc.key: lc for lc in est.layers}
+    layers, stages = [], {}
+    for ls in run.ordered_layers():
+        lc = by_key.get(ls.key)
+        if lc is None:
+            continue  # never submitted: nothing spent
+        layers.append(
+            {
+                "stage": ls.stage,
+                "layer": ls.layer,
+                "phase": ls.phase,
+                "pods": ls.pods_succeeded + ls.pods_failed + ls.pods_preempted,
+                "retries": ls.pods_failed,
+                "preempted": ls.pods_preempted,
+                "vcpu_hours": (ls.cpu_seconds + ls.running_cpu_seconds) / 3600,
+                "gib_hours": (ls.memory_gib_seconds + ls.running_memory_gib_seconds) / 3600,
+                "usd": lc.usd,
+                "backfilled_pods": lc.backfilled_pods,
+            }
+        )
+        stages[ls.stage] = stages.get(ls.stage, 0.0) + lc.usd
+    models = {s: ("Spot" if cfg.job.for_stage(s).spot else "on-demand") for s in run.stages}
+    classes = {s: cfg.job.for_stage(s).compute_class or "general-purpose" for s in run.stages}
+    return {
+        "run_id": run.run_id,
+        "graph_id": run.graph_id,
+        "status": run.status,
+        "estimate": True,
+        "region": cfg.region,
+        "priced_at": now.isoformat(),
+        "provisioning": models,
+        "compute_class": classes,
+        "layers": layers,
+        "stages": stages,
+        "cluster_fee_usd": est.cluster_fee_usd,
+        "total_usd": est.usd,
+    }
+
+
+def _pricing_label(report: dict[str, Any]) -> str:
+    models = set(report["provisioning"].values())
+    model = models.pop() if len(models) == 1 else "Spot/on-demand by stage"
+    classes = sorted(set(report["compute_class"].values()) - {"general-purpose"})
+    return ", ".join(["estimate", model, report["region"], *classes])
+
+
+COST_COLUMNS = (
+    "stage",
+    "layer",
+    "phase",
+    "pods",
+    "retries",
+    "vCPU-h",
+    "GiB-h",
+    "cost USD",
+    "backfilled",
+)
+
+
+def _sum_row(label: str, usd: str, phase: str = "") -> list[str]:
+    """A subtotal or total: a label, an amount in the cost column, the other cells blank."""
+    return [label, "", phase, "", "", "", "", usd, ""]
+
+
+def costs_table(report: dict[str, Any]) -> Table:
+    table = titled_table(f"run {report['run_id']} · {_pricing_label(report)}", COST_COLUMNS)
+    rows = report["layers"]
+    for stage, usd in report["stages"].items():
+        for r in (r for r in rows if r["stage"] == stage):
+            table.add_row(
+                stage,
+                str(r["layer"]),
+                r["phase"],
+                str(r["pods"]),
+                str(r["retries"]),
+                f"{r['vcpu_hours']:.3f}",
+                f"{r['gib_hours']:.3f}",
+                f"{r['usd']:.4f}",
+                str(r["backfilled_pods"] or ""),
+            )
+        subtotal = _sum_row(f"[bold]{stage}[/]", f"[bold]{usd:.4f}[/]", "subtotal")
+        table.add_row(*subtotal, end_section=True)
+    table.add_row(*_sum_row("cluster fee", f"{report['cluster_fee_usd']:.4f}"))
+    table.add_row(*_sum_row("[bold]total[/]", f"[bold]{report['total_usd']:.4f}[/]"))
+    table.caption = (
+        "vCPU-h and GiB-h are the recorded pods' requests x runtime; backfilled pods "
+        "(finished unseen) are priced at the layer's mean runtime"
+    )
+    table.caption_justify = "left"
+    return table
+
+
+def _run_cost(run: RunState, now: datetime) -> str:
+    try:
+        return f"{estimate(run_config(run), run, now).usd:.2f}"
+    except ValueError as e:  # an old snapshot, a region the rate table lacks
+        return f"? ({str(e).splitlines()[0][:40]})"
+
+
+def runs_table(services: Services, graph: str | None, now: datetime) -> Table:
+    table = titled_table(
+        "runs, newest first (cost: estimate, priced now)",
+        ("run", "graph", "status", "stages", "layers done", "created", "cost USD"),
+    )
+    for summary in services.store.list_runs():
+        if graph and summary.graph_id != graph:
+            continue
+        try:
+            run = services.store.load_run(summary.run_id)
+        except RunNotFoundError:  # purged meanwhile
+            continue
+        done = sum(ls.phase == "succeeded" for ls in run.layers.values())
+        created = f"{run.created_at:%Y-%m-%d %H:%M}" if run.created_at else ""
+        table.add_row(
+            run.run_id,
+            run.graph_id,
+            run.status,
+            ",".join(run.stages),
+            f"{done}/{len(run.layers)}",
+            created,
+            _run_cost(run, now),
+        )
+    return table
+
+
+def register(main: click.Group) -> None:
+    @main.command()
+    @click.argument("run_id")
+    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+    def costs(run_id: str, as_json: bool) -> None:
+        """A run's estimated spend by stage and layer, the cluster fee and the total, priced
+        now from the rate table for the run's region (Autopilot bills requests x runtime)."""
+        report = cost_report(connect().store.load_run(run_id), datetime.now(UTC))
+        if as_json:
+            click.echo(json.dumps(report, indent=2))
+        else:
+            console().print(costs_table(report))
+
+    @main.command()
+    @click.option("--graph", default=None, help="Only runs of this graph id.")
+    def runs(graph: str | None) -> None:
+        """Every recorded run, newest first, with its estimated cost."""
+        console().print(runs_table(connect(), graph, datetime.now(UTC)))

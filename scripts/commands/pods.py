@@ -1,0 +1,195 @@
+"""`pipeline pods`, `events` and `top`: a layer's Job as the cluster sees it (DESIGN section 8).
+Its pods (why Pending, exit codes), the events of the Job and its pods, and live usage.
+
+They only READ the cluster (scripts.cluster_access)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.table import Table
+
+from scripts import cluster_access
+from scripts.cluster_access import cluster_errors
+from scripts.layer_target import JOB_OPTION, TARGET, Target, resolve_target
+from scripts.views.terminal import console, live, span, titled_table, when
+from shared.adapters.gke.wire import event_time
+from shared.adapters.local.cluster import metrics as pod_metrics
+from shared.cluster import PodInfo
+
+EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
+
+
+def pod_runtime(pod: PodInfo, now: datetime) -> float | None:
+    """Seconds the pod has run (until now if it still runs); None if it never started."""
+    return None if pod.started is None else ((pod.finished or now) - pod.started).total_seconds()
+
+
+# -- pods and events -----------------------------------------------------------------------------
+
+
+def _all_events(cluster: Any, job: str) -> list[dict[str, Any]]:
+    events = list(cluster.job_events(job)) + cluster_access.pod_events(cluster, job)
+    return sorted(events, key=event_time)
+
+
+def _scheduling_messages(cluster: Any, job: str) -> dict[str, str]:
+    """Pod name -> the scheduler's latest word on it (why it is Pending)."""
+    out: dict[str, str] = {}
+    for e in _all_events(cluster, job):
+        obj = e.get("involvedObject") or {}
+        if obj.get("kind") == "Pod" and e.get("reason") == "FailedScheduling":
+            out[obj.get("name", "")] = e.get("message", "")
+    return out
+
+
+def pods_table(cluster: Any, target: Target, phase: str | None = None) -> Table:
+    now = datetime.now(UTC)
+    pods = sorted(cluster.list_pods(target.job), key=lambda p: (p.index, p.created or EPOCH))
+    if phase:
+        pods = [p for p in pods if p.phase.lower() == phase.lower()]
+    pending = any(p.phase == "Pending" for p in pods)
+    why = _scheduling_messages(cluster, target.job) if pending else {}
+    table = titled_table(
+        f"pods of job {target.job}: {len(pods)}",
+        ("index", "pod", "phase", "node", "reason", "started", "runtime", "exit"),
+    )
+    for p in pods:
+        reason = p.reason or ""
+        if p.phase == "Pending" and why.get(p.name):
+            reason = f"{reason}: {why[p.name]}" if reason else why[p.name]
+        exit_code = "" if p.exit_code is None else str(p.exit_code)
+        started, runtime = when(p.started), span(pod_runtime(p, now))
+        table.add_row(str(p.index), p.name, p.phase, p.node, reason, started, runtime, exit_code)
+    return table
+
+
+def events_table(cluster: Any, target: Target) -> Table:
+    events = _all_events(cluster, target.job)
+    table = titled_table(
+        f"events of job {target.job} and its pods: {len(events)}",
+        ("time", "type", "reason", "object", "message"),
+    )
+    for e in events:
+        obj = e.get("involvedObject") or {}
+        what = "job" if obj.get("kind") == "Job" else f"{obj.get('kind', '?')}/{obj.get('name')}"
+        count = f" (x{e['count']})" if (e.get("count") or 1) > 1 else ""
+        message = f"{e.get('message', '')}{count}"
+        table.add_row(when(event_time(e)), e.get("type", ""), e.get("reason", ""), what, message)
+    return table
+
+
+# -- top -----------------------------------------------------------------------------------------
+
+
+def pod_usage(cluster: Any, job: str, pods: list[PodInfo]) -> tuple[dict[str, Any], str]:
+    """Usage of the running pods by name, and a note when it is not available."""
+    running = [p for p in pods if p.phase == "Running"]
+    if not running:
+        return {}, ""
+    if cluster_access.is_local(cluster):
+        logs = {p.name: cluster.pods_dir / f"{p.name}.log" for p in running}
+        pids = pod_metrics.pids_by_log_file(logs.values())
+        found = {name: pids[path] for name, path in logs.items() if pids.get(path)}
+        usage = pod_metrics.local_usage(found)
+        if usage:
+            return usage, ""
+        return usage, (
+            "usage unavailable: none of these local pods' processes is visible in /proc "
+            "(the local cluster must run on this machine, as this user, on Linux)"
+        )
+    if hasattr(cluster, "api_client"):
+        try:
+            usage = pod_metrics.gke_pod_usage(cluster.api_client, cluster.namespace, job)
+        except pod_metrics.MetricsUnavailableError as e:
+            return {}, f"usage unavailable: {e}"
+        missing = len(running) - sum(p.name in usage for p in running)
+        note = f"{missing} running pod(s) have no metrics sample yet" if missing else ""
+        return usage, note
+    return {}, "usage unavailable for this kind of cluster"
+
+
+def _pct(used: float, request: float) -> str:
+    return f"{100 * used / request:.0f}%" if request else ""
+
+
+def _share(used: float, request: float) -> float:
+    return used / request if request else 0
+
+
+def top_table(cluster: Any, target: Target) -> Table:
+    pods = [p for p in cluster.list_pods(target.job) if p.phase in ("Running", "Pending")]
+    pods.sort(key=lambda p: (p.index, p.created or EPOCH))
+    usage, note = pod_usage(cluster, target.job, pods)
+    table = titled_table(
+        f"usage vs request, job {target.job} ({when(datetime.now(UTC))})",
+        ("index", "pod", "phase", "cpu", "cpu req", "cpu %", "mem GiB", "mem req", "mem %"),
+    )
+    peak_cpu = peak_mem = peak_cpu_share = peak_mem_share = 0.0
+    for p in pods:
+        cpu = cpu_pct = mem = mem_pct = ""
+        u = usage.get(p.name)
+        if u is not None:
+            cpu, cpu_pct = f"{u.cpu:.2f}", _pct(u.cpu, p.cpu_request)
+            mem, mem_pct = f"{u.memory_gib:.2f}", _pct(u.memory_gib, p.memory_request_gib)
+            peak_cpu, peak_mem = max(peak_cpu, u.cpu), max(peak_mem, u.memory_gib)
+            peak_cpu_share = max(peak_cpu_share, _share(u.cpu, p.cpu_request))
+            peak_mem_share = max(peak_mem_share, _share(u.memory_gib, p.memory_request_gib))
+        cpu_req, mem_req = f"{p.cpu_request:g}", f"{p.memory_request_gib:g}"
+        table.add_row(str(p.index), p.name, p.phase, cpu, cpu_req, cpu_pct, mem, mem_req, mem_pct)
+    notes = [note] if note else []
+    if usage:
+        notes.append(
+            f"peak: {peak_cpu:.2f} vCPU ({100 * peak_cpu_share:.0f}% of request), "
+            f"{peak_mem:.2f} GiB ({100 * peak_mem_share:.0f}%)"
+        )
+    if not pods:
+        notes.append("no running or pending pods")
+    table.caption, table.caption_justify = " · ".join(notes), "left"
+    return table
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def register(main: click.Group) -> None:
+    @main.command()
+    @click.argument("args", nargs=-1, metavar=TARGET)
+    @JOB_OPTION
+    @click.option(
+        "--phase",
+        type=click.Choice(["Pending", "Running", "Succeeded", "Failed"], case_sensitive=False),
+        default=None,
+        help="Only pods in this phase.",
+    )
+    def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
+        """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit."""
+        target, _ = resolve_target(args, job, 0, need_job=True)
+        with cluster_errors():
+            cluster = cluster_access.read_cluster(target.namespace)
+            console().print(pods_table(cluster, target, phase))
+
+    @main.command()
+    @click.argument("args", nargs=-1, metavar=TARGET)
+    @JOB_OPTION
+    def events(args: tuple[str, ...], job: str | None) -> None:
+        """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first."""
+        target, _ = resolve_target(args, job, 0, need_job=True)
+        with cluster_errors():
+            cluster = cluster_access.read_cluster(target.namespace)
+            console().print(events_table(cluster, target))
+
+    @main.command()
+    @click.argument("args", nargs=-1, metavar=TARGET)
+    @JOB_OPTION
+    @click.option("-o", "--once", is_flag=True, help="One snapshot, then exit.")
+    @click.option("-i", "--interval", type=float, default=5.0, show_default=True)
+    def top(args: tuple[str, ...], job: str | None, once: bool, interval: float) -> None:
+        """Live per-pod CPU and memory usage vs request, by index (GKE: the metrics API;
+        local: /proc). Size `job.resources` from the peak."""
+        target, _ = resolve_target(args, job, 0, need_job=True)
+        with cluster_errors():
+            cluster = cluster_access.read_cluster(target.namespace)
+            live(lambda: top_table(cluster, target), once, interval)

@@ -1,0 +1,246 @@
+"""The demo build: a synthetic volume ingested unattended on the local stack, then checked.
+
+Steps: generate the volume; start the local stack; create the graph table and, for the
+l2cache and meshing passes, their tables (the `setup` step); start a run (advance auto, unless
+told otherwise) through the same path an operator uses; watch it while the controller drives
+every layer from Job events; finally compare the tables with a direct whole-volume computation
+(the oracles: ingest, and l2cache and meshing if they ran).
+
+In approve mode the demo can play the operator (demo.auto_approver): it approves each
+layer a set time after the layer became eligible, exactly as `pipeline approve` does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from demo.auto_approver import APPROVER, AutoApprover
+from demo.graph_table import read_all_nodes
+from demo.oracles import check_all
+from demo.stage_rows import STAGE_TABLE_SUFFIX, stage_table_id
+from demo.stage_tables import read_l2cache, read_meshes
+from demo.volume import generate_volume, save_volume
+from scripts.services import Services
+from shared import intervals
+from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
+from shared.adapters.local.stack import LocalStack
+from shared.build_plan import check_stages, new_run
+from shared.config import PipelineConfig
+from shared.controller import spend
+from shared.layers import layer_count, layer_shape
+from shared.manifest import validate_config_renders
+from shared.state import STAGE_DEPENDENCIES, RunState
+
+
+class DemoTimeoutError(TimeoutError):
+    """The run did not finish in time; the message says where it was."""
+
+
+@dataclass
+class DemoResult:
+    ok: bool
+    oracle: dict[str, Any]
+    run: RunState
+    wall_s: float
+    pods: int
+    retries: int
+    chunk_compute_s: float
+    alerts: dict[str, int] = field(default_factory=dict)
+    cost_usd: float = 0.0  # what the same pods would cost on Autopilot Spot
+    chunks: int = 0  # over every layer of every stage
+
+    def summary(self) -> dict[str, Any]:
+        """The `--json` object."""
+        run = self.run
+        # A stage's first layer with nothing to wait for (ingest L2 in auto mode) starts in
+        # the reconcile that sees the run: no latency to measure there.
+        latencies = [
+            (ls.submitted_at - ls.eligible_at).total_seconds()
+            for ls in run.layers.values()
+            if ls.submitted_at
+            and ls.eligible_at
+            and (ls.layer > 2 or STAGE_DEPENDENCIES[ls.stage] or run.advance != "auto")
+        ]
+        return {
+            "ok": self.ok,
+            "oracle": self.oracle,
+            "run_id": run.run_id,
+            "status": run.status,
+            "stages": run.stages,
+            "layers": len(run.layers),
+            "chunks": self.chunks,
+            "wall_s": round(self.wall_s, 2),
+            "chunk_compute_s": round(self.chunk_compute_s, 3),
+            "overhead_ratio": round(self.wall_s / self.chunk_compute_s, 1)
+            if self.chunk_compute_s
+            else None,
+            "pods": self.pods,
+            "retries": self.retries,
+            "alerts": self.alerts,
+            "cost_usd": round(self.cost_usd, 6),
+            "advance": run.advance,
+            "advance_latency_s": round(statistics.median(latencies), 3) if latencies else None,
+            "approved_by_demo": sum(ls.approved_by == APPROVER for ls in run.layers.values()),
+        }
+
+
+def prepare_config(
+    cfg: PipelineConfig, workdir: Path, size: int | None, chunk: int | None
+) -> PipelineConfig:
+    """Apply --size/--chunk and point the dataset at the volume file the demo writes."""
+    ds = cfg.ds
+    source = ds.data_source.model_copy(
+        update={
+            "size": (size,) * 3 if size else ds.data_source.size,
+            "watershed": str(workdir / "volume.npy"),
+        }
+    )
+    graph = ds.graph_config.model_copy(update={"CHUNK_SIZE": (chunk,) * 3} if chunk else {})
+    dataset = ds.model_copy(update={"data_source": source, "graph_config": graph})
+    out = cfg.model_copy(update={"dataset_config": dataset})
+    mesh = ds.mesh_config
+    root = layer_count(out.layer2_shape())
+    if mesh is not None and mesh.max_layer and mesh.max_layer > root:
+        # A smaller volume may have fewer layers: mesh up to its root.
+        mesh = mesh.model_copy(update={"max_layer": root})
+        dataset = dataset.model_copy(update={"mesh_config": mesh})
+    # Round-trip through validation so overrides obey the same rules as the files.
+    out = PipelineConfig(**cfg.model_dump(exclude={"dataset_config"}))
+    out = out.model_copy(update={"dataset_config": type(ds)(**dataset.model_dump())})
+    validate_config_renders(out)
+    return out
+
+
+def _worker_compute_seconds(stack: LocalStack, jobs: list[str]) -> tuple[int, int, float]:
+    """Pods run, failed attempts, and the sum of per-chunk compute from the workers' logs."""
+    assert stack.cluster is not None
+    pods = retries = 0
+    compute = 0.0
+    for name in jobs:
+        for pod in stack.cluster.list_pods(name):
+            pods += 1
+            retries += pod.phase == "Failed"
+            for line in stack.cluster.pod_log(pod.name, 50).splitlines():
+                if '"chunk_compute_s"' in line:
+                    try:
+                        compute += float(json.loads(line)["chunk_compute_s"])
+                    except (ValueError, KeyError):
+                        pass
+    return pods, retries, compute
+
+
+def _count_alerts(store: FirestoreRunStore, run_id: str) -> dict[str, int]:
+    return dict(Counter(alert.kind for alert in store.all_alerts(run_id)))
+
+
+def run_demo(
+    cfg: PipelineConfig,
+    workdir: Path,
+    *,
+    stages: list[str],
+    advance: str,
+    timeout_s: float,
+    on_progress: Callable[[RunState], None] = lambda run: None,
+    volume_seed: int = 7,
+    approve_after_s: float | None = None,
+) -> DemoResult:
+    """Run the demo build end to end and check it with the oracles.
+
+    ``approve_after_s`` (approve mode): the demo approves each layer that many seconds after
+    it became eligible (:class:`AutoApprover`); None leaves the approvals to an operator.
+    """
+    stages = check_stages(cfg, stages)  # fail fast, before the stack starts
+    workdir.mkdir(parents=True, exist_ok=True)
+    volume = generate_volume(cfg.ds.data_source.size, volume_seed)
+    save_volume(workdir / "volume.npy", volume)
+    n_layers = layer_count(cfg.layer2_shape())
+    passes = [s for s in stages if s in STAGE_TABLE_SUFFIX]
+    with LocalStack(cfg.project, workdir / "stack", cfg.controller.tick_period_s) as stack:
+        expiry = timedelta(seconds=cfg.job.lock_expiry_s)
+        names = [cfg.graph_id] + [stage_table_id(cfg.graph_id, s) for s in passes]
+        tables = {
+            name: open_bigtable_client(
+                name, cfg.bigtable.project, cfg.bigtable.instance, expiry, create=True
+            )
+            for name in names
+        }
+        try:
+            store = FirestoreRunStore(cfg.project)
+            bus = PubSubBus(cfg.project)
+            services = Services(cfg.project, store, bus)
+            started = time.monotonic()
+            run = new_run(cfg, f"{cfg.graph_id}-demo", stages, advance, datetime.now(UTC))
+            store.create_run(run)
+            services.kick(run.run_id, "start", "demo")
+            approver = (
+                AutoApprover(store, services.kick, approve_after_s)
+                if advance == "approve" and approve_after_s is not None
+                else None
+            )
+            run = _watch(store, run.run_id, timeout_s, on_progress, approver)
+            wall = time.monotonic() - started
+            nodes = read_all_nodes(tables[cfg.graph_id])
+            rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
+            alerts = _count_alerts(store, run.run_id)
+            bus.close()
+        finally:
+            for client in tables.values():
+                close_bigtable_client(client)
+        jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
+        pods, retries, compute = _worker_compute_seconds(stack, jobs)
+    oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
+    ok = oracle["ok"] and run.status == "succeeded"
+    cost = spend(cfg, run, run.finished_at or datetime.now(UTC))
+    chunks = sum(math.prod(layer_shape(cfg.layer2_shape(), ls.layer)) for ls in run.layers.values())
+    return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
+
+
+def _read_pass(stage: str, client: Any) -> dict[int, Any]:
+    return read_l2cache(client) if stage == "l2cache" else read_meshes(client)
+
+
+def _watch(
+    store: Any,
+    run_id: str,
+    timeout_s: float,
+    on_progress: Callable[[RunState], None],
+    approver: AutoApprover | None = None,
+) -> RunState:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        run = store.load_run(run_id)
+        on_progress(run)
+        failed = [ls.key for ls in run.ordered_layers() if ls.phase == "failed"]
+        if run.status in ("succeeded", "failed") or failed:
+            return run
+        if time.monotonic() > deadline:
+            where = [
+                f"{ls.key} {ls.phase} {intervals.count(ls.completed_indexes)}/{ls.completions}"
+                for ls in run.ordered_layers()
+                if ls.phase == "running"
+            ]
+            waiting = [
+                ls.key
+                for ls in run.ordered_layers()
+                if ls.phase == "waiting" and not ls.approved and run.dependencies_met(ls)
+            ]
+            if waiting and run.advance != "auto":
+                where.append(f"awaiting approval: {', '.join(waiting)}")
+            raise DemoTimeoutError(f"run {run_id} not finished after {timeout_s:.0f}s: {where}")
+        pause = 0.5
+        if approver is not None:
+            next_due = approver.step(run)
+            if next_due is not None:
+                pause = min(pause, max(next_due, 0.01))
+        time.sleep(pause)

@@ -1,0 +1,246 @@
+"""`shared.cluster.Cluster` on a real Kubernetes API server (GKE) through the `kubernetes` client.
+
+Thin: every call goes through `_call`, which turns client, transport and auth failures into
+the interface's three errors (`gke_connection.translate`, `k8s_mapping.api_error`); objects
+are mapped from their wire form by the pure `shared.adapters.gke.wire`. Cloud Functions build it
+with `from_env()` from the cluster endpoint and CA that terraform passes in, and authenticate
+as the function's service account through google-auth (`GoogleTokenHook`); operators use
+their kubeconfig.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import google.auth
+import google.auth.exceptions
+import kubernetes
+from kubernetes.client import ApiClient, ApiException, BatchV1Api, Configuration, CoreV1Api
+
+from shared.adapters.gke.connection import ENV_CA, GoogleTokenHook, _ca_file, translate
+from shared.adapters.gke.wire import (
+    INDEX_KEY,
+    JOB_NAME_LABELS,
+    job_status,
+    label_selector,
+    pod_info,
+    sort_events,
+)
+from shared.cluster import (
+    ClusterError,
+    JobStatus,
+    PodInfo,
+)
+
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+PAGE = 500  # list page size: a big layer's Job keeps many thousands of finished pods
+ENV_ENDPOINT = "PIPELINE_GKE_ENDPOINT"
+ENV_NAMESPACE, ENV_CONTEXT = "PIPELINE_NAMESPACE", "PIPELINE_KUBE_CONTEXT"
+MERGE_PATCH = "application/merge-patch+json"  # the client would pick json-patch for a dict
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+class GkeCluster:
+    """Indexed Jobs on a Kubernetes API server, in one namespace."""
+
+    def __init__(
+        self, api_client: ApiClient, namespace: str, *, request_timeout: float = 30.0
+    ) -> None:
+        self.api_client, self.namespace = api_client, namespace
+        self.batch, self.core = BatchV1Api(api_client), CoreV1Api(api_client)
+        self.request_timeout = request_timeout
+        self._opts = {"_request_timeout": request_timeout}  # every call has a deadline
+        self.endpoint = api_client.configuration.host
+
+    # -- constructors --------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(
+        cls, context: str | None = None, namespace: str = "default", config_file: str | None = None
+    ) -> GkeCluster:
+        """From a kubeconfig (KUBECONFIG or ~/.kube/config), e.g. `gcloud container clusters
+        get-credentials`; its auth plugin refreshes the token."""
+        try:
+            api = kubernetes.config.new_client_from_config(config_file=config_file, context=context)
+        except (kubernetes.config.ConfigException, OSError) as e:
+            where = config_file or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            raise ClusterError(
+                f"cannot load kubeconfig {where}{f' context {context!r}' if context else ''}: {e}; "
+                "run `gcloud container clusters get-credentials` or set KUBECONFIG"
+            ) from e
+        return cls(api, namespace)
+
+    @classmethod
+    def from_gke(
+        cls,
+        endpoint: str,
+        ca_cert_b64: str,
+        namespace: str = "default",
+        credentials: Any = None,
+        *,
+        request_timeout: float = 30.0,
+        retries: int = 2,
+    ) -> GkeCluster:
+        """From a GKE endpoint (IP or host) and its CA, authenticated as the process's Google
+        identity (Application Default Credentials unless `credentials` is given)."""
+        if credentials is None:
+            try:
+                credentials, _ = google.auth.default(scopes=SCOPES)
+            except google.auth.exceptions.DefaultCredentialsError as e:
+                raise ClusterError(
+                    f"no Google credentials to reach GKE: {e}; run `gcloud auth "
+                    "application-default login` locally, or give the function a service account"
+                ) from e
+        config = Configuration()
+        config.host = endpoint if endpoint.startswith("https://") else f"https://{endpoint}"
+        config.ssl_ca_cert = _ca_file(ca_cert_b64)
+        config.verify_ssl = True
+        # Connection errors are retried by urllib3 (safe: nothing reached the server); the
+        # caller's next trigger retries everything else.
+        config.retries = retries
+        config.api_key["authorization"] = ""  # placeholder: makes the client ask the hook
+        config.refresh_api_key_hook = GoogleTokenHook(credentials)
+        return cls(ApiClient(config), namespace, request_timeout=request_timeout)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> GkeCluster:
+        """`PIPELINE_GKE_ENDPOINT` + `PIPELINE_GKE_CA` (Cloud Functions) or
+        `KUBECONFIG` / `PIPELINE_KUBE_CONTEXT` (operators); namespace `PIPELINE_NAMESPACE`."""
+        env = os.environ if env is None else env
+        namespace = env.get(ENV_NAMESPACE) or "default"
+        endpoint, ca = env.get(ENV_ENDPOINT), env.get(ENV_CA)
+        if endpoint or ca:
+            if not (endpoint and ca):
+                missing = ENV_CA if endpoint else ENV_ENDPOINT
+                raise ClusterError(f"{missing} is not set (needed with {ENV_ENDPOINT}/{ENV_CA})")
+            return cls.from_gke(endpoint, ca, namespace)
+        if env.get("KUBECONFIG") or env.get(ENV_CONTEXT):
+            return cls.from_kubeconfig(env.get(ENV_CONTEXT), namespace, env.get("KUBECONFIG"))
+        raise ClusterError(
+            f"no cluster configured: set {ENV_ENDPOINT} and {ENV_CA} (terraform outputs), or "
+            f"KUBECONFIG / {ENV_CONTEXT} to use a kubeconfig; {ENV_NAMESPACE} picks the namespace"
+        )
+
+    # -- Cluster protocol ------------------------------------------------------------------
+
+    @contextmanager
+    def _call(self, action: str, *, ignore: tuple[int, ...] = ()) -> Iterator[None]:
+        """Translate what the block raises; HTTP statuses in `ignore` end the block quietly."""
+        try:
+            yield
+        except Exception as e:
+            if isinstance(e, ApiException) and e.status in ignore:
+                return
+            hook = self.api_client.configuration.refresh_api_key_hook
+            if isinstance(e, ApiException) and e.status == 401 and hasattr(hook, "invalidate"):
+                hook.invalidate()
+            error = translate(e, action, self.endpoint)
+            if error is None:
+                raise
+            raise error from e
+
+    def create_job(self, manifest: dict[str, Any]) -> bool:
+        name = (manifest.get("metadata") or {}).get("name", "?")
+        created = False
+        with self._call(f"create job {name} in namespace {self.namespace}", ignore=(409,)):
+            self.batch.create_namespaced_job(self.namespace, manifest, **self._opts)
+            created = True
+        return created
+
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        name = (manifest.get("metadata") or {}).get("name", "?")
+        # A server-side dry run runs validation and admission (Autopilot's included) and
+        # persists nothing; 409 only says the Job exists already, which is fine.
+        with self._call(f"validate job {name} in namespace {self.namespace}", ignore=(409,)):
+            self.batch.create_namespaced_job(self.namespace, manifest, dry_run="All", **self._opts)
+
+    def get_job(self, name: str) -> JobStatus | None:
+        found = None
+        with self._call(f"get job {name}", ignore=(404,)):
+            found = self.batch.read_namespaced_job(name, self.namespace, **self._opts)
+        return None if found is None else job_status(self._wire(found))
+
+    def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
+        items = self._list(self.batch.list_namespaced_job, "list jobs", label_selector(labels))
+        return sorted((job_status(j) for j in items), key=lambda s: (s.created or _EPOCH, s.name))
+
+    def patch_job(
+        self, name: str, *, parallelism: int | None = None, suspend: bool | None = None
+    ) -> None:
+        spec: dict[str, Any] = {}
+        if parallelism is not None:
+            spec["parallelism"] = int(parallelism)
+        if suspend is not None:
+            spec["suspend"] = bool(suspend)
+        if not spec:
+            return
+        with self._call(f"patch job {name}"):
+            # A JSON merge patch of absolute values: replaying it is harmless.
+            self.batch.patch_namespaced_job(
+                name, self.namespace, {"spec": spec}, _content_type=MERGE_PATCH, **self._opts
+            )
+
+    def delete_job(self, name: str) -> None:
+        with self._call(f"delete job {name}", ignore=(404,)):
+            # Background: the Job goes now, the garbage collector removes its pods.
+            self.batch.delete_namespaced_job(
+                name, self.namespace, propagation_policy="Background", **self._opts
+            )
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        selector = f"{JOB_NAME_LABELS[0]}={job_name}"
+        if index is not None:
+            selector += f",{INDEX_KEY}={int(index)}"
+        items = self._list(self.core.list_namespaced_pod, f"list pods of job {job_name}", selector)
+        pods = [pod_info(p) for p in items]
+        return sorted(pods, key=lambda p: (p.index, p.created or _EPOCH, p.name))
+
+    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
+        try:
+            with self._call(f"read log of pod {pod_name}"):
+                return self.core.read_namespaced_pod_log(
+                    pod_name, self.namespace, tail_lines=tail_lines, **self._opts
+                )
+        except ClusterError as e:
+            # 400 "container ... is waiting to start": no log yet, as a Pending pod has none.
+            if getattr(e.__cause__, "status", None) == 400 and "waiting" in str(e):
+                return ""
+            raise
+
+    def job_events(self, job_name: str) -> list[dict[str, Any]]:
+        selector = f"involvedObject.kind=Job,involvedObject.name={job_name}"
+        items = self._list(
+            self.core.list_namespaced_event, f"list events of job {job_name}", field=selector
+        )
+        return sort_events(items)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _wire(self, obj: Any) -> Any:
+        """A client model in its wire form (camelCase dicts), as k8s_mapping expects."""
+        return self.api_client.sanitize_for_serialization(obj)
+
+    def _list(
+        self, method: Callable[..., Any], action: str, labels: str = "", *, field: str = ""
+    ) -> list[dict[str, Any]]:
+        """Every item of a paged list call, as wire-form dicts."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": PAGE, **self._opts}
+            if labels:
+                kwargs["label_selector"] = labels
+            if field:
+                kwargs["field_selector"] = field
+            if token:
+                kwargs["_continue"] = token
+            with self._call(action):
+                page = self._wire(method(self.namespace, **kwargs))
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items

@@ -1,0 +1,350 @@
+"""The local cluster: Kubernetes Indexed-Job semantics with pods as local subprocesses.
+
+Stands in for GKE where there is no API server (DESIGN section 5). It takes the same Job
+manifests the controller sends to GKE, runs each pod attempt as a subprocess (see
+`local_pods`), follows the Job controller's rules (see `local_jobs`), schedules pods onto
+one node of `capacity_cpu` / `capacity_memory_gib`, and publishes Job events as the GKE event
+exporter's LogEntries through `on_event` (the stand-in for the log sink to `job-events`).
+
+One background thread polls pods and reconciles Jobs every `poll_interval`; every public
+method is thread-safe (one lock around the state), and `on_event` is only ever called with
+the lock released. Other processes read the state through `local_view.LocalClusterView`.
+
+Deliberate differences from Kubernetes: retries start without the exponential back-off
+delay; pods deleted by the Job controller (scale-down, suspend, Job failure) stay listed as
+Failed with reason "Deleted" (Kubernetes removes them) and count in neither `.status.failed`
+nor any retry budget; a preempted pod ends Failed with reason DisruptionTarget whatever its
+exit code (as after a graceful node shutdown); the Failed condition is set as soon as the
+failure is decided (Kubernetes 1.31+ sets FailureTarget first and Failed once pods are gone).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from shared.adapters.local.cluster.events import EventSink
+from shared.adapters.local.cluster.jobs import LocalJob
+from shared.adapters.local.cluster.node import LocalNode
+from shared.adapters.local.cluster.pods import LocalPod
+from shared.adapters.local.cluster.spec import parse_manifest
+from shared.adapters.local.cluster.view import LocalClusterView, SnapshotWriter, read_pod_log
+from shared.cluster import ClusterError, JobStatus, PodInfo
+
+__all__ = ["LocalCluster", "LocalClusterView"]
+
+log = logging.getLogger("cave_pipeline.local_cluster")
+
+
+class LocalCluster:
+    """A `shared.cluster.Cluster` that runs Indexed Jobs as local subprocesses."""
+
+    def __init__(
+        self,
+        state_dir: Path | str,
+        *,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        extra_env: dict[str, str] | None = None,
+        capacity_cpu: float = 4.0,
+        capacity_memory_gib: float = 16.0,
+        project: str = "local",
+        cluster_name: str = "local",
+        location: str = "local",
+        namespace: str = "default",
+        poll_interval: float = 0.05,
+        stop_grace_seconds: float = 10.0,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.pods_dir = self.state_dir / "pods"
+        self.jobs_dir = self.state_dir / "jobs"
+        self.pods_dir.mkdir(parents=True, exist_ok=True)
+        self._view = SnapshotWriter(self.jobs_dir)
+        self.events = EventSink(
+            on_event,
+            project=project,
+            cluster_name=cluster_name,
+            location=location,
+            namespace=namespace,
+        )
+        self.node = LocalNode(
+            pods_dir=self.pods_dir,
+            capacity_cpu=capacity_cpu,
+            capacity_memory_gib=capacity_memory_gib,
+            extra_env=extra_env or {},
+            namespace=namespace,
+            events=self.events,
+        )
+        self.namespace = namespace
+        self.poll_interval = poll_interval
+        self.stop_grace_seconds = stop_grace_seconds
+        self._lock = threading.Lock()
+        self._jobs: dict[str, LocalJob] = {}
+        self._orphans: list[LocalPod] = []  # pods of deleted Jobs, still shutting down
+        self._names = random.Random()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ticks = 0
+        self._tick_cond = threading.Condition()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> LocalCluster:
+        """Start the scheduler thread (idempotent)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._stopping.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="local-cluster-scheduler", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the scheduler and terminate every pod (SIGTERM, SIGKILL after the grace)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            pods = [p for p in self._all_pods() if p.holds_resources]
+            self.node.shut_down(pods, self.stop_grace_seconds, self._reap_locked)
+            self._persist_locked()
+        self.events.flush()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_ticks(self, n: int = 2, timeout: float = 10.0) -> None:
+        """Block until the scheduler has run `n` more passes (for tests and settling)."""
+        with self._tick_cond:
+            target = self._ticks + n
+            if not self._tick_cond.wait_for(lambda: self._ticks >= target, timeout):
+                raise TimeoutError(f"local cluster scheduler ran no {n} passes in {timeout}s")
+
+    # -- Cluster protocol ----------------------------------------------------------------
+
+    def create_job(self, manifest: dict[str, Any]) -> bool:
+        spec = parse_manifest(manifest)
+        with self._lock:
+            if spec.name in self._jobs:
+                return False
+            now = _now()
+            job = LocalJob(spec, str(uuid.uuid4()), now)
+            self._jobs[spec.name] = job
+            log.info(
+                "job %s created: %d indexes, parallelism %d%s",
+                spec.name,
+                spec.completions,
+                spec.parallelism,
+                " (suspended)" if spec.suspend else "",
+            )
+            if job.suspended:
+                self.events.record_job_event(job, "Suspended", "Job suspended")
+            self._sync_job_locked(job, now)
+            self._persist_locked()
+        self._after_change()
+        return True
+
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        parse_manifest(manifest)  # raises ManifestRejectedError naming the field
+
+    def get_job(self, name: str) -> JobStatus | None:
+        with self._lock:
+            job = self._jobs.get(name)
+            return None if job is None else job.status()
+
+    def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
+        with self._lock:
+            jobs = sorted(self._jobs.values(), key=lambda j: (j.created, j.name))
+            return [
+                j.status()
+                for j in jobs
+                if all(j.spec.labels.get(k) == v for k, v in (labels or {}).items())
+            ]
+
+    def patch_job(
+        self, name: str, *, parallelism: int | None = None, suspend: bool | None = None
+    ) -> None:
+        if parallelism is not None and (isinstance(parallelism, bool) or parallelism < 0):
+            raise ClusterError(f"parallelism must be an integer >= 0, got {parallelism!r}")
+        with self._lock:
+            job = self._jobs.get(name)
+            if job is None:
+                raise ClusterError(f"job {name!r} not found in namespace {self.namespace!r}")
+            now = _now()
+            if parallelism is not None and parallelism != job.parallelism:
+                log.info("job %s: parallelism %d -> %d", name, job.parallelism, parallelism)
+                job.parallelism, job.dirty = int(parallelism), True
+            if suspend is not None and suspend != job.suspended:
+                job.suspended, job.dirty = suspend, True
+                if not job.finished:
+                    log.info("job %s %s", name, "suspended" if suspend else "resumed")
+                    if suspend:
+                        self.events.record_job_event(job, "Suspended", "Job suspended")
+                    else:
+                        job.start_time = now  # Kubernetes resets startTime on resume
+                        self.events.record_job_event(job, "Resumed", "Job resumed")
+            self._sync_job_locked(job, now)
+            self._persist_locked()
+        self._after_change()
+
+    def delete_job(self, name: str) -> None:
+        with self._lock:
+            job = self._jobs.pop(name, None)
+            if job is None:
+                return
+            for pod in job.live_pods():
+                if pod.holds_resources:
+                    pod.deleting = True
+                    pod.terminate(pod.grace_seconds)
+                    self._orphans.append(pod)
+            self._view.remove(name)
+            log.info("job %s deleted", name)
+        self._after_change()
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        with self._lock:
+            job = self._jobs.get(job_name)
+            pods = [] if job is None else job.pods
+            return [p.info() for p in pods if index is None or p.index == index]
+
+    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
+        with self._lock:
+            known = next((p for p in self._all_pods() if p.name == pod_name), None)
+            if known is not None and known.proc is None and not known.terminal:
+                return ""  # still Pending: no container yet
+        return read_pod_log(self.pods_dir, pod_name, tail_lines)
+
+    def job_events(self, job_name: str) -> list[dict[str, Any]]:
+        with self._lock:
+            job = self._jobs.get(job_name)
+            return [] if job is None else list(job.events)
+
+    # -- chaos hooks ---------------------------------------------------------------------
+
+    def preempt_pod(self, name: str) -> bool:
+        """Preempt like a Spot reclaim: DisruptionTarget condition, then SIGTERM."""
+        with self._lock:
+            found = self._find_active_locked(name)
+            if found is None:
+                return False
+            job, pod = found
+            pod.disrupted, pod.reason, job.dirty = True, "DisruptionTarget", True
+            log.info("pod %s preempted (DisruptionTarget)", name)
+            if pod.proc is None:
+                job.on_pod_exit(pod, None, _now())
+            else:
+                pod.terminate(pod.grace_seconds)
+            self._persist_locked()
+        self._after_change()
+        return True
+
+    def preempt_random_pod(self, rng: random.Random | None = None) -> str | None:
+        """Preempt a random running pod; its name, or None if none is running."""
+        with self._lock:
+            pod = self._pick_running_locked(rng)
+        return pod.name if pod is not None and self.preempt_pod(pod.name) else None
+
+    def kill_random_pod(self, rng: random.Random | None = None) -> str | None:
+        """SIGKILL a random running pod (exit 137: an ordinary, counted failure)."""
+        with self._lock:
+            pod = self._pick_running_locked(rng)
+            if pod is None:
+                return None
+            pod.signal_group(signal.SIGKILL)
+            log.info("pod %s killed (SIGKILL)", pod.name)
+        self._wake.set()
+        return pod.name
+
+    # -- internals (callers hold self._lock unless the name says otherwise) ----------------
+
+    def _all_pods(self) -> list[LocalPod]:
+        return [p for j in self._jobs.values() for p in j.pods] + list(self._orphans)
+
+    def _find_active_locked(self, name: str) -> tuple[LocalJob, LocalPod] | None:
+        for job in self._jobs.values():
+            for pod in job.pods:
+                if pod.name == name and pod.active:
+                    return job, pod
+        return None
+
+    def _pick_running_locked(self, rng: random.Random | None) -> LocalPod | None:
+        pods = [p for j in self._jobs.values() for p in j.pods if p.active and p.proc is not None]
+        pods.sort(key=lambda p: p.name)
+        return (rng or random).choice(pods) if pods else None
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                with self._lock:
+                    self._tick_locked()
+            except Exception:
+                log.exception("local cluster scheduler pass failed")
+            self.events.flush()
+            with self._tick_cond:
+                self._ticks += 1
+                self._tick_cond.notify_all()
+            self._wake.wait(self.poll_interval)
+            self._wake.clear()
+
+    def _tick_locked(self) -> None:
+        now = _now()
+        self._reap_locked()
+        for job in list(self._jobs.values()):
+            self._sync_job_locked(job, now)
+        self.node.schedule(list(self._jobs.values()), self._orphans, now)
+        self._persist_locked()
+
+    def _reap_locked(self) -> None:
+        self.node.reap(list(self._jobs.values()), self._orphans, _now())
+
+    def _sync_job_locked(self, job: LocalJob, now: datetime) -> None:
+        verdict = job.check_terminal(now)
+        if verdict is not None:
+            condition, reason, message = verdict
+            log.info("job %s %s (%s)", job.name, condition, reason)
+            severity = "Warning" if condition == "Failed" else "Normal"
+            self.events.record_job_event(job, reason, message, severity)
+        for pod in job.pods_to_delete():
+            self._delete_pod_locked(job, pod)
+        for index in job.indexes_to_start():
+            self._create_pod_locked(job, index, now)
+
+    def _create_pod_locked(self, job: LocalJob, index: int, now: datetime) -> None:
+        pod = job.new_pod(index, now, self.pods_dir, self._names)
+        self.events.record_job_event(job, "SuccessfulCreate", f"Created pod: {pod.name}")
+
+    def _delete_pod_locked(self, job: LocalJob, pod: LocalPod) -> None:
+        self.events.record_job_event(job, "SuccessfulDelete", f"Deleted pod: {pod.name}")
+        if pod.proc is None:  # never started: it simply goes away
+            job.pods.remove(pod)
+        else:
+            pod.deleting = True
+            pod.terminate(pod.grace_seconds)
+        job.dirty = True
+
+    def _persist_locked(self) -> None:
+        for job in self._jobs.values():
+            if job.dirty:
+                job.dirty = False
+                self._view.write(job.status(), [p.info() for p in job.pods], job.events)
+
+    def _after_change(self) -> None:
+        """Without the lock: deliver queued events and wake the scheduler."""
+        self.events.flush()
+        self._wake.set()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

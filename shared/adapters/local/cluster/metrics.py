@@ -1,0 +1,195 @@
+"""Per-pod CPU and memory usage, for `pipeline top`: the metrics API on GKE, /proc locally.
+
+GKE: `metrics.k8s.io/v1beta1` PodMetrics (Autopilot runs metrics-server), selected by the
+Job's `batch.kubernetes.io/job-name` label; usage is summed over a pod's containers.
+
+Local cluster: a pod is a process group whose stdout is `<cluster>/pods/<pod>.log`, and the
+state files carry no pids, so `pids_by_log_file` finds a pod's processes as those whose fd 1
+or 2 is that file (children inherit it), and `local_usage` samples each process's
+`/proc/<pid>/stat` (utime + stime) twice for a CPU rate and reads VmRSS from
+`/proc/<pid>/status`. Processes the pod already reaped are not counted (their CPU time moves
+to the parent's cutime/cstime, which a rate over a short window would show as a spike).
+Linux only: elsewhere no pids are found and usage is reported as unavailable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shared.adapters.local.cluster.spec import parse_quantity
+from shared.cluster import ClusterError
+
+PROC = Path("/proc")
+GIB = 1024**3
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    cpu: float  # vCPU (cores) in use
+    memory_gib: float  # working set (GKE) or resident set (local)
+    processes: int = 0  # local only: processes sampled
+
+
+class MetricsUnavailableError(ClusterError):
+    """The metrics API cannot be read (not installed, not yet serving, or forbidden)."""
+
+
+# -- /proc parsing (pure) ------------------------------------------------------------------
+
+
+def parse_stat_cpu_ticks(text: str) -> int:
+    """utime + stime (clock ticks) from a `/proc/<pid>/stat` line.
+
+    The command name (field 2) is in parentheses and may itself contain spaces and ")", so
+    the fields are counted from the last ")". ValueError if the line is not a stat line."""
+    head, sep, rest = text.rpartition(")")
+    fields = rest.split()
+    if not sep or "(" not in head or len(fields) < 13:
+        raise ValueError(f"not a /proc/<pid>/stat line: {text[:80]!r}")
+    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    return int(fields[11]) + int(fields[12])
+
+
+def parse_status_rss_bytes(text: str) -> int | None:
+    """VmRSS from `/proc/<pid>/status` in bytes; None when absent (kernel threads, zombies)."""
+    for line in text.splitlines():
+        if line.startswith("VmRSS:"):
+            parts = line.split()
+            if len(parts) < 2:
+                raise ValueError(f"malformed VmRSS line: {line!r}")
+            unit = parts[2].lower() if len(parts) > 2 else "kb"
+            scale = {"kb": 1024, "mb": 1024**2, "gb": 1024**3, "b": 1}.get(unit)
+            if scale is None:
+                raise ValueError(f"unknown VmRSS unit in {line!r}")
+            return int(parts[1]) * scale
+    return None
+
+
+# -- local pods -------------------------------------------------------------------------------
+
+
+def read_proc(pid: int, proc: Path = PROC) -> tuple[int, int] | None:
+    """(cpu ticks, rss bytes) of one process; None if it is gone or unreadable."""
+    try:
+        ticks = parse_stat_cpu_ticks((proc / str(pid) / "stat").read_text())
+        rss = parse_status_rss_bytes((proc / str(pid) / "status").read_text())
+    except (OSError, ValueError):
+        return None
+    return ticks, rss or 0
+
+
+def pids_by_log_file(paths: Iterable[Path], proc: Path = PROC) -> dict[Path, list[int]]:
+    """Processes whose stdout or stderr is one of `paths` (resolved), by path."""
+    wanted = {Path(p).resolve(): p for p in paths}
+    out: dict[Path, list[int]] = {p: [] for p in wanted.values()}
+    try:
+        entries = list(proc.iterdir())
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        for fd in ("1", "2"):
+            try:
+                target = Path(os.readlink(entry / "fd" / fd))
+            except OSError:  # gone, or another user's process
+                continue
+            if target in wanted:
+                out[wanted[target]].append(int(entry.name))
+                break
+    return out
+
+
+def local_usage(
+    pids_by_pod: Mapping[str, Iterable[int]],
+    window_s: float = 0.5,
+    proc: Path = PROC,
+    ticks_per_s: float | None = None,
+    sleep: Any = time.sleep,
+) -> dict[str, PodUsage]:
+    """Usage of every pod from two samples of its processes `window_s` apart (all pods in the
+    same window). A pod whose processes all vanished is left out."""
+    hz = ticks_per_s or float(os.sysconf("SC_CLK_TCK"))
+    groups = {pod: sorted(set(pids)) for pod, pids in pids_by_pod.items()}
+    first = {pid: read_proc(pid, proc) for pids in groups.values() for pid in pids}
+    t0 = time.monotonic()
+    sleep(window_s)
+    elapsed = max(time.monotonic() - t0, 1e-6)
+    out: dict[str, PodUsage] = {}
+    for pod, pids in groups.items():
+        cpu = rss = 0.0
+        seen = 0
+        for pid in pids:
+            before, after = first.get(pid), read_proc(pid, proc)
+            if before is None or after is None:
+                continue
+            seen += 1
+            cpu += max(0, after[0] - before[0]) / hz / elapsed
+            rss += after[1]
+        if seen:
+            out[pod] = PodUsage(cpu, rss / GIB, seen)
+    return out
+
+
+def local_pod_usage(
+    pid: int | Iterable[int], window_s: float = 0.5, proc: Path = PROC
+) -> PodUsage | None:
+    """Usage of one process (or several, summed); None if none could be read."""
+    pids = [pid] if isinstance(pid, int) else list(pid)
+    return local_usage({"pod": pids}, window_s, proc).get("pod")
+
+
+# -- GKE ----------------------------------------------------------------------------------------
+
+
+def parse_pod_metrics(items: Iterable[Mapping[str, Any]]) -> dict[str, PodUsage]:
+    """PodMetrics items (wire form) -> usage by pod name, summed over containers."""
+    out: dict[str, PodUsage] = {}
+    for item in items:
+        name = (item.get("metadata") or {}).get("name", "")
+        cpu = mem = 0.0
+        for container in item.get("containers") or []:
+            usage = container.get("usage") or {}
+            cpu += parse_quantity(usage.get("cpu", 0))
+            mem += parse_quantity(usage.get("memory", 0)) / GIB
+        if name:
+            out[name] = PodUsage(cpu, mem)
+    return out
+
+
+def gke_pod_usage(api_client: Any, namespace: str, job_name: str) -> dict[str, PodUsage]:
+    """Current usage of a Job's pods from the metrics API (pods without a sample are absent:
+    metrics-server reports a pod only after its first scrape, about a minute after start)."""
+    from kubernetes.client import ApiException, CustomObjectsApi
+
+    from shared.adapters.gke.cluster import translate
+
+    action = f"read pod metrics of job {job_name} in namespace {namespace}"
+    try:
+        found = CustomObjectsApi(api_client).list_namespaced_custom_object(
+            "metrics.k8s.io",
+            "v1beta1",
+            namespace,
+            "pods",
+            label_selector=f"{JOB_NAME_LABEL}={job_name}",
+            _request_timeout=30,
+        )
+    except Exception as e:
+        if isinstance(e, ApiException) and e.status in (403, 404, 503):
+            raise MetricsUnavailableError(
+                f"{action}: the metrics API (metrics.k8s.io) answered {e.status} {e.reason}; "
+                "on Autopilot it is built in (a pod shows about a minute after it starts), "
+                "elsewhere install metrics-server; 403: your account needs `list` on "
+                "pods.metrics.k8s.io"
+            ) from e
+        error = translate(e, action, api_client.configuration.host)
+        if error is None:
+            raise
+        raise error from e
+    return parse_pod_metrics(found.get("items") or [])

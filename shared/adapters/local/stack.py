@@ -1,0 +1,146 @@
+"""The local stack: Google's emulators, the local cluster, Eventarc and Scheduler stand-ins.
+
+Everything the cloud deployment has, on this machine: Pub/Sub, Firestore and Bigtable
+emulators on free 127.0.0.1 ports; topics and subscriptions as terraform creates them; a
+`LocalCluster` whose Job events go to `job-events` like the GKE log sink's; a dispatcher that
+delivers `job-events`, `ticks` and `kick` to the functions in `functions/main.py`; and a
+ticker. `LocalStack` is a context manager; leaving it stops everything it started.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from shared.adapters import wiring
+from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.local.cluster.local_cluster import LocalCluster
+from shared.adapters.local.emulators import EmulatorSet
+from shared.adapters.local.eventarc import Dispatcher, Ticker
+
+log = logging.getLogger("cave_pipeline.local_stack")
+
+# subscription -> (topic, function target in functions/main.py)
+ROUTES = {
+    "job-events-fn": ("job-events", "on_job_event"),
+    "ticks-fn": ("ticks", "on_tick"),
+    "kick-fn": ("kick", "on_kick"),
+}
+
+
+class LocalStack:
+    """Start with `with LocalStack(...) as stack:`; `stack.env` is what clients need."""
+
+    def __init__(
+        self,
+        project: str = "local-demo",
+        state_dir: Path | None = None,
+        tick_period_s: float = 60.0,
+        capacity_cpu: float = 4.0,
+        capacity_memory_gib: float = 16.0,
+        job_events: bool = True,
+    ) -> None:
+        """`job_events=False` leaves the job-events topic without a function (as if the log
+        sink were missing): the controller then advances on ticks alone."""
+        self.project, self.tick_period_s = project, tick_period_s
+        self.routes = {s: r for s, r in ROUTES.items() if job_events or r[1] != "on_job_event"}
+        self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="cave-local-")
+        self.state_dir = Path(state_dir or self._tmp.name)  # type: ignore[union-attr]
+        self.capacity = (capacity_cpu, capacity_memory_gib)
+        self.emulators = EmulatorSet()
+        self.env: dict[str, str] = {}
+        self._saved_env: dict[str, str | None] = {}
+        self.bus: PubSubBus | None = None
+        self.cluster: LocalCluster | None = None
+        self.dispatcher: Dispatcher | None = None
+        self.ticker: Ticker | None = None
+
+    def __enter__(self) -> LocalStack:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LocalStack:
+        self.emulators.start()
+        self.env = {
+            **self.emulators.env,
+            "PIPELINE_PROJECT": self.project,
+            "GOOGLE_CLOUD_PROJECT": self.project,
+            "PIPELINE_CLUSTER": "local",
+        }
+        for key, value in self.env.items():
+            self._saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
+        self.bus = PubSubBus(self.project)
+        for topic in TOPICS:
+            self.bus.ensure_topic(topic)
+        for sub, (topic, _) in self.routes.items():
+            self.bus.ensure_subscription(topic, sub)
+        self.cluster = LocalCluster(
+            self.state_dir / "cluster",
+            on_event=self._publish_job_event,
+            extra_env=self.env,
+            capacity_cpu=self.capacity[0],
+            capacity_memory_gib=self.capacity[1],
+            project=self.project,
+        )
+        self.cluster.start()
+        wiring.use_cluster(self.cluster)
+        self.dispatcher = Dispatcher(self.project, self.routes).start()
+        self.ticker = Ticker(self.tick, self.tick_period_s).start()
+        self._write_env_file()
+        return self
+
+    def _publish_job_event(self, entry: dict[str, Any]) -> None:
+        assert self.bus is not None
+        self.bus.publish("job-events", json.dumps(entry).encode())
+
+    def tick(self) -> None:
+        """Publish one heartbeat now (the ticker does this every period)."""
+        assert self.bus is not None
+        self.bus.publish_json("ticks", {"at": datetime.now(UTC).isoformat()})
+
+    def _write_env_file(self) -> None:
+        """`pipeline local env` and other terminals read the addresses from here."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        cluster_dir = str((self.state_dir / "cluster").resolve())
+        doc = {"env": self.env, "cluster_dir": cluster_dir, "pid": os.getpid()}
+        (self.state_dir / "stack.json").write_text(json.dumps(doc, indent=2))
+
+    def stop(self) -> None:
+        """Stop everything started, in reverse order; safe to call twice."""
+        for part in (self.ticker, self.dispatcher):
+            if part is not None:
+                try:
+                    part.stop()
+                except Exception as e:  # keep stopping the rest
+                    log.warning("stopping %s: %s", type(part).__name__, e)
+        self.ticker = self.dispatcher = None
+        if self.cluster is not None:
+            wiring.use_cluster(None)
+            self.cluster.stop()
+            self.cluster = None
+        if self.bus is not None:
+            self.bus.close()
+            self.bus = None
+        self.emulators.stop()
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env = {}
+        (self.state_dir / "stack.json").unlink(missing_ok=True)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None

@@ -1,0 +1,42 @@
+"""Small per-chunk plugins for the worker contract tests.
+
+Named as ``PCG_WORKLOAD=tests.builders.plugins:<function>``."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from worker.errors import FatalChunkError
+
+
+def ok(ctx: Any) -> None:
+    """Does nothing: the chunk succeeds at once."""
+
+
+def fatal(ctx: Any) -> None:
+    raise FatalChunkError(f"bad input in chunk {ctx.layer}_{tuple(ctx.coord)}")
+
+
+def boom(ctx: Any) -> None:
+    raise RuntimeError("transient boom")
+
+
+def slow(ctx: Any) -> None:
+    """Logs that it started, then sleeps ``TEST_PLUGIN_SLEEP_S`` seconds (default 60)."""
+    ctx.logger.info("slow chunk started")
+    time.sleep(float(os.environ.get("TEST_PLUGIN_SLEEP_S", "60")))
+
+
+def fatal_at_origin(ctx: Any) -> None:
+    """Fatal at chunk (0, 0, 0) of layer 2 while the file ``TEST_FAIL_MARKER`` exists: a bad
+    input the operator then fixes before re-submitting the layer."""
+    marker = os.environ.get("TEST_FAIL_MARKER", "")
+    if ctx.layer == 2 and tuple(ctx.coord) == (0, 0, 0) and marker and os.path.exists(marker):
+        raise FatalChunkError("chunk (0, 0, 0) has a corrupt watershed block")
+
+
+def nap(ctx: Any) -> None:
+    """Sleeps ``TEST_PLUGIN_SLEEP_S`` seconds (default 0.3): a chunk that takes a while."""
+    time.sleep(float(os.environ.get("TEST_PLUGIN_SLEEP_S", "0.3")))
