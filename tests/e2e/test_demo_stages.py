@@ -4,15 +4,17 @@ every stage's oracle agrees."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from demo.auto_approver import APPROVER
 from scripts.demo_run import prepare_config, run_demo
 from shared.config import load_config
-from tests.e2e.test_demo import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]
 
+ROOT = Path(__file__).resolve().parents[2]
 APPROVE_AFTER_S = 0.5
 
 

@@ -1,5 +1,14 @@
-"""The layering rules of DESIGN 3, checked on the source: pure modules of `shared` never
-import its adapters; `functions`, `worker` and `scripts` import `shared`, never each other."""
+"""The layering rules of DESIGN 3, checked on the source.
+
+- `shared` imports none of `demo`, `functions`, `worker`, `scripts`: not by an import
+  statement, and not at run time by a module name handed to `importlib` or `__import__`;
+- the pure modules of `shared` (everything outside `shared/adapters/`) never import the
+  adapters, a Google or Kubernetes client, `scipy` or `kvdbclient`;
+- only `shared/adapters/gke/` talks to the Kubernetes API (imports `kubernetes`);
+- `functions`, `worker` and `scripts` never import each other; `demo` is a plugin on top of
+  `shared` and `worker` that nothing but `scripts` (the demo command) imports;
+- test modules import only `tests.builders` and `tests.conftest`, never one another.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +18,39 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TOPS = ("shared", "functions", "worker", "scripts")
+PACKAGES = ("shared", "functions", "worker", "scripts", "demo")
+# Who may import whom, besides itself. `demo` is a workload: the worker loads it by the name in
+# the config (never by import), and only the demo command and its oracles import it.
+ALLOWED = {
+    "shared": set(),
+    "functions": {"shared"},
+    "worker": {"shared"},
+    "scripts": {"shared", "demo"},
+    "demo": {"shared", "worker"},
+}
+# Libraries the pure core must not reach (I/O clients, heavy numerics for the demo).
+CLIENT_LIBRARIES = ("google", "kubernetes", "kvdbclient", "scipy", "grpc", "functions_framework")
+LOADERS = {"import_module", "__import__", "find_spec", "import_from_path"}
 
 
 def imported(path: Path) -> set[str]:
-    """Every module a file imports, at any depth (lazy imports inside functions count)."""
+    """Every module a file imports, at any depth (lazy imports inside functions count), plus
+    every string literal handed to a run-time loader (`importlib.import_module("x")`)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in LOADERS:
+                names.update(
+                    arg.value
+                    for arg in node.args[:1]
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                )
     return names
 
 
@@ -27,22 +58,62 @@ def files(top: str) -> list[Path]:
     return sorted((ROOT / top).rglob("*.py"))
 
 
-@pytest.mark.parametrize(
-    "path",
-    [p for p in files("shared") if "adapters" not in p.parts],
-    ids=lambda p: str(p.relative_to(ROOT)),
-)
-def test_pure_shared_modules_do_not_import_adapters(path):
-    assert not {m for m in imported(path) if m.startswith("shared.adapters")}
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
 
 
-@pytest.mark.parametrize("top", TOPS)
-def test_entry_points_import_shared_never_each_other(top):
-    others = {t for t in TOPS if t not in (top, "shared")} | (
-        {"worker", "functions", "scripts"} if top == "shared" else set()
-    )
+@pytest.mark.parametrize("top", PACKAGES)
+def test_packages_import_only_what_they_may(top):
+    forbidden = set(PACKAGES) - ALLOWED[top] - {top}
     offenders = {
-        str(path.relative_to(ROOT)): sorted(m for m in imported(path) if m.split(".")[0] in others)
+        _rel(path): sorted(m for m in imported(path) if m.split(".")[0] in forbidden)
         for path in files(top)
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in files("shared") if "adapters" not in p.parts], ids=_rel
+)
+def test_pure_shared_modules_import_no_adapter_or_client(path):
+    bad = {
+        m
+        for m in imported(path)
+        if m.startswith("shared.adapters") or m.split(".")[0] in CLIENT_LIBRARIES
+    }
+    assert not bad
+
+
+def test_only_the_gke_adapter_talks_to_kubernetes():
+    users = {
+        _rel(path)
+        for top in PACKAGES
+        for path in files(top)
+        if any(m.split(".")[0] == "kubernetes" for m in imported(path))
+    }
+    assert users and all(u.startswith("shared/adapters/gke/") for u in users), users
+
+
+def test_test_modules_import_only_builders_and_conftest():
+    offenders = {
+        _rel(path): sorted(
+            m
+            for m in imported(path)
+            if m.startswith("tests.") and not m.startswith(("tests.builders", "tests.conftest"))
+        )
+        for path in files("tests")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_checker_sees_runtime_loading(tmp_path):
+    """The rule above would be toothless if a string-named import went unseen."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import importlib\n"
+        "def f():\n"
+        "    return importlib.import_module('demo.ingest')\n"
+        "def g():\n"
+        "    from scripts import cli\n"
+    )
+    assert {"demo.ingest", "scripts"} <= imported(probe)
