@@ -42,15 +42,16 @@
 locals {
   functions_src_dir = "${path.module}/../build/functions-src"
 
-  functions = {
-    "on-job-event"   = { entry_point = "on_job_event", topic = "job-events" }
-    "on-tick"        = { entry_point = "on_tick", topic = "ticks" }
-    "on-kick"        = { entry_point = "on_kick", topic = "kick" }
-    "on-dead-letter" = { entry_point = "on_dead_letter", topic = "dead-letters" }
+  # The triggers: their messages dead-letter (shared/dead_letters.py TRIGGER_FUNCTIONS).
+  trigger_functions = {
+    "on-job-event" = { entry_point = "on_job_event", topic = "job-events" }
+    "on-tick"      = { entry_point = "on_tick", topic = "ticks" }
+    "on-kick"      = { entry_point = "on_kick", topic = "kick" }
   }
 
-  # The triggers whose failures dead-letter (all but the dead-letter function itself).
-  trigger_functions = { for name, fn in local.functions : name => fn if fn.topic != "dead-letters" }
+  functions = merge(local.trigger_functions, {
+    "on-dead-letter" = { entry_point = "on_dead_letter", topic = "dead-letters" }
+  })
 
   function_timeout_s = 120
 
