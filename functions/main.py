@@ -4,23 +4,28 @@ Thin: decode the Pub/Sub message, call the controller. Permanent errors (a malfo
 message, an unknown run) are logged and acknowledged by returning normally; anything else
 raises, so Pub/Sub redelivers the message.
 
-Deploy each with `--trigger-topic`: `on_job_event` (job-events), `on_tick` (ticks),
-`on_kick` (kick).
+Each is fed by a push subscription of its topic (terraform/functions.tf): `on_job_event`
+(job-events), `on_tick` (ticks), `on_kick` (kick), and `on_dead_letter` (dead-letters: the
+messages the others failed on, turned into a `message_dead_lettered` alert).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 import functions_framework
 from cloudevents.http import CloudEvent
 
-from shared.adapters.wiring import controller
+from shared import dead_letters
+from shared.adapters.pubsub_bus import PubSubBus
+from shared.adapters.wiring import controller, project_from_env
 from shared.controller import ReconcileResult
 from shared.job_events import BadEventError, parse_log_entry
 from shared.run_store import RunNotFoundError
@@ -115,3 +120,38 @@ def on_kick(cloud_event: CloudEvent) -> None:
     except (BadMessageError, RunNotFoundError) as e:
         return _permanent("on_kick", cloud_event, e)
     _reconciled(result, "kick", action=body.get("action"))
+
+
+@functools.lru_cache(maxsize=4)
+def _alerts_bus(project: str) -> PubSubBus:
+    """The Pub/Sub client for alerts (one per project; warm instances reuse it)."""
+    return PubSubBus(project)
+
+
+@functions_framework.cloud_event
+def on_dead_letter(cloud_event: CloudEvent) -> None:
+    """A message a trigger failed on `dead_letter_max_attempts` times: alert the operators.
+
+    The alert (shared.dead_letters) names the original topic and function, the deliveries
+    made, where to find the error, and an excerpt of the payload. A publish failure raises,
+    so the dead letter is redelivered; the raw message is also kept in dead-letters-operator.
+    """
+    try:
+        payload, attributes = pubsub_message(cloud_event)
+    except BadMessageError as e:
+        return _permanent("on_dead_letter", cloud_event, e)
+    body = dead_letters.alert_body(payload, attributes, cloud_event["id"], datetime.now(UTC))
+    _alerts_bus(project_from_env()).publish_json(
+        "alerts", body, **dead_letters.alert_attributes(body)
+    )
+    _log(
+        "WARNING",
+        "message dead-lettered: alert published",
+        kind=dead_letters.ALERT_KIND,
+        topic=body["topic"],
+        function=body["function"],
+        subscription=body["subscription"],
+        delivery_attempts=body["delivery_attempts"],
+        run=body["run_id"],
+        event_id=cloud_event["id"],
+    )

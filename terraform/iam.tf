@@ -1,10 +1,18 @@
 # --- Identities ------------------------------------------------------------------------------
 #
-#   worker      the Job pods (through Workload Identity): Bigtable, and data buckets if granted
-#   controller  the three functions: GKE Jobs/pods/logs/events, Firestore, publish alerts;
-#               also the identity Eventarc uses to invoke them
+#   worker      the Job pods (through Workload Identity): the Bigtable instance, and data
+#               buckets if granted
+#   controller  the functions: Firestore, publish alerts; GKE through the Kubernetes Role of
+#               k8s/pipeline-rbac.yaml (Jobs, pods, pod logs, events in one namespace)
+#   invoker     the identity the push subscriptions present to the functions (run.invoker
+#               on them, nothing else)
 #   fn-build    builds the functions' containers (Cloud Build inside Cloud Functions)
+#   nodes       the Autopilot nodes: write logs/metrics (the Job events!), pull the images
 #   deployer    runs cloudbuild.yaml: tests, pushes the worker image, redeploys the functions
+#
+# Every grant is on the narrowest resource that carries it (an instance, a topic, a
+# repository, a service); project-level roles are the ones that exist only there. README
+# ("Identities and roles") tabulates them.
 
 locals {
   bigtable_project = coalesce(var.bigtable_project, var.project_id)
@@ -31,11 +39,13 @@ resource "google_service_account_iam_member" "worker_workload_identity" {
   depends_on = [google_container_cluster.pipeline]
 }
 
-# Chunk locks, done markers and the graph itself (kvdbclient).
-resource "google_project_iam_member" "worker_bigtable" {
-  project = local.bigtable_project
-  role    = "roles/bigtable.user"
-  member  = google_service_account.worker.member
+# Chunk locks, done markers and the graph itself (kvdbclient): read and write on the
+# pipeline's instance only, not on every instance of the project.
+resource "google_bigtable_instance_iam_member" "worker_bigtable" {
+  project  = local.bigtable_project
+  instance = var.bigtable_instance
+  role     = "roles/bigtable.user"
+  member   = google_service_account.worker.member
 }
 
 # Workloads that read segmentation or write meshes need a bucket grant. Nothing by default;
@@ -56,12 +66,12 @@ resource "google_service_account" "controller" {
   depends_on = [google_project_service.apis]
 }
 
+# Project level only what exists only there. The functions' logs need no role (Cloud Run
+# writes stdout); Pub/Sub pushes to them as the invoker below, so no Eventarc role either.
 resource "google_project_iam_member" "controller" {
   for_each = toset([
-    "roles/container.developer",    # create/patch/suspend/delete Jobs; read pods, logs, events
-    "roles/datastore.user",         # Firestore: runs, layers, pods, dedupe
-    "roles/logging.logWriter",      # the functions' structured logs
-    "roles/eventarc.eventReceiver", # receive events from the Pub/Sub triggers
+    "roles/datastore.user",          # Firestore: runs, layers, pods, dedupe
+    "roles/container.clusterViewer", # authenticate to the cluster; Kubernetes RBAC does the rest
   ])
 
   project = var.project_id
@@ -69,32 +79,42 @@ resource "google_project_iam_member" "controller" {
   member  = google_service_account.controller.member
 }
 
-# The controller publishes only alerts. It needs no subscriber role: Eventarc owns the push
-# subscriptions of the triggers and delivers to the functions.
+# The controller publishes only alerts (its own and the dead-letter alerts).
 resource "google_pubsub_topic_iam_member" "controller_publishes_alerts" {
   topic  = google_pubsub_topic.topics["alerts"].name
   role   = "roles/pubsub.publisher"
   member = google_service_account.controller.member
 }
 
-# Eventarc's push subscriptions authenticate as the controller (event_trigger's
-# service_account_email) with an OIDC token minted by the Pub/Sub service agent. Granted by
-# default to agents created after April 2021; harmless where it already holds.
-resource "google_service_account_iam_member" "pubsub_agent_mints_controller_tokens" {
-  service_account_id = google_service_account.controller.name
-  role               = "roles/iam.serviceAccountTokenCreator"
-  member             = local.pubsub_service_agent
+# --- Invoker (the push subscriptions' identity) ------------------------------------------------
+#
+# The trigger subscriptions (functions.tf) push with an OIDC token of this account, minted by
+# the Pub/Sub service agent. It can invoke the four functions and do nothing else, so a token
+# the agent mints for it is worth no more than a push.
+
+resource "google_service_account" "invoker" {
+  account_id   = "${var.common_name}-invoker"
+  display_name = "cave-pipeline push subscriptions -> functions"
 
   depends_on = [google_project_service.apis]
 }
 
-# (run.invoker on each function's Cloud Run service is in functions.tf, next to them.)
+# Granted by default to agents created after April 2021; harmless where it already holds.
+resource "google_service_account_iam_member" "pubsub_agent_mints_invoker_tokens" {
+  service_account_id = google_service_account.invoker.name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = local.pubsub_service_agent
+}
+
+# (run.invoker on each function's Cloud Run service is in functions.tf, next to them; the
+# Pub/Sub agent's grants on the topics and subscriptions are in pubsub.tf.)
 
 # --- Function builds -------------------------------------------------------------------------
 #
-# Cloud Functions builds each function's container with Cloud Build. Without an explicit
-# build service account new projects fall back to the Compute Engine default account, which
-# org policies often leave without the needed roles; a dedicated one avoids that.
+# Cloud Functions builds each function's container with Cloud Build as this account. A build
+# reads the staged source, writes its log, and pushes the image (and its cache) to the
+# functions' repository - that and no more; not roles/cloudbuild.builds.builder, which holds
+# every bucket and repository of the project.
 
 resource "google_service_account" "function_build" {
   account_id   = "${var.common_name}-fn-build"
@@ -103,10 +123,59 @@ resource "google_service_account" "function_build" {
   depends_on = [google_project_service.apis]
 }
 
-resource "google_project_iam_member" "function_build" {
+resource "google_project_iam_member" "function_build_logs" {
   project = var.project_id
-  role    = "roles/cloudbuild.builds.builder" # logs, Artifact Registry (gcf-artifacts), source read
+  role    = "roles/logging.logWriter" # the build's log
   member  = google_service_account.function_build.member
+}
+
+resource "google_artifact_registry_repository_iam_member" "function_build_pushes" {
+  location   = google_artifact_registry_repository.functions.location
+  repository = google_artifact_registry_repository.functions.name
+  role       = "roles/artifactregistry.writer"
+  member     = google_service_account.function_build.member
+}
+
+# The source: terraform's staged zip (our bucket) or, for `gcloud functions deploy
+# --source=dir` (cloudbuild.yaml), the copy Cloud Functions keeps in its own
+# gcf-v2-sources-<project number>-<region> bucket, which exists only after the first upload -
+# hence a project grant with a condition on those two buckets rather than a bucket grant.
+resource "google_project_iam_member" "function_build_reads_source" {
+  project = var.project_id
+  role    = "roles/storage.objectViewer"
+  member  = google_service_account.function_build.member
+
+  condition {
+    title       = "function-sources-only"
+    description = "The functions' source buckets: terraform's and Cloud Functions' own."
+    expression = join(" || ", flatten([
+      for bucket in [local.functions_bucket, "gcf-v2-sources-${data.google_project.this.number}-${var.region}"] : [
+        "resource.name == \"projects/_/buckets/${bucket}\"",
+        "resource.name.startsWith(\"projects/_/buckets/${bucket}/\")",
+      ]
+    ]))
+  }
+}
+
+# --- Nodes -----------------------------------------------------------------------------------
+#
+# Autopilot nodes run as this account (cluster.tf, auto_provisioning_defaults). Without
+# roles/container.defaultNodeServiceAccount - which secure-by-default organisations no longer
+# give the Compute Engine default account - the nodes write no logs, so no Kubernetes events
+# reach the job-events sink, and no metrics. Images: read on the worker repository
+# (cluster.tf, nodes_pull).
+
+resource "google_service_account" "nodes" {
+  account_id   = "${var.common_name}-nodes"
+  display_name = "cave-pipeline GKE nodes"
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_project_iam_member" "nodes" {
+  project = var.project_id
+  role    = "roles/container.defaultNodeServiceAccount" # logs, metrics, node telemetry
+  member  = google_service_account.nodes.member
 }
 
 # --- Deployer (cloudbuild.yaml) --------------------------------------------------------------
@@ -140,8 +209,8 @@ resource "google_artifact_registry_repository_iam_member" "deployer_pushes_image
   member     = google_service_account.deployer.member
 }
 
-# `gcloud functions deploy --service-account/--trigger-service-account/--build-service-account`
-# requires acting as those accounts.
+# `gcloud functions deploy --service-account/--build-service-account` requires acting as
+# those accounts.
 resource "google_service_account_iam_member" "deployer_acts_as" {
   for_each = {
     controller     = google_service_account.controller.name
@@ -156,11 +225,13 @@ resource "google_service_account_iam_member" "deployer_acts_as" {
 # --- Operators (optional) --------------------------------------------------------------------
 #
 # People who run the `pipeline` CLI: it writes runs and approvals to Firestore, publishes a
-# kick, reads Jobs/pods/logs, and may pull alerts. Owners/Editors need none of this.
+# kick, reads Jobs/pods/logs/events, and may pull alerts. Kubernetes access is the Role of
+# k8s/pipeline-rbac.yaml in the namespace (output pipeline_rbac_manifest), not a project-wide
+# container role. Owners/Editors need none of this.
 
 resource "google_project_iam_member" "operators" {
   for_each = {
-    for pair in setproduct(var.operator_members, ["roles/datastore.user", "roles/container.developer"]) :
+    for pair in setproduct(var.operator_members, ["roles/datastore.user", "roles/container.clusterViewer"]) :
     "${pair[0]} ${pair[1]}" => { member = pair[0], role = pair[1] }
   }
 
@@ -181,6 +252,15 @@ resource "google_pubsub_subscription_iam_member" "operators_alerts" {
   for_each = toset(var.operator_members)
 
   subscription = google_pubsub_subscription.alerts_operator.name
+  role         = "roles/pubsub.subscriber"
+  member       = each.value
+}
+
+# Operators may read (and replay by hand) the raw dead-lettered messages.
+resource "google_pubsub_subscription_iam_member" "operators_dead_letters" {
+  for_each = toset(var.operator_members)
+
+  subscription = google_pubsub_subscription.dead_letters_operator.name
   role         = "roles/pubsub.subscriber"
   member       = each.value
 }

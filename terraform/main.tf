@@ -7,12 +7,17 @@
 #   * a GKE Autopilot cluster, system logs only; an Artifact Registry
 #     repository for the worker images                                         [cluster.tf]
 #   * service accounts: workers (Workload Identity -> Bigtable), the controller
-#     (the three functions), the functions' build, and a deployer for Cloud Build  [iam.tf]
-#   * Pub/Sub topics job-events / ticks / kick / alerts, the `alerts-operator`
-#     pull subscription, the log sink of Kubernetes Job events -> job-events, and
-#     the one-minute Cloud Scheduler heartbeat -> ticks                          [pubsub.tf]
+#     (the functions), the push subscriptions' invoker, the functions' build, the
+#     cluster's nodes, and a deployer for Cloud Build                              [iam.tf]
+#   * Pub/Sub topics job-events / ticks / kick / alerts / dead-letters, the
+#     `alerts-operator` pull subscription, the log sink of Kubernetes Job events ->
+#     job-events, and the one-minute Cloud Scheduler heartbeat -> ticks          [pubsub.tf]
 #   * Firestore (default) database, Native mode, with a TTL on dedupe.expires_at [firestore.tf]
-#   * the Cloud Functions (gen2) on-job-event / on-tick / on-kick              [functions.tf]
+#   * the Cloud Functions (gen2) on-job-event / on-tick / on-kick / on-dead-letter,
+#     each fed by a push subscription with retries and a dead-letter topic     [functions.tf]
+#   * the Kubernetes Role and RoleBinding of the controller and the operators in the
+#     pipeline namespace: rendered from k8s/pipeline-rbac.yaml into the output
+#     `pipeline_rbac_manifest`, applied with kubectl (step 3 below)            [outputs.tf]
 #
 # Bigtable and the data buckets are not managed here (as with the predecessor): they hold the
 # graphs and outlive any deployment.
@@ -29,9 +34,26 @@
 #
 # Use
 # ---
-# Roles for whoever applies: Kubernetes Engine Admin, Service Account Admin, Project IAM Admin,
-# Pub/Sub Admin, Cloud Functions Admin, Cloud Datastore Owner, Logging Admin, Cloud Scheduler
-# Admin, Storage Admin, Service Usage Admin (or Owner). Authenticate as that person:
+# Roles for whoever applies (or Owner):
+#   Kubernetes Engine Admin         roles/container.admin            the cluster
+#   Service Account Admin           roles/iam.serviceAccountAdmin    the service accounts, their IAM
+#   Service Account User            roles/iam.serviceAccountUser     create the cluster (node account)
+#                                                                    and the functions (run/build as)
+#   Project IAM Admin               roles/resourcemanager.projectIamAdmin  project-level grants
+#   Artifact Registry Admin         roles/artifactregistry.admin     the repositories and their IAM
+#   Pub/Sub Admin                   roles/pubsub.admin               topics, subscriptions, their IAM
+#   Cloud Functions Admin           roles/cloudfunctions.admin       the functions
+#   Cloud Run Admin                 roles/run.admin                  run.invoker on the functions' services
+#   Cloud Datastore Owner           roles/datastore.owner            Firestore database, TTL field
+#   Logging Admin                   roles/logging.admin              the Job-event sink
+#   Cloud Scheduler Admin           roles/cloudscheduler.admin       the heartbeat
+#   Storage Admin                   roles/storage.admin              the functions' source bucket
+#   Service Usage Admin             roles/serviceusage.serviceUsageAdmin  APIs, the Pub/Sub service agent
+#   Binary Authorization Policy Administrator  roles/binaryauthorization.policyAdministrator
+#                                                                    the project's (audit-mode) policy
+#   Bigtable Administrator          roles/bigtable.admin             the worker's grant on the instance
+#                                   (on the Bigtable instance or its project, which may be another)
+# Authenticate as that person:
 #
 #   gcloud auth application-default login        # or:
 #   export GOOGLE_OAUTH_ACCESS_TOKEN=$(gcloud auth print-access-token)   # ~1 h
@@ -47,16 +69,21 @@
 # function build or trigger); running `terraform apply` again finishes it.
 #
 # Then:
-#   1. run the `kubernetes_cluster_context` output (points kubectl at the cluster);
+#   1. run the `kubernetes_cluster_context` output (points kubectl at the cluster; your
+#      address must be in `authorized_networks`, or use Cloud Shell);
 #   2. run the `worker_ksa_setup` output: it creates the Kubernetes service account
 #      `pipeline-worker` (var.worker_ksa) in the namespace and annotates it with the worker
 #      Google service account (Workload Identity). Terraform does not manage objects inside
 #      the cluster, which keeps this config to one provider and one apply;
-#   3. put `worker_service_account` into pipeline.yml (`workload_identity.gsa_email`) and the
+#   3. apply the controller's and the operators' Kubernetes permissions (a Role limited to
+#      Jobs, pods, pod logs and events in the namespace; see k8s/pipeline-rbac.yaml):
+#        terraform output -raw pipeline_rbac_manifest | kubectl apply -f -
+#      (again whenever operator_members changes);
+#   4. put `worker_service_account` into pipeline.yml (`workload_identity.gsa_email`) and the
 #      Bigtable project/instance there too;
-#   4. code updates: a Cloud Build trigger on the repo running cloudbuild.yaml as the
+#   5. code updates: a Cloud Build trigger on the repo running cloudbuild.yaml as the
 #      `deployer_service_account`, or by hand (see cloudbuild.yaml's header);
-#   5. people who want alerts: `gcloud pubsub subscriptions pull alerts-operator --auto-ack`
+#   6. people who want alerts: `gcloud pubsub subscriptions pull alerts-operator --auto-ack`
 #      (see pubsub.tf for e-mail/chat).
 #
 # An existing Firestore (default) database: set `create_firestore_database = false` (or
@@ -75,6 +102,10 @@ terraform {
       source  = "hashicorp/google"
       version = "~> 6.0"
     }
+    google-beta = {
+      source  = "hashicorp/google-beta"
+      version = "~> 6.0"
+    }
     archive = {
       source  = "hashicorp/archive"
       version = "~> 2.4"
@@ -85,6 +116,16 @@ terraform {
 provider "google" {
   project = var.project_id
   region  = var.region
+
+  default_labels = var.labels
+}
+
+# Only for google_project_service_identity (beta-only) below.
+provider "google-beta" {
+  project = var.project_id
+  region  = var.region
+
+  default_labels = var.labels
 }
 
 data "google_project" "this" {
@@ -92,34 +133,34 @@ data "google_project" "this" {
 }
 
 locals {
-  # Topic names are fixed by the code (shared/adapters/pubsub_bus.py TOPICS).
-  topics = toset(["job-events", "ticks", "kick", "alerts"])
+  # Topic names are fixed by the code (shared/adapters/pubsub_bus.py TOPICS, and
+  # shared/dead_letters.py DEAD_LETTER_TOPIC).
+  topics = toset(["job-events", "ticks", "kick", "alerts", "dead-letters"])
 
   cluster_name = var.common_name
 
   worker_ksa = var.worker_ksa
 
-  # Google-managed identities referenced below.
-  pubsub_service_agent   = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
-  compute_default_member = "serviceAccount:${data.google_project.this.number}-compute@developer.gserviceaccount.com"
+  # The Pub/Sub service agent (service-<number>@gcp-sa-pubsub...), created below.
+  pubsub_service_agent = google_project_service_identity.pubsub.member
 }
 
 # --- APIs --------------------------------------------------------------------------------
 
 resource "google_project_service" "apis" {
   for_each = toset([
-    "container.googleapis.com",        # GKE
-    "cloudfunctions.googleapis.com",   # Cloud Functions gen2 ...
-    "run.googleapis.com",              # ... run on Cloud Run
-    "eventarc.googleapis.com",         # ... triggered through Eventarc
-    "pubsub.googleapis.com",           # topics
-    "firestore.googleapis.com",        # run state
-    "cloudscheduler.googleapis.com",   # the heartbeat
-    "cloudbuild.googleapis.com",       # function builds, CI
-    "logging.googleapis.com",          # the Job-event sink
-    "artifactregistry.googleapis.com", # images (worker, function builds)
-    "iam.googleapis.com",              # service accounts
-    "storage.googleapis.com",          # the functions' source bucket
+    "container.googleapis.com",           # GKE
+    "cloudfunctions.googleapis.com",      # Cloud Functions gen2 ...
+    "run.googleapis.com",                 # ... run on Cloud Run
+    "pubsub.googleapis.com",              # topics, the functions' push subscriptions
+    "firestore.googleapis.com",           # run state
+    "cloudscheduler.googleapis.com",      # the heartbeat
+    "cloudbuild.googleapis.com",          # function builds, CI
+    "logging.googleapis.com",             # the Job-event sink
+    "artifactregistry.googleapis.com",    # images (worker, function builds)
+    "iam.googleapis.com",                 # service accounts
+    "storage.googleapis.com",             # the functions' source bucket
+    "binaryauthorization.googleapis.com", # the cluster's image policy (audit mode)
   ])
 
   service = each.value
@@ -128,4 +169,19 @@ resource "google_project_service" "apis" {
   # container/firestore APIs can take a long time or fail while resources drain.
   disable_on_destroy         = false
   disable_dependent_services = false
+}
+
+# --- The Pub/Sub service agent ------------------------------------------------------------
+#
+# Pub/Sub creates its service agent lazily, so on a fresh project it may not exist yet when
+# the grants below name it (token creator on the invoker, publisher on dead-letters,
+# subscriber on the trigger subscriptions), and the apply fails. This creates it first; every
+# grant to it references this resource, so terraform orders them after it.
+resource "google_project_service_identity" "pubsub" {
+  provider = google-beta
+
+  project = var.project_id
+  service = "pubsub.googleapis.com"
+
+  depends_on = [google_project_service.apis]
 }

@@ -17,9 +17,35 @@ output "worker_ksa_setup" {
   ])
 }
 
+output "pipeline_rbac_manifest" {
+  description = "Kubernetes Role + RoleBinding of the controller and the operators in the namespace: terraform output -raw pipeline_rbac_manifest | kubectl apply -f -"
+  value = templatefile("${path.module}/k8s/pipeline-rbac.yaml", {
+    namespace = var.namespace
+    subjects = jsonencode(concat(
+      [{ kind = "User", name = google_service_account.controller.email }],
+      [
+        for member in var.operator_members : {
+          kind = startswith(member, "group:") ? "Group" : "User"
+          name = split(":", member)[1]
+        }
+      ],
+    ))
+  })
+}
+
 output "controller_service_account" {
-  description = "Service account the functions run as (and Eventarc invokes them as)."
+  description = "Service account the functions run as."
   value       = google_service_account.controller.email
+}
+
+output "invoker_service_account" {
+  description = "Service account the push subscriptions invoke the functions as."
+  value       = google_service_account.invoker.email
+}
+
+output "node_service_account" {
+  description = "Service account of the Autopilot nodes."
+  value       = google_service_account.nodes.email
 }
 
 output "function_build_service_account" {
@@ -40,6 +66,11 @@ output "topics" {
 output "alerts_subscription" {
   description = "Pull subscription for people: gcloud pubsub subscriptions pull alerts-operator --auto-ack"
   value       = google_pubsub_subscription.alerts_operator.id
+}
+
+output "dead_letters_subscription" {
+  description = "Pull subscription keeping dead-lettered messages 7 days: gcloud pubsub subscriptions pull dead-letters-operator --format=json"
+  value       = google_pubsub_subscription.dead_letters_operator.id
 }
 
 output "functions" {

@@ -1,14 +1,18 @@
 # --- Topics ------------------------------------------------------------------------------------
 #
-# Message schemas are documented in the code that owns them (shared/adapters/pubsub_bus.py):
-#   job-events  a Cloud Logging LogEntry (JSON) of a Kubernetes Job event, from the sink below
-#   ticks       the heartbeat, from Cloud Scheduler below
-#   kick        operator actions {"run_id", "action", "by"}, from the pipeline CLI
-#   alerts      alert bodies (JSON) with a `kind` attribute, from the controller
+# Message schemas are documented in the code that owns them (shared/adapters/pubsub_bus.py,
+# shared/dead_letters.py):
+#   job-events    a Cloud Logging LogEntry (JSON) of a Kubernetes Job event, from the sink below
+#   ticks         the heartbeat, from Cloud Scheduler below
+#   kick          operator actions {"run_id", "action", "by"}, from the pipeline CLI
+#   alerts        alert bodies (JSON) with a `kind` attribute, from the controller
+#   dead-letters  messages of the three above that failed dead_letter_max_attempts deliveries,
+#                 as published, plus Pub/Sub's CloudPubSubDeadLetter* attributes
 #
-# The functions' trigger subscriptions are created and owned by Eventarc (functions.tf).
+# The functions' push subscriptions (<topic>-trigger) are in functions.tf.
 
 resource "google_pubsub_topic" "topics" {
+  # checkov:skip=CKV_GCP_83: CMEK needs a Cloud KMS key to own and rotate; messages are short-lived control signals, Google-managed encryption at rest
   for_each = local.topics
 
   name = each.value
@@ -39,6 +43,26 @@ resource "google_pubsub_subscription" "alerts_operator" {
 
   expiration_policy {
     ttl = "" # never expires, even when nobody pulls for a while
+  }
+}
+
+# --- Dead letters for people ------------------------------------------------------------------
+#
+# Every dead letter raises a `message_dead_lettered` alert (on-dead-letter) with an excerpt of
+# the payload; the whole message stays here for a week, to read or to replay after a fix:
+#
+#   gcloud pubsub subscriptions pull dead-letters-operator --limit=10 --format=json
+#   # replay one (e.g. a kick):  gcloud pubsub topics publish kick --message='<data>'
+
+resource "google_pubsub_subscription" "dead_letters_operator" {
+  name  = "dead-letters-operator"
+  topic = google_pubsub_topic.topics["dead-letters"].id
+
+  ack_deadline_seconds       = 60
+  message_retention_duration = "604800s"
+
+  expiration_policy {
+    ttl = ""
   }
 }
 
