@@ -24,7 +24,7 @@ import functions_framework
 from cloudevents.http import CloudEvent
 
 from shared import dead_letters
-from shared.adapters.pubsub_bus import PubSubBus
+from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.wiring import controller, project_from_env
 from shared.controller import ReconcileResult
 from shared.job_events import BadEventError, parse_log_entry

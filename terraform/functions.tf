@@ -55,7 +55,7 @@ locals {
 
   function_timeout_s = 120
 
-  # Read by shared/adapters/wiring.py, shared/adapters/gke_cluster.py and functions/main.py.
+  # Read by shared/adapters/wiring.py, shared/adapters/gke/cluster.py and functions/main.py.
   # cloudbuild.yaml writes the same set when it redeploys; keep the two in step.
   function_env = {
     PIPELINE_PROJECT         = var.project_id

@@ -133,7 +133,7 @@ data "google_project" "this" {
 }
 
 locals {
-  # Topic names are fixed by the code (shared/adapters/pubsub_bus.py TOPICS, and
+  # Topic names are fixed by the code (shared/adapters/google/pubsub_bus.py TOPICS, and
   # shared/dead_letters.py DEAD_LETTER_TOPIC).
   topics = toset(["job-events", "ticks", "kick", "alerts", "dead-letters"])
 

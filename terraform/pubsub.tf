@@ -1,6 +1,6 @@
 # --- Topics ------------------------------------------------------------------------------------
 #
-# Message schemas are documented in the code that owns them (shared/adapters/pubsub_bus.py,
+# Message schemas are documented in the code that owns them (shared/adapters/google/pubsub_bus.py,
 # shared/dead_letters.py):
 #   job-events    a Cloud Logging LogEntry (JSON) of a Kubernetes Job event, from the sink below
 #   ticks         the heartbeat, from Cloud Scheduler below

@@ -21,13 +21,13 @@ from google.protobuf.json_format import MessageToDict
 
 from shared import dead_letters
 from shared.adapters import wiring
-from shared.adapters.firestore_store import FirestoreRunStore
-from shared.adapters.local_dispatch import functions_source
-from shared.adapters.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.local.eventarc import functions_source
 from shared.build_plan import new_run
 from shared.cluster import ClusterUnreachableError
 from shared.config import load_config
-from tests.fakes import RecordingCluster
+from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 MAX_ATTEMPTS = 5  # the emulator, like Pub/Sub, accepts 5..100; terraform's default is 10

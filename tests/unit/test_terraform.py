@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from shared import dead_letters
-from shared.adapters.pubsub_bus import TOPICS
+from shared.adapters.google.pubsub_bus import TOPICS
 
 hcl2 = pytest.importorskip("hcl2", reason="python-hcl2 is in the dev extra")
 

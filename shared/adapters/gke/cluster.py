@@ -1,7 +1,7 @@
 """`shared.cluster.Cluster` on a real Kubernetes API server (GKE) through the `kubernetes` client.
 
 Thin: every call goes through `_call`, which turns client, transport and auth failures into
-the interface's three errors (`gke_connection.translate`, `k8s_mapping.api_error`); objects
+the interface's three errors (`connection.translate`, `wire.api_error`); objects
 are mapped from their wire form by the pure `shared.adapters.gke.wire`. Cloud Functions build it
 with `from_env()` from the cluster endpoint and CA that terraform passes in, and authenticate
 as the function's service account through google-auth (`GoogleTokenHook`); operators use
@@ -221,7 +221,7 @@ class GkeCluster:
     # -- helpers ---------------------------------------------------------------------------
 
     def _wire(self, obj: Any) -> Any:
-        """A client model in its wire form (camelCase dicts), as k8s_mapping expects."""
+        """A client model in its wire form (camelCase dicts), as the wire mapping expects."""
         return self.api_client.sanitize_for_serialization(obj)
 
     def _list(
