@@ -53,7 +53,10 @@ def pubsub_message(cloud_event: CloudEvent) -> tuple[bytes, dict[str, str]]:
         payload = base64.b64decode(message.get("data") or b"", validate=True)
     except (ValueError, TypeError) as e:
         raise BadMessageError(f"Pub/Sub message data is not base64: {e}") from None
-    return payload, dict(message.get("attributes") or {})
+    attributes = message.get("attributes") or {}
+    if not isinstance(attributes, dict):
+        raise BadMessageError("Pub/Sub message `attributes` is not an object")
+    return payload, {str(k): str(v) for k, v in attributes.items()}
 
 
 def _json_body(payload: bytes) -> dict[str, Any]:

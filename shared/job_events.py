@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+# Cloud Logging refuses LogEntries over 256 KB, so a larger message cannot come from the sink.
+MAX_ENTRY_BYTES = 256 * 1024
+
 
 class BadEventError(ValueError):
     """A message is not a Job-event LogEntry; permanent (acknowledge, do not retry)."""
@@ -83,11 +86,20 @@ def make_log_entry(
     }
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def parse_log_entry(data: bytes | str | dict[str, Any]) -> JobEvent:
     """Decode a LogEntry (JSON bytes or dict). Raises BadEventError naming what is missing."""
+    if isinstance(data, bytes | str) and len(data) > MAX_ENTRY_BYTES:
+        raise BadEventError(
+            f"job event too large ({len(data)} bytes > {MAX_ENTRY_BYTES}, Cloud Logging's "
+            "limit for one LogEntry): not from the log sink"
+        )
     try:
         entry = data if isinstance(data, dict) else json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise BadEventError(f"job event is not JSON: {e}") from None
     if not isinstance(entry, dict):
         raise BadEventError("job event is not a JSON object")
@@ -95,7 +107,7 @@ def parse_log_entry(data: bytes | str | dict[str, Any]) -> JobEvent:
     if not isinstance(payload, dict):
         raise BadEventError("job event has no jsonPayload (is the log sink filter right?)")
     obj = payload.get("involvedObject") or {}
-    if obj.get("kind") != "Job" or not obj.get("name"):
+    if not isinstance(obj, dict) or obj.get("kind") != "Job" or not obj.get("name"):
         raise BadEventError(f"event is not about a Job: involvedObject={obj!r}")
     stamp = payload.get("lastTimestamp") or entry.get("timestamp")
     try:
@@ -105,7 +117,7 @@ def parse_log_entry(data: bytes | str | dict[str, Any]) -> JobEvent:
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=UTC)
     return JobEvent(
-        insert_id=str(entry.get("insertId") or payload.get("metadata", {}).get("name", "")),
+        insert_id=str(entry.get("insertId") or _dict(payload.get("metadata")).get("name", "")),
         job_name=obj["name"],
         namespace=obj.get("namespace", ""),
         reason=str(payload.get("reason", "")),
