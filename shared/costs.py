@@ -73,9 +73,7 @@ def layer_cost(ls: LayerState, rate: Rate) -> LayerCost:
     return LayerCost(ls.key, usd, missing)
 
 
-def run_cost(
-    run: RunState, rates: tuple[RateRow, ...], billing: Billing, now: datetime
-) -> RunCost:
+def run_cost(run: RunState, rates: tuple[RateRow, ...], billing: Billing, now: datetime) -> RunCost:
     """Price every layer of a run and the cluster fee over its Job spans."""
     layers = []
     spans = []
