@@ -24,23 +24,25 @@ from shared.state import LayerState, RunState, build_layers
 _PLANNED_PARALLELISM = 1
 
 
-def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState) -> LayerPlan:
-    """The plan of one layer of run `run_id`: its Job is the one of the layer's attempt."""
+def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -> LayerPlan:
+    """The plan of one layer of run `run_id`: its Job is the one of the layer's attempt,
+    rendered if `render` (else only named)."""
     ramp = cfg.job.for_stage(ls.stage).ramp
     name = job_name(cfg.graph_id, ls.stage, ls.layer, attempt_salt(run_id, ls.attempt))
-    manifest: dict[str, Any] | None
+    manifest: dict[str, Any] | None = None
+    refusal = ""
     try:
-        manifest = render_job(
-            cfg,
-            ls.stage,
-            ls.layer,
-            run_id=run_id,
-            parallelism=_PLANNED_PARALLELISM,
-            attempt=ls.attempt,
-        )
-        refusal = ""
+        if render:
+            manifest = render_job(
+                cfg,
+                ls.stage,
+                ls.layer,
+                run_id=run_id,
+                parallelism=_PLANNED_PARALLELISM,
+                attempt=ls.attempt,
+            )
     except ManifestError as e:
-        manifest, refusal = None, str(e)
+        refusal = str(e)
     try:
         spec = layer_spec(cfg, ls.stage, ls.layer)
     except (LayerRangeError, ResourceLimitError):
@@ -51,10 +53,20 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState) -> LayerPlan:
     return LayerPlan(spec.completions, ramp, req.cpu, req.memory_gib, name, manifest, refusal)
 
 
+def may_create(ls: LayerState) -> bool:
+    """Whether a reconcile may create the layer's Job: it is waiting, or running (its Job may
+    have to be re-created). A finished layer never gets a Job again (a re-submit makes it
+    waiting first)."""
+    return ls.phase in ("waiting", "running")
+
+
 def plan_for(cfg: PipelineConfig, run: RunState) -> Plan:
-    """The plan of every layer of a run, with the controller settings and billing."""
+    """The plan of every layer of a run, with the controller settings and billing. Only the
+    layers a reconcile may create get a rendered manifest (rendering is the costly part)."""
     return Plan(
-        layers={key: layer_plan(cfg, run.run_id, ls) for key, ls in run.layers.items()},
+        layers={
+            key: layer_plan(cfg, run.run_id, ls, may_create(ls)) for key, ls in run.layers.items()
+        },
         stall_after_s=cfg.controller.stall_after_s,
         billing=billing_for(cfg, run.stages),
     )

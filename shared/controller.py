@@ -151,7 +151,8 @@ class Controller:
             lp = plan.layers[layer_key(action.stage, action.layer)]
             if lp.manifest is None or lp.job_name != action.job_name:
                 refusals[action.job_name] = lp.refusal or (
-                    f"the config renders Job {lp.job_name}, not {action.job_name}"
+                    f"no manifest planned for Job {action.job_name} (the plan names "
+                    f"{lp.job_name or 'none'})"
                 )
                 continue
             manifest = for_create(lp.manifest, action.parallelism, action.suspend)
