@@ -13,10 +13,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shared.layer_spec import LayerGeometry, layer_geometry
 from shared.layers import layer2_shape_of
+
+# The worker imports this module (for LOG) before it blocks SIGTERM in every thread; numpy,
+# which the layer geometry needs, starts OpenBLAS threads at import that would not inherit
+# that mask, and a SIGTERM landing on one kills the pod. So numpy loads on first use only.
+if TYPE_CHECKING:
+    from shared.layer_spec import LayerGeometry
 
 GRAPH_ID = "PCG_GRAPH_ID"
 LAYER = "PCG_LAYER"
@@ -108,6 +113,8 @@ class WorkerEnv:
 
     @property
     def geometry(self) -> LayerGeometry:
+        from shared.layer_spec import LayerGeometry  # numpy: see the imports
+
         return LayerGeometry(self.layer, self.grid_shape, self.batch_size)
 
     @property
@@ -242,6 +249,8 @@ def _check_grid(grid: tuple[int, int, int], layer: int, dataset: dict[str, Any])
         l2 = layer2_shape_of(tuple(size), tuple(chunk))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return  # a dataset without geometry: trust PCG_GRID_SHAPE
+    from shared.layer_spec import layer_geometry  # numpy: see the imports
+
     expected = layer_geometry(l2, layer, 1).grid_shape
     if tuple(grid) != tuple(expected):
         raise WorkerEnvError(

@@ -155,6 +155,16 @@ def test_the_worker_reads_its_contract_without_pydantic():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_worker_log_loads_no_numpy():
+    """`python -m worker` imports its logger before it blocks SIGTERM in every thread;
+    numpy's OpenBLAS threads started before that would let a SIGTERM kill the pod outright."""
+    code = "import sys, worker.__main__; print('numpy' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
+
+
 def test_what_the_worker_logs_is_what_the_cli_reads():
     stream = io.StringIO()
     log = JsonLogger(stream, run="r1", stage="ingest", layer=3, index=2)
