@@ -13,7 +13,6 @@ layer a set time after the layer became eligible, exactly as `pipeline approve` 
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import time
 from collections import Counter
@@ -35,12 +34,15 @@ from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bi
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.stack import LocalStack
-from shared.build_plan import check_stages, new_run
+from shared.build_plan import new_run
 from shared.config import PipelineConfig
-from shared.controller import spend
-from shared.layers import layer_count, layer_shape
+from shared.costs import spend
+from shared.layer_spec import layer_spec
+from shared.layers import layer_count
 from shared.manifest import validate_config_renders
-from shared.state import STAGE_DEPENDENCIES, RunState
+from shared.pricing import load_rates
+from shared.stages import check_stages, dependencies
+from shared.state import RunState
 
 
 class DemoTimeoutError(TimeoutError):
@@ -70,7 +72,7 @@ class DemoResult:
             for ls in run.layers.values()
             if ls.submitted_at
             and ls.eligible_at
-            and (ls.layer > 2 or STAGE_DEPENDENCIES[ls.stage] or run.advance != "auto")
+            and (ls.layer > 2 or dependencies(ls.stage) or run.advance != "auto")
         ]
         return {
             "ok": self.ok,
@@ -201,8 +203,8 @@ def run_demo(
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
     oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
     ok = oracle["ok"] and run.status == "succeeded"
-    cost = spend(cfg, run, run.finished_at or datetime.now(UTC))
-    chunks = sum(math.prod(layer_shape(cfg.layer2_shape(), ls.layer)) for ls in run.layers.values())
+    cost = spend(cfg, run, load_rates(), run.finished_at or datetime.now(UTC))
+    chunks = sum(layer_spec(cfg, ls.stage, ls.layer).chunks for ls in run.layers.values())
     return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
 
 

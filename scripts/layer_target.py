@@ -13,7 +13,7 @@ import click
 from scripts.services import connect
 from shared import grid
 from shared.config import PipelineConfig, config_from_dict
-from shared.layers import layer_shape
+from shared.layer_spec import layer_spec
 from shared.operator_actions import layer_of
 from shared.state import LayerState, RunState
 
@@ -44,9 +44,8 @@ def run_config(run: RunState) -> PipelineConfig:
 
 def layer_geometry(cfg: PipelineConfig, stage: str, layer: int) -> Geometry:
     """(grid shape, seed, batch size) of a stage's layer."""
-    job = cfg.job.for_stage(stage)
-    shape = layer_shape(cfg.layer2_shape(), layer)
-    return shape, job.perm_seed, grid.layer_batch_size(job.batch_size, layer)
+    spec = layer_spec(cfg, stage, layer)
+    return spec.grid_shape, spec.seed, spec.batch_size
 
 
 def batch_chunks(index: int, shape: tuple[int, ...], seed: int, size: int) -> list[tuple[int, ...]]:

@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from shared.worker_contract import LOG
+
 
 def _records(text: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
     for raw in text.splitlines():
@@ -24,12 +26,13 @@ def render_log(text: str) -> list[str]:
         if rec is None:
             out.append(raw)
             continue
-        tags = [f"chunk {rec['chunk']}"] if rec.get("chunk") else []
-        tags += [f"exit {rec['exit_code']}"] if rec.get("exit_code") is not None else []
-        line = f"{rec.get('time', '')} {rec.get('severity', ''):<7} {rec.get('message', '')}"
+        tags = [f"chunk {rec[LOG.chunk]}"] if rec.get(LOG.chunk) else []
+        tags += [f"exit {rec[LOG.exit_code]}"] if rec.get(LOG.exit_code) is not None else []
+        severity, message = rec.get(LOG.severity, ""), rec.get(LOG.message, "")
+        line = f"{rec.get(LOG.time, '')} {severity:<7} {message}"
         out.append(line.strip() + (f"  [{', '.join(tags)}]" if tags else ""))
-        if rec.get("traceback"):
-            out += ["    " + t for t in str(rec["traceback"]).rstrip().splitlines()]
+        if rec.get(LOG.traceback):
+            out += ["    " + t for t in str(rec[LOG.traceback]).rstrip().splitlines()]
     return out
 
 
@@ -37,6 +40,6 @@ def failing_chunk(text: str) -> dict[str, Any] | None:
     """The last worker record that carries a traceback (the failure that ended the pod)."""
     found = None
     for _, rec in _records(text):
-        if rec is not None and rec.get("traceback"):
+        if rec is not None and rec.get(LOG.traceback):
             found = rec
     return found

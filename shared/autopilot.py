@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from shared.config import JobSettings
+if TYPE_CHECKING:  # annotations only: the worker image has no pydantic
+    from shared.config import JobSettings
 
 CPU_STEP_M = 250  # millicores: requests move in quarter vCPUs
 MEM_STEP_MI = 256  # MiB: a quarter GiB, fine enough to track a curve, coarse enough to read

@@ -1,75 +1,75 @@
-"""The build DAG of a run, from its config: stages, their layers, and each layer's size.
+"""A run from its config: the fresh run state, and the plan the controller reconciles it by.
 
-Ingest runs layer 2 to the root; meshing (if the dataset has `mesh_config`) from layer 2 to
-`mesh_config.max_layer` or the root; l2cache (if `l2cache_config`) is a single layer-2 pass;
-the migration is two passes over every layer, cleanup first. Pure module.
+`new_run` lays out every layer of the requested stages (`shared.stages`), all waiting.
+`plan_for` says, for each layer of a run, what the config makes of it: size, ramp, requests
+(`shared.layer_spec`), and the Job of its current attempt, name and rendered manifest
+(`shared.manifest`), or why the config cannot render one. Pure module.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from shared.autopilot import layer_requests
+from shared.autopilot import ResourceLimitError
 from shared.config import PipelineConfig
-from shared.grid import layer_batch_size, num_batches
-from shared.layers import layer_count, layer_shape
-from shared.reconcile import LayerPlan
-from shared.state import STAGE_DEPENDENCIES, RunState, build_layers
+from shared.costs import billing_for
+from shared.layer_spec import LayerRangeError, attempt_salt, job_name, layer_spec
+from shared.manifest import ManifestError, render_job
+from shared.reconcile import LayerPlan, Plan
+from shared.stages import check_stages, top_layer
+from shared.state import LayerState, RunState, build_layers
+
+# Placeholder parallelism of a planned manifest: the decision sets the real one at create.
+_PLANNED_PARALLELISM = 1
 
 
-class PlanError(ValueError):
-    """The requested stages do not fit the config (the message names the fix)."""
-
-
-def default_stages(cfg: PipelineConfig) -> list[str]:
-    """The build DAG the dataset configures: ingest, then meshing and l2cache."""
-    stages = ["ingest"]
-    if cfg.ds.mesh_config is not None:
-        stages.append("meshing")
-    if cfg.ds.l2cache_config is not None:
-        stages.append("l2cache")
-    return stages
-
-
-def check_stages(cfg: PipelineConfig, stages: list[str]) -> list[str]:
-    """Validate a requested stage list; returns it in DAG order."""
-    for stage in stages:
-        if stage not in STAGE_DEPENDENCIES:
-            raise PlanError(f"unknown stage {stage!r}: expected {', '.join(STAGE_DEPENDENCIES)}")
-    if "meshing" in stages and cfg.ds.mesh_config is None:
-        raise PlanError("stage meshing needs a mesh_config block in the dataset file")
-    if "l2cache" in stages and cfg.ds.l2cache_config is None:
-        raise PlanError("stage l2cache needs an l2cache_config block in the dataset file")
-    order = list(STAGE_DEPENDENCIES)
-    return sorted(dict.fromkeys(stages), key=order.index)
-
-
-def top_layer(cfg: PipelineConfig, stage: str) -> int:
-    """The last layer a stage builds."""
-    root = layer_count(cfg.layer2_shape())
-    if stage == "l2cache":
-        return 2
-    if stage == "meshing" and cfg.ds.mesh_config and cfg.ds.mesh_config.max_layer:
-        top = cfg.ds.mesh_config.max_layer
-        if top > root:
-            raise PlanError(
-                f"dataset mesh_config.max_layer: {top} is past the root; valid 2..{root}"
+def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -> LayerPlan:
+    """The plan of one layer of run `run_id`: its Job is the one of the layer's attempt,
+    rendered if `render` (else only named)."""
+    ramp = cfg.job.for_stage(ls.stage).ramp
+    name = job_name(cfg.graph_id, ls.stage, ls.layer, attempt_salt(run_id, ls.attempt))
+    manifest: dict[str, Any] | None = None
+    refusal = ""
+    try:
+        if render:
+            manifest = render_job(
+                cfg,
+                ls.stage,
+                ls.layer,
+                run_id=run_id,
+                parallelism=_PLANNED_PARALLELISM,
+                attempt=ls.attempt,
             )
-        return top
-    return root
+    except ManifestError as e:
+        refusal = str(e)
+    try:
+        spec = layer_spec(cfg, ls.stage, ls.layer)
+    except (LayerRangeError, ResourceLimitError):
+        # No Job can run this layer under this config (the refusal says why): it fails
+        # when it is started, like any other refused manifest.
+        return LayerPlan(1, ramp, job_name=name, refusal=refusal)
+    req = spec.requests
+    return LayerPlan(spec.completions, ramp, req.cpu, req.memory_gib, name, manifest, refusal)
 
 
-def layer_plan(cfg: PipelineConfig, stage: str, layer: int) -> LayerPlan:
-    """Number of batches (Job completions), ramp and per-pod requests of one layer."""
-    job = cfg.job.for_stage(stage)
-    shape = layer_shape(cfg.layer2_shape(), layer)
-    req = layer_requests(job, layer)
-    completions = num_batches(shape, layer_batch_size(job.batch_size, layer))
-    return LayerPlan(completions, job.ramp, req.cpu, req.memory_gib)
+def may_create(ls: LayerState) -> bool:
+    """Whether a reconcile may create the layer's Job: it is waiting, or running (its Job may
+    have to be re-created). A finished layer never gets a Job again (a re-submit makes it
+    waiting first)."""
+    return ls.phase in ("waiting", "running")
 
 
-def plans_for(cfg: PipelineConfig, run: RunState) -> dict[str, LayerPlan]:
-    return {key: layer_plan(cfg, ls.stage, ls.layer) for key, ls in run.layers.items()}
+def plan_for(cfg: PipelineConfig, run: RunState) -> Plan:
+    """The plan of every layer of a run, with the controller settings and billing. Only the
+    layers a reconcile may create get a rendered manifest (rendering is the costly part)."""
+    return Plan(
+        layers={
+            key: layer_plan(cfg, run.run_id, ls, may_create(ls)) for key, ls in run.layers.items()
+        },
+        stall_after_s=cfg.controller.stall_after_s,
+        billing=billing_for(cfg, run.stages),
+    )
 
 
 def new_run(

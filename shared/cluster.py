@@ -2,8 +2,7 @@
 
 Implemented by `shared.adapters.local.cluster.local_cluster.LocalCluster` (subprocess pods,
 Indexed-Job semantics) and `shared.adapters.gke.cluster.GkeCluster` (the `kubernetes`
-client). Pure
-module: dataclasses and a Protocol, no I/O.
+client). Pure module: dataclasses and a Protocol, no I/O.
 """
 
 from __future__ import annotations

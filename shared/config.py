@@ -7,14 +7,15 @@ resource curves, env, commands) plus what the event-driven controller adds (`con
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-STAGES = ("ingest", "l2cache", "meshing", "migrate_cleanup", "migrate")
+from shared.layers import layer2_shape_of
+from shared.stages import STAGE_NAMES
+
 AdvanceMode = Literal["manual", "approve", "auto"]
 
 
@@ -110,7 +111,9 @@ class WorkloadIdentity(_Strict):
     gsa_email: str = ""
 
 
-class Controller(_Strict):
+class ControllerSettings(_Strict):
+    """The `controller:` block: how runs advance, their budget, stall alerts, the tick."""
+
     advance: AdvanceMode = "approve"
     budget_usd: float | None = Field(default=None, gt=0)
     stall_after_s: float = Field(default=1800.0, gt=0)
@@ -167,7 +170,7 @@ class PipelineConfig(_Strict):
     env: dict[str, str] = {}
     commands: dict[str, list[str]] = {}
     workloads: dict[str, str] = {}  # stage -> "package.module:function" per-chunk plugin
-    controller: Controller = Controller()
+    controller: ControllerSettings = ControllerSettings()
 
     # Filled by load_config; not part of the file.
     dataset_config: Dataset | None = None
@@ -175,17 +178,14 @@ class PipelineConfig(_Strict):
 
     @model_validator(mode="after")
     def _known_stages(self) -> PipelineConfig:
+        known = ", ".join(STAGE_NAMES)
         for field in ("images", "commands", "workloads"):
             for stage in getattr(self, field):
-                if stage not in STAGES:
-                    raise ValueError(
-                        f"{field}.{stage}: unknown stage; expected one of {', '.join(STAGES)}"
-                    )
+                if stage not in STAGE_NAMES:
+                    raise ValueError(f"{field}.{stage}: unknown stage; expected one of {known}")
         for stage in self.job.workloads:
-            if stage not in STAGES:
-                raise ValueError(
-                    f"job.workloads.{stage}: unknown stage; expected one of {', '.join(STAGES)}"
-                )
+            if stage not in STAGE_NAMES:
+                raise ValueError(f"job.workloads.{stage}: unknown stage; expected one of {known}")
         return self
 
     @property
@@ -196,8 +196,7 @@ class PipelineConfig(_Strict):
 
     def layer2_shape(self) -> tuple[int, int, int]:
         """Grid shape of layer 2: the volume cut into CHUNK_SIZE chunks."""
-        size, chunk = self.ds.data_source.size, self.ds.graph_config.CHUNK_SIZE
-        return tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))  # type: ignore[return-value]
+        return layer2_shape_of(self.ds.data_source.size, self.ds.graph_config.CHUNK_SIZE)
 
 
 def _format_errors(path: Path, err: ValidationError) -> str:

@@ -1,4 +1,5 @@
-"""The reconcile loop around the pure decision: read, decide, commit, then act.
+"""The reconcile loop around the pure core: observe, plan, decide, dry-run, reject, commit,
+act, publish.
 
 `Controller.reconcile(run_id)` is idempotent and safe to run concurrently for one run: the
 new state is committed under a precondition on the run's version before any side effect, Job
@@ -15,39 +16,35 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared import grid
-from shared.build_plan import plans_for
+from shared.alerts import LOG_TAIL_LINES, alert_body, tail_requests, with_log_tails
+from shared.build_plan import plan_for
 from shared.cluster import Cluster, ManifestRejectedError
 from shared.config import PipelineConfig, config_from_dict
-from shared.costs import RunCost, run_cost
 from shared.job_events import JobEvent
-from shared.layers import layer_shape
-from shared.manifest import ManifestError, job_name, render_job
-from shared.pricing import load_rates
-from shared.reconcile import Alert, CreateJob, Decision, DeleteJob, PatchJob, Settings, decide
+from shared.manifest import for_create
+from shared.pricing import RateRow, load_rates
+from shared.reconcile import (
+    Alert,
+    CreateJob,
+    Decision,
+    DeleteJob,
+    PatchJob,
+    Plan,
+    Snapshot,
+    decide,
+    reject,
+)
 from shared.run_store import RunStore, StaleStateError
-from shared.state import LayerState, RunState, layer_key
+from shared.state import layer_key
 
 log = logging.getLogger("cave_pipeline.controller")
 
 AlertPublisher = Callable[[str, dict[str, Any]], None]
-LOG_TAIL_LINES = 30
+STALE_RETRIES = 5  # reconciles of one run that may lose the commit race before giving up
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def spend(cfg: PipelineConfig, run: RunState, now: datetime) -> float:
-    """A run's estimated Autopilot Spot spend so far (priced from the packaged rate table)."""
-    return estimate(cfg, run, now).usd
-
-
-def estimate(cfg: PipelineConfig, run: RunState, now: datetime) -> RunCost:
-    """The run's cost broken down by layer, plus the cluster fee."""
-    classes = {s: cfg.job.for_stage(s).compute_class for s in run.stages}
-    spot = {s: cfg.job.for_stage(s).spot for s in run.stages}
-    return run_cost(run, load_rates(), cfg.region, classes, spot, now)
 
 
 @dataclass
@@ -58,14 +55,18 @@ class ReconcileResult:
     stale_retries: int
 
 
-def attempt_job_name(cfg: PipelineConfig, run_id: str, ls: LayerState) -> str:
-    """Job name of a layer's current attempt: re-submits get a fresh, still deterministic name."""
-    salt = run_id if ls.attempt == 0 else f"{run_id}/attempt-{ls.attempt}"
-    return job_name(cfg.graph_id, ls.stage, ls.layer, salt)
+@dataclass(frozen=True)
+class Observed:
+    """One read of a run: the snapshot the pure core decides on, its config and the time."""
+
+    seen: Snapshot
+    cfg: PipelineConfig
+    now: datetime
 
 
 class Controller:
-    """Reconciles runs against the cluster. All I/O goes through the injected adapters."""
+    """Reconciles runs against the cluster. All I/O goes through the injected adapters;
+    `rates` is the Autopilot rate table the budget guard prices with (default: packaged)."""
 
     def __init__(
         self,
@@ -73,6 +74,7 @@ class Controller:
         cluster: Cluster,
         publish_alert: AlertPublisher,
         clock: Callable[[], datetime] = utcnow,
+        rates: tuple[RateRow, ...] | None = None,
     ) -> None:
         self.store, self.cluster, self.publish_alert, self.clock = (
             store,
@@ -80,22 +82,14 @@ class Controller:
             publish_alert,
             clock,
         )
+        self.rates = rates if rates is not None else load_rates()
 
     # ---- triggers -------------------------------------------------------------------
     def on_job_event(self, event: JobEvent, max_age_s: float = 3600.0) -> ReconcileResult | None:
         """A Job event: dedupe, drop stale ones, reconcile the owning run."""
         now = self.clock()
         if (now - event.timestamp).total_seconds() > max_age_s:
-            log.info(
-                json.dumps(
-                    {
-                        "severity": "INFO",
-                        "message": "stale job event dropped",
-                        "job": event.job_name,
-                        "reason": event.reason,
-                    }
-                )
-            )
+            _log("INFO", "stale job event dropped", job=event.job_name, reason=event.reason)
             return None
         run_id = self.store.run_for_job(event.job_name)
         if run_id is None:
@@ -119,86 +113,83 @@ class Controller:
     # ---- the loop -------------------------------------------------------------------
     def reconcile(self, run_id: str) -> ReconcileResult:
         """Bring one run one step closer to done. Safe to call any number of times."""
-        for attempt in range(5):
-            run = self.store.load_run(run_id)
-            cfg = config_from_dict(run.config, run.dataset)
-            now = self.clock()
-            running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
-            jobs = {name: self.cluster.get_job(name) for name in running}
-            pods = {name: self.cluster.list_pods(name) for name, job in jobs.items() if job}
-            decision = decide(
-                run,
-                jobs,
-                plans_for(cfg, run),
-                now,
-                lambda ls, cfg=cfg: attempt_job_name(cfg, run_id, ls),
-                Settings(cfg.controller.stall_after_s, lambda r, t, cfg=cfg: spend(cfg, r, t)),
-                pods,
-            )
-            manifests = self._prepare_jobs(cfg, decision, now)
-            alerts = [
-                self._alert_body(cfg, decision.state, a, now)
-                for a in decision.actions
-                if isinstance(a, Alert)
-            ]
-            if decision.changed:
-                try:
-                    records = {k: [r.to_doc() for r in v] for k, v in decision.pod_records.items()}
-                    self.store.commit(run, decision.state, alerts, records)
-                except StaleStateError:
-                    continue  # someone else moved the run on: decide again from fresh state
+        for attempt in range(STALE_RETRIES):
+            obs = self._observe(run_id)
+            plan = plan_for(obs.cfg, obs.seen.run)
+            decision = decide(obs.seen, plan, self.rates, obs.now)
+            manifests, refusals = self._dry_run(decision, plan)
+            decision = reject(decision, refusals)
+            if decision.changed and not self._commit(obs, decision):
+                continue  # someone else moved the run on: decide again from fresh state
             self._act(decision, manifests)
             self.flush_alerts(run_id)
             return ReconcileResult(run_id, decision.state.status, len(decision.actions), attempt)
-        raise StaleStateError(f"run {run_id}: state kept changing under 5 reconciles")
+        raise StaleStateError(f"run {run_id}: state kept changing under {STALE_RETRIES} reconciles")
 
-    def _prepare_jobs(
-        self, cfg: PipelineConfig, decision: Decision, now: datetime
-    ) -> dict[str, dict[str, Any]]:
-        """Render and dry-run every Job the decision creates, before anything is committed.
+    def _observe(self, run_id: str) -> Observed:
+        """The run, its config snapshot, its running layers' Jobs and their pods."""
+        run = self.store.load_run(run_id)
+        cfg = config_from_dict(run.config, run.dataset)
+        now = self.clock()
+        running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
+        jobs = {name: self.cluster.get_job(name) for name in running}
+        pods = {name: self.cluster.list_pods(name) for name, job in jobs.items() if job}
+        return Observed(Snapshot(run, jobs, pods), cfg, now)
 
-        A manifest the config or the API server refuses fails its layer (with an alert) in
-        the state about to be committed, instead of a running layer whose Job can never be
-        created. An unreachable cluster raises here, so nothing is written and the trigger
-        is retried."""
+    def _dry_run(
+        self, decision: Decision, plan: Plan
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        """The manifest of every Job the decision creates, checked by the API server (a
+        dry-run create), and the refusals: Job name -> why the config or the server refuses
+        it. An unreachable cluster raises here, so nothing is written and the trigger is
+        retried."""
         manifests: dict[str, dict[str, Any]] = {}
-        for action in list(decision.actions):
+        refusals: dict[str, str] = {}
+        for action in decision.actions:
             if not isinstance(action, CreateJob):
                 continue
-            try:
-                manifest = render_job(
-                    cfg,
-                    action.stage,
-                    action.layer,
-                    run_id=decision.state.run_id,
-                    parallelism=action.parallelism,
-                    suspend=action.suspend,
+            lp = plan.layers[layer_key(action.stage, action.layer)]
+            if lp.manifest is None or lp.job_name != action.job_name:
+                refusals[action.job_name] = lp.refusal or (
+                    f"no manifest planned for Job {action.job_name} (the plan names "
+                    f"{lp.job_name or 'none'})"
                 )
-                manifest["metadata"]["name"] = action.job_name
+                continue
+            manifest = for_create(lp.manifest, action.parallelism, action.suspend)
+            try:
                 self.cluster.validate_job(manifest)
-            except (ManifestError, ManifestRejectedError) as e:
-                ls = decision.state.layers[layer_key(action.stage, action.layer)]
-                ls.phase, ls.finished_at, ls.failure_reason = "failed", now, f"rejected: {e}"
-                decision.actions.remove(action)
-                fix = f"correct the config, then `pipeline submit {decision.state.run_id} "
-                details = {"reason": ls.failure_reason, "fix": fix + f"{ls.stage} {ls.layer}`"}
-                decision.actions.append(Alert("layer_failed", ls.stage, ls.layer, details))
-                decision.changed = True
+            except ManifestRejectedError as e:
+                refusals[action.job_name] = str(e)
                 continue
             manifests[action.job_name] = manifest
-        return manifests
+        return manifests, refusals
+
+    def _commit(self, obs: Observed, decision: Decision) -> bool:
+        """Write the decision under the precondition; False if the run moved on meanwhile."""
+        state = decision.state
+        alerts = [
+            alert_body(obs.cfg, state, a, decision.at)
+            for a in decision.actions
+            if isinstance(a, Alert)
+        ]
+        records = {k: [r.to_doc() for r in v] for k, v in decision.pod_records.items()}
+        try:
+            self.store.commit(obs.seen.run, state, alerts, records)
+        except StaleStateError:
+            return False
+        return True
 
     def _act(self, decision: Decision, manifests: dict[str, dict[str, Any]]) -> None:
         state = decision.state
         for action in decision.actions:
             if isinstance(action, CreateJob):
                 created = self.cluster.create_job(manifests[action.job_name])
-                self._log(
+                _log(
                     "INFO",
                     "job created" if created else "job exists",
-                    state,
-                    action.stage,
-                    action.layer,
+                    run=state.run_id,
+                    stage=action.stage,
+                    layer=action.layer,
                     job=action.job_name,
                 )
             elif isinstance(action, DeleteJob):
@@ -208,55 +199,36 @@ class Controller:
                     action.job_name, parallelism=action.parallelism, suspend=action.suspend
                 )
 
+    # ---- publish --------------------------------------------------------------------
     def flush_alerts(self, run_id: str) -> int:
         """Publish the run's outbox; an alert is marked sent only after its publish."""
         sent = []
         for alert in self.store.unsent_alerts(run_id):
-            self.publish_alert(alert.kind, alert.body)
+            self.publish_alert(alert.kind, self._enriched(run_id, alert.body))
             sent.append(alert.alert_id)
         self.store.mark_alerts_sent(run_id, sent)
         return len(sent)
 
-    def _alert_body(
-        self, cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "kind": alert.kind,
-            "run_id": run.run_id,
-            "graph_id": run.graph_id,
-            "stage": alert.stage,
-            "layer": alert.layer,
-            "at": now.isoformat(),
-            **alert.details,
-        }
-        if alert.kind == "failed_indexes":
-            body["batches"] = [self._batch_detail(cfg, alert, i) for i in alert.details["indexes"]]
-        return body
+    def _enriched(self, run_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The body with its failed batches' log tails, where the cluster still has them."""
+        wanted = tail_requests(body)
+        if not wanted:
+            return body
+        return with_log_tails(body, {i: self._log_tail(run_id, job, i) for job, i in wanted})
 
-    def _batch_detail(self, cfg: PipelineConfig, alert: Alert, index: int) -> dict[str, Any]:
-        job = cfg.job.for_stage(alert.stage)
-        shape = layer_shape(cfg.layer2_shape(), alert.layer)
-        coords = grid.batch_coords(
-            index, shape, job.perm_seed, grid.layer_batch_size(job.batch_size, alert.layer)
-        )
-        pods = self.cluster.list_pods(alert.details["job"], index)
-        tail = ""
-        if pods:
+    def _log_tail(self, run_id: str, job: str, index: int) -> str:
+        """The latest pod's log tail of a Job index; "" if gone or unreadable. Best effort:
+        the alert matters more than its tail, so no error here fails the reconcile."""
+        try:
+            pods = self.cluster.list_pods(job, index)
+            if not pods:
+                return ""
             latest = max(pods, key=lambda p: p.created or datetime.min.replace(tzinfo=UTC))
-            tail = self.cluster.pod_log(latest.name, LOG_TAIL_LINES)
-        return {"index": index, "chunks": coords.tolist(), "log_tail": tail}
+            return self.cluster.pod_log(latest.name, LOG_TAIL_LINES)
+        except Exception as e:  # noqa: BLE001 - any failure leaves the tail empty
+            _log("WARNING", "log tail unavailable", run=run_id, job=job, index=index, error=str(e))
+            return ""
 
-    @staticmethod
-    def _log(severity: str, message: str, run: RunState, stage: str, layer: int, **kw: Any) -> None:
-        log.info(
-            json.dumps(
-                {
-                    "severity": severity,
-                    "message": message,
-                    "run": run.run_id,
-                    "stage": stage,
-                    "layer": layer,
-                    **kw,
-                }
-            )
-        )
+
+def _log(severity: str, message: str, **fields: Any) -> None:
+    log.info(json.dumps({"severity": severity, "message": message, **fields}, default=str))

@@ -4,17 +4,42 @@ Each layer stores vCPU-seconds and GiB-seconds of its pod attempts (shared.pod_a
 the price comes from the rate table for the run's region, the stage's compute class and
 Spot. Completions whose pods were never seen (garbage-collected before a reconcile listed
 them) are backfilled at the mean observed runtime and reported as such. The cluster fee is
-charged once over the union of the run's Job spans.
+charged once over the union of the run's Job spans. The rate table is an argument
+(`shared.pricing.load_rates` reads the packaged one), so everything here is arithmetic.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from shared import intervals
 from shared.pricing import Rate, RateRow, cluster_fee, pod_cost, rate_for
 from shared.state import LayerState, RunState
+
+if TYPE_CHECKING:
+    from shared.config import PipelineConfig
+
+
+@dataclass(frozen=True)
+class Billing:
+    """How a run's stages are billed: the region, and each stage's compute class and Spot."""
+
+    region: str
+    compute_class: dict[str, str] = field(default_factory=dict)  # stage -> class ("" = GP)
+    spot: dict[str, bool] = field(default_factory=dict)  # stage -> Spot (default True)
+
+
+def billing_for(cfg: PipelineConfig, stages: Iterable[str]) -> Billing:
+    """The billing of `stages` under a config (per-stage job overrides applied)."""
+    jobs = {s: cfg.job.for_stage(s) for s in stages}
+    return Billing(
+        cfg.region,
+        {s: j.compute_class for s, j in jobs.items()},
+        {s: j.spot for s, j in jobs.items()},
+    )
 
 
 @dataclass(frozen=True)
@@ -48,14 +73,7 @@ def layer_cost(ls: LayerState, rate: Rate) -> LayerCost:
     return LayerCost(ls.key, usd, missing)
 
 
-def run_cost(
-    run: RunState,
-    rates: tuple[RateRow, ...],
-    region: str,
-    compute_class_for: dict[str, str],
-    spot_for: dict[str, bool],
-    now: datetime,
-) -> RunCost:
+def run_cost(run: RunState, rates: tuple[RateRow, ...], billing: Billing, now: datetime) -> RunCost:
     """Price every layer of a run and the cluster fee over its Job spans."""
     layers = []
     spans = []
@@ -63,9 +81,24 @@ def run_cost(
         if ls.submitted_at is None:
             continue
         rate = rate_for(
-            rates, region, compute_class_for.get(ls.stage, ""), spot_for.get(ls.stage, True)
+            rates,
+            billing.region,
+            billing.compute_class.get(ls.stage, ""),
+            billing.spot.get(ls.stage, True),
         )
         layers.append(layer_cost(ls, rate))
         spans.append((ls.submitted_at, ls.finished_at or now))
-    fee_rate = rate_for(rates, region, "")
+    fee_rate = rate_for(rates, billing.region, "")
     return RunCost(layers, cluster_fee(fee_rate, spans) if spans else 0.0)
+
+
+def estimate(
+    cfg: PipelineConfig, run: RunState, rates: tuple[RateRow, ...], now: datetime
+) -> RunCost:
+    """A run's cost under its config, broken down by layer, plus the cluster fee."""
+    return run_cost(run, rates, billing_for(cfg, run.stages), now)
+
+
+def spend(cfg: PipelineConfig, run: RunState, rates: tuple[RateRow, ...], now: datetime) -> float:
+    """A run's estimated Autopilot spend so far, in dollars."""
+    return estimate(cfg, run, rates, now).usd

@@ -3,7 +3,8 @@
 GKE writes Kubernetes events to Cloud Logging (`logName .../logs/events`, resource type
 `k8s_cluster`, `jsonPayload` a v1 Event); a log sink filtered on `involvedObject.kind="Job"`
 publishes each LogEntry as JSON in the Pub/Sub message data. The local cluster emits the
-same shape. Pure module.
+same shape. Parsing is pure; `make_log_entry` (for the local cluster) draws random ids and
+reads the clock unless given `now`.
 """
 
 from __future__ import annotations

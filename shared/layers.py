@@ -19,6 +19,11 @@ def layer_count(layer2_shape: tuple[int, int, int], fanout: int = 2) -> int:
     return levels + 2
 
 
+def layer2_shape_of(size: tuple[int, ...], chunk_size: tuple[int, ...]) -> tuple[int, int, int]:
+    """Layer-2 grid of a volume: its size in voxels cut into CHUNK_SIZE chunks (rounded up)."""
+    return tuple(math.ceil(s / c) for s, c in zip(size, chunk_size, strict=True))  # type: ignore[return-value]
+
+
 def layer_shape(
     layer2_shape: tuple[int, int, int], layer: int, fanout: int = 2
 ) -> tuple[int, int, int]:

@@ -8,27 +8,20 @@ is refused here, naming the config field to fix, so a bad config fails when it i
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-import math
 import re
 from typing import Any
 
-from shared.autopilot import ResourceLimitError, is_general_purpose, layer_requests
-from shared.build_plan import PlanError, default_stages, top_layer
-from shared.config import STAGES, JobSettings, PipelineConfig
-from shared.grid import layer_batch_size, num_batches
-from shared.layers import layer_count, layer_shape
+from shared.autopilot import ResourceLimitError, is_general_purpose
+from shared.config import JobSettings, PipelineConfig
+from shared.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
+from shared.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError, default_stages, stage_layers
+from shared.worker_contract import N_PROCESSES, RESERVED, WorkerEnv
 
 MANAGED_BY = "cave-pipeline"
 PREFIX = "cave-pipeline/"
 CONTAINER = "worker"
-DEFAULT_COMMAND = ["python", "-m", "worker"]
 SPOT_NOTICE_S = 25  # Spot gives 25 s between the preemption notice and the kill
 SPOT_KEY = "cloud.google.com/gke-spot"
-# Pods of an Indexed Job get the hostname "<job name>-<index>", a DNS label (<= 63): keep room
-# for "-" and six index digits (a million batches) so the name alone never breaks pod creation.
-MAX_JOB_NAME = 56
 # Kubernetes batch validation of Indexed Jobs with backoffLimitPerIndex: parallelism and
 # maxFailedIndexes <= 100000, and <= 10000 once completions pass 100000.
 _CAP, _HIGH_COMPLETIONS, _HIGH_CAP = 100_000, 100_000, 10_000
@@ -55,73 +48,51 @@ class ManifestError(ValueError):
     """The config would produce a Job the cluster rejects; the message names the field."""
 
 
-def _sha6(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:6]
-
-
-def job_name(graph_id: str, stage: str, layer: int, run_id: str) -> str:
-    """Deterministic `pcg-<graph>-<stage>-l<layer>-<sha256(run_id)[:6]>`, a DNS label of at most
-    MAX_JOB_NAME chars (graph part truncated): a re-create of a run's layer finds the same Job.
-    """
-    stage_part = stage.lower().replace("_", "-")
-    tail = f"-{stage_part}-l{int(layer)}-{_sha6(run_id)}"
-    budget = MAX_JOB_NAME - len("pcg-") - len(tail)
-    graph = re.sub(r"[^a-z0-9-]", "-", graph_id.lower())[: max(budget, 0)].strip("-")
-    name = f"pcg-{graph}{tail}" if graph else f"pcg{tail}"
-    if not _DNS_LABEL.match(name) or len(name) > MAX_JOB_NAME:
-        raise ValueError(f"cannot build a valid Job name from stage {stage!r}, layer {layer}")
-    return name
-
-
 def label_value(text: str) -> str:
     """`text` if it is a valid label value, else a readable prefix plus a hash (still unique)."""
     if _LABEL_VALUE.match(text):
         return text
     clean = re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:56].strip("-_.")
-    return f"{clean}-{_sha6(text)}" if clean else _sha6(text)
+    return f"{clean}-{short_hash(text)}" if clean else short_hash(text)
 
 
-def lock_expiry_s(job: JobSettings, layer: int) -> int:
-    """Lock expiry at `layer` in whole seconds (rounded up: longer is the safe side)."""
-    return math.ceil(job.lock_expiry_s * job.lock_expiry_factor ** (layer - 2))
+def worker_env(cfg: PipelineConfig, spec: LayerSpec, run_id: str) -> WorkerEnv:
+    """The worker contract of one layer's pods (JOB_COMPLETION_INDEX is Kubernetes')."""
+    raw = cfg.env.get(N_PROCESSES, "1")
+    try:
+        n_processes = int(raw)
+    except ValueError:
+        n_processes = 0
+    if n_processes < 1:
+        raise ManifestError(f"env.{N_PROCESSES}: {raw!r} must be an integer >= 1")
+    return WorkerEnv(
+        graph_id=cfg.graph_id,
+        layer=spec.layer,
+        seed=spec.seed,
+        batch_size=spec.base_batch_size,  # the base size: the worker halves it per layer
+        n_processes=n_processes,
+        grid_shape=spec.grid_shape,
+        stage=spec.stage,
+        run_id=run_id,
+        workload=cfg.workloads.get(spec.stage, ""),
+        n_layers=spec.n_layers,
+        lock_expiry_s=spec.lock_expiry_s,
+        project=cfg.bigtable.project,
+        instance=cfg.bigtable.instance,
+        dataset=cfg.ds.model_dump(mode="json", exclude_none=True),
+    )
 
 
-def _env(
-    cfg: PipelineConfig,
-    stage: str,
-    layer: int,
-    job: JobSettings,
-    run_id: str,
-    grid: tuple[int, int, int],
-    n_layers: int,
-) -> list[dict[str, str]]:
-    dataset = cfg.ds.model_dump(mode="json", exclude_none=True)
-    pairs = [
-        ("PCG_GRAPH_ID", cfg.graph_id),
-        ("PCG_LAYER", str(layer)),
-        ("PCG_PERM_SEED", str(job.perm_seed)),
-        # The base size, as the predecessor: the worker halves it per layer itself.
-        ("PCG_BATCH_SIZE", str(job.batch_size)),
-        ("PCG_N_PROCESSES", cfg.env.get("PCG_N_PROCESSES", "1")),
-        # Explicit so operator and worker can never disagree on N.
-        ("PCG_GRID_SHAPE", ",".join(map(str, grid))),
-        ("PCG_STAGE", stage),
-        ("PCG_RUN_ID", run_id),
-        *([("PCG_WORKLOAD", cfg.workloads[stage])] if stage in cfg.workloads else []),
-        ("PCG_N_LAYERS", str(n_layers)),
-        ("PCG_LOCK_EXPIRY_S", str(lock_expiry_s(job, layer))),
-        ("BIGTABLE_PROJECT", cfg.bigtable.project),
-        ("BIGTABLE_INSTANCE", cfg.bigtable.instance),
-        ("PCG_DATASET_JSON", json.dumps(dataset, separators=(",", ":"), sort_keys=True)),
-    ]
-    # env may not shadow what the controller sets (PCG_N_PROCESSES is the operator's to set).
-    reserved = {k for k, _ in pairs} - {"PCG_N_PROCESSES"} | {"PCG_WORKLOAD"}
+def _env(cfg: PipelineConfig, contract: WorkerEnv) -> list[dict[str, str]]:
+    """The container env: the worker contract, then the operator's `env` (which may not
+    shadow what the controller sets)."""
     for name in cfg.env:
-        if name in reserved:
+        if name in RESERVED:
             raise ManifestError(f"env.{name}: set by the controller for every Job; remove it")
         if not name or "=" in name or not all(32 <= ord(c) < 127 for c in name):
             raise ManifestError(f"env.{name}: not a valid environment variable name")
-    pairs += [(k, v) for k, v in cfg.env.items() if k != "PCG_N_PROCESSES"]
+    pairs = [*contract.to_env().items()]
+    pairs += [(k, v) for k, v in cfg.env.items() if k != N_PROCESSES]
     return [{"name": k, "value": v} for k, v in pairs]
 
 
@@ -141,8 +112,8 @@ def _scheduling(cfg: PipelineConfig, job: JobSettings) -> tuple[dict[str, str], 
 
 
 def _check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
-    if stage not in STAGES:
-        raise ManifestError(f"stage {stage!r}: unknown; expected one of {', '.join(STAGES)}")
+    if stage not in STAGE_NAMES:
+        raise ManifestError(f"stage {stage!r}: unknown; expected one of {', '.join(STAGE_NAMES)}")
     if not run_id:
         raise ManifestError("run id: must not be empty")
     if not _DNS_LABEL.match(cfg.namespace):
@@ -161,6 +132,21 @@ def _check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
         )
 
 
+def _spec(cfg: PipelineConfig, stage: str, layer: int) -> LayerSpec:
+    try:
+        return layer_spec(cfg, stage, layer)
+    except LayerRangeError as e:
+        raise ManifestError(str(e)) from None
+    except ResourceLimitError as e:
+        where = f" (or job.workloads.{stage})" if stage in cfg.job.workloads else ""
+        raise ManifestError(f"job.resources{where}, stage {stage}: {e}") from None
+
+
+def parallelism_cap(completions: int) -> int:
+    """The largest parallelism (and maxFailedIndexes) the API server accepts for a Job."""
+    return _HIGH_CAP if completions > _HIGH_COMPLETIONS else _CAP
+
+
 def render_job(
     cfg: PipelineConfig,
     stage: str,
@@ -169,28 +155,22 @@ def render_job(
     run_id: str,
     parallelism: int,
     suspend: bool = False,
+    attempt: int = 0,
 ) -> dict[str, Any]:
-    """The batch/v1 Indexed Job of `stage` at `layer`, or ManifestError naming the field."""
+    """The batch/v1 Indexed Job of `stage` at `layer` (named for `attempt` of the layer in
+    run `run_id`), or ManifestError naming the field."""
     _check_names(cfg, stage, run_id)
-    job = cfg.job.for_stage(stage)
-    l2, fanout = cfg.layer2_shape(), cfg.ds.graph_config.FANOUT
-    n_layers = layer_count(l2, fanout)
-    if not 2 <= layer <= n_layers:
-        raise ManifestError(f"layer {layer}: out of range; this graph's layers are 2..{n_layers}")
+    spec = _spec(cfg, stage, layer)
     if parallelism < 1:
         raise ManifestError(f"parallelism {parallelism}: must be >= 1 (job.ramp.start/max)")
-    grid = layer_shape(l2, layer, fanout)
-    batch = layer_batch_size(job.batch_size, layer)
-    completions = num_batches(grid, batch)
-    name = job_name(cfg.graph_id, stage, layer, run_id)
+    job = cfg.job.for_stage(stage)
+    completions = spec.completions
+    name = spec.job_name(run_id, attempt)
     if len(name) + 1 + len(str(completions - 1)) > 63:  # the last pod's hostname
         raise ManifestError(f"job.batch_size: {completions} batches overflow pod hostnames")
-    cap = _HIGH_CAP if completions > _HIGH_COMPLETIONS else _CAP
-    try:
-        req = layer_requests(job, layer)
-    except ResourceLimitError as e:
-        where = f" (or job.workloads.{stage})" if stage in cfg.job.workloads else ""
-        raise ManifestError(f"job.resources{where}, stage {stage}: {e}") from None
+    cap = parallelism_cap(completions)
+    req = spec.requests
+    env = _env(cfg, worker_env(cfg, spec, run_id))
     selector, tolerations = _scheduling(cfg, job)
 
     labels = {
@@ -202,9 +182,9 @@ def render_job(
     }
     annotations = {
         PREFIX + "run-id": run_id,  # the label may be shortened; this is the full id
-        PREFIX + "chunks": str(math.prod(grid)),
-        PREFIX + "batch-size": str(batch),
-        PREFIX + "grid-shape": ",".join(map(str, grid)),
+        PREFIX + "chunks": str(spec.chunks),
+        PREFIX + "batch-size": str(spec.batch_size),
+        PREFIX + "grid-shape": ",".join(map(str, spec.grid_shape)),
     }
     meta = {"labels": labels, "annotations": annotations}
     quantities = {"cpu": req.cpu_str, "memory": req.memory_str}
@@ -212,7 +192,7 @@ def render_job(
         "name": CONTAINER,
         "image": cfg.images[stage],
         "command": list(cfg.commands.get(stage) or DEFAULT_COMMAND),
-        "env": _env(cfg, stage, layer, job, run_id, grid, n_layers),
+        "env": env,
         # Autopilot sets limits equal to requests anyway; saying so keeps the manifest honest.
         "resources": {"requests": dict(quantities), "limits": dict(quantities)},
     }
@@ -246,11 +226,21 @@ def render_job(
     }
 
 
+def for_create(manifest: dict[str, Any], parallelism: int, suspend: bool) -> dict[str, Any]:
+    """A rendered Job with the parallelism and suspension a decision creates it with."""
+    out = copy.deepcopy(manifest)
+    spec = out["spec"]
+    completions = spec["completions"]
+    spec["parallelism"] = min(parallelism, completions, parallelism_cap(completions))
+    spec["suspend"] = suspend
+    return out
+
+
 def implied_renders(cfg: PipelineConfig) -> list[tuple[str, int]]:
     """(stage, layer) pairs the config implies: every layer of the build DAG's stages
-    (`shared.build_plan`)."""
+    (`shared.stages`)."""
     try:
-        return [(s, n) for s in default_stages(cfg) for n in range(2, top_layer(cfg, s) + 1)]
+        return [(s, n) for s in default_stages(cfg) for n in stage_layers(cfg, s)]
     except PlanError as e:
         raise ManifestError(str(e)) from None
 

@@ -1,35 +1,62 @@
-"""The reconcile decision: stored run state + observed Jobs + clock -> new state + actions.
+"""The reconcile decision: what was observed + the plan + rates + clock -> new state + actions.
 
-Pure: no I/O. `shared.controller` reads the inputs through adapters, commits the new state
-under a precondition on the run's version, and only then performs the actions. Every trigger
-(Job event, tick, operator kick) ends here, so the outcome never depends on which event was
-seen, or how often.
+Pure: no I/O, no clock (`now` is an argument). `shared.controller` observes the run and its
+Jobs, builds the plan (`shared.build_plan.plan_for`), asks :func:`decide`, dry-runs the Jobs it
+creates, lets :func:`reject` fail the layers whose manifest was refused, commits the new state
+under a precondition on the run's version, and only then acts. Every trigger (Job event, tick,
+operator kick) ends here, so the outcome never depends on which event was seen, or how often.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from shared import intervals
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
+from shared.costs import Billing, run_cost
 from shared.pod_accounting import PodRecord, close_layer, record_pods
-from shared.state import LayerState, RunState
+from shared.pricing import RateRow
+from shared.state import LayerState, RunState, layer_key
 
 
 @dataclass(frozen=True)
 class LayerPlan:
-    """What the config says about one layer: its size, ramp and per-pod requests."""
+    """What the config says about one layer: its size, ramp and per-pod requests, and the
+    Job of its current attempt (name and rendered manifest, or why it cannot be rendered)."""
 
     completions: int
     ramp: Ramp
     cpu: float = 0.0
     memory_gib: float = 0.0
+    job_name: str = ""
+    # The rendered Job; the controller sets parallelism and suspension when it creates it.
+    manifest: dict[str, Any] | None = field(default=None, compare=False)
+    refusal: str = ""  # why the config renders no Job for this layer (manifest is None)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the config says about a run: each layer's plan (by layer key), when a layer
+    counts as stalled, and how the run is billed (None: no budget guard)."""
+
+    layers: dict[str, LayerPlan]
+    stall_after_s: float = 1800.0
+    billing: Billing | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What was observed of a run: its stored state, each running layer's Job (None: no
+    such Job) and that Job's pods, by Job name."""
+
+    run: RunState
+    jobs: dict[str, JobStatus | None] = field(default_factory=dict)
+    pods: dict[str, list[PodInfo]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,16 +100,9 @@ class Decision:
 
     state: RunState
     actions: list[Action]
+    at: datetime  # the `now` it was decided at
     pod_records: dict[str, list[PodRecord]] = field(default_factory=dict)
     changed: bool = False
-
-
-@dataclass(frozen=True)
-class Settings:
-    stall_after_s: float = 1800.0
-    # Estimated spend of a run at a time (shared.costs, bound to the rate table); the budget
-    # guard needs it. None: no pricing, no budget guard.
-    spend: Callable[[RunState, datetime], float] | None = None
 
 
 def ramp_target(ramp: Ramp, completions: int, started: datetime | None, now: datetime) -> int:
@@ -120,7 +140,7 @@ def _running_layer(
     job: JobStatus | None,
     plan: LayerPlan,
     now: datetime,
-    settings: Settings,
+    stall_after_s: float,
     out: list[Action],
 ) -> None:
     paused = run.status == "paused"
@@ -158,7 +178,7 @@ def _running_layer(
         out.append(PatchJob(ls.job_name, parallelism=target))
     ls.parallelism = target
     stalled_for = (now - (ls.progress_at or now)).total_seconds()
-    if stalled_for >= settings.stall_after_s and not ls.stall_alerted:
+    if stalled_for >= stall_after_s and not ls.stall_alerted:
         ls.stall_alerted = True
         out.append(
             Alert("layer_stalled", ls.stage, ls.layer, {"no_progress_s": round(stalled_for)})
@@ -178,13 +198,14 @@ def _budget_guard(
     state: RunState,
     jobs: dict[str, JobStatus | None],
     now: datetime,
-    settings: Settings,
+    billing: Billing | None,
+    rates: tuple[RateRow, ...] | None,
     out: list[Action],
 ) -> None:
     """Pause the run (suspending its Jobs) once its estimated spend reaches the budget."""
-    if not state.budget_usd or settings.spend is None or state.budget_alerted:
+    if not state.budget_usd or billing is None or rates is None or state.budget_alerted:
         return
-    spend = settings.spend(state, now)
+    spend = run_cost(state, rates, billing, now).usd
     if spend < state.budget_usd:
         return
     state.budget_alerted = True
@@ -199,53 +220,74 @@ def _budget_guard(
 
 
 def decide(
-    run: RunState,
-    jobs: dict[str, JobStatus | None],
-    plans: dict[str, LayerPlan],
-    now: datetime,
-    job_name_for: Callable[[LayerState], str],
-    settings: Settings = Settings(),
-    pods: dict[str, list[PodInfo]] | None = None,
+    seen: Snapshot, plan: Plan, rates: tuple[RateRow, ...] | None, now: datetime
 ) -> Decision:
-    """Decide what to do for one run. `jobs` maps each running layer's Job name to what the
-    cluster reports (None: no such Job), `pods` its pods. Returns the new state, the actions
-    to take and the pod attempts to record."""
+    """Decide what to do for one run: the new state, the actions to take after committing it
+    and the pod attempts to record. `rates` price the budget guard (None: no guard)."""
+    run, jobs, pods = seen.run, seen.jobs, seen.pods
     state = copy.deepcopy(run)
     out: list[Action] = []
     records: dict[str, list[PodRecord]] = {}
     if state.status in ("succeeded", "failed"):
-        return Decision(state, out)
+        return Decision(state, out, now)
     for ls in state.ordered_layers():
-        plan = plans[ls.key]
+        lp = plan.layers[ls.key]
         if ls.delete_requested:
             ls.delete_requested = False
             out.append(DeleteJob(ls.job_name))
             continue
         if ls.phase == "running":
-            if pods and ls.job_name in pods:
+            if ls.job_name in pods:
                 records[ls.key] = record_pods(ls, pods[ls.job_name], now)
-            _running_layer(state, ls, jobs.get(ls.job_name), plan, now, settings, out)
+            _running_layer(state, ls, jobs.get(ls.job_name), lp, now, plan.stall_after_s, out)
             if ls.phase != "running":
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
             if state.advance == "auto" or ls.approved:
-                ls.phase, ls.completions = "running", plan.completions
-                ls.cpu_request, ls.memory_request_gib = plan.cpu, plan.memory_gib
-                ls.job_name = job_name_for(ls)
-                ls.eligible_at = _eligible_since(state, ls) or now
-                ls.submitted_at = ls.ramp_started_at = ls.progress_at = now
-                ls.parallelism = ramp_target(plan.ramp, plan.completions, now, now)
-                out.append(CreateJob(ls.stage, ls.layer, ls.job_name, ls.parallelism))
+                _start_layer(state, ls, lp, now, out)
             elif not ls.approval_alerted:
                 ls.approval_alerted = True
                 out.append(Alert("approval_needed", ls.stage, ls.layer, {"advance": run.advance}))
-    _budget_guard(state, jobs, now, settings, out)
+    _budget_guard(state, jobs, now, plan.billing, rates, out)
     if all(ls.phase == "succeeded" for ls in state.layers.values()):
         state.status, state.finished_at = "succeeded", now
         if not state.finish_alerted:
             state.finish_alerted = True
             out.append(Alert("run_finished", details={"status": "succeeded"}))
-    return Decision(state, out, {k: v for k, v in records.items() if v}, _state_differs(run, state))
+    records = {k: v for k, v in records.items() if v}
+    return Decision(state, out, now, records, _state_differs(run, state))
+
+
+def _start_layer(
+    state: RunState, ls: LayerState, lp: LayerPlan, now: datetime, out: list[Action]
+) -> None:
+    ls.phase, ls.completions = "running", lp.completions
+    ls.cpu_request, ls.memory_request_gib = lp.cpu, lp.memory_gib
+    ls.job_name = lp.job_name
+    ls.eligible_at = _eligible_since(state, ls) or now
+    ls.submitted_at = ls.ramp_started_at = ls.progress_at = now
+    ls.parallelism = ramp_target(lp.ramp, lp.completions, now, now)
+    out.append(CreateJob(ls.stage, ls.layer, ls.job_name, ls.parallelism))
+
+
+def reject(decision: Decision, refusals: dict[str, str]) -> Decision:
+    """The decision with every refused Job creation taken back: its layer is failed with the
+    reason and a `layer_failed` alert naming the fix. `refusals` maps a Job name to why the
+    config or the API server refuses its manifest. The only place a layer fails for that."""
+    refused = [a for a in decision.actions if isinstance(a, CreateJob) and a.job_name in refusals]
+    if not refused:
+        return decision
+    state = copy.deepcopy(decision.state)
+    actions = [a for a in decision.actions if a not in refused]
+    for action in refused:
+        ls = state.layers[layer_key(action.stage, action.layer)]
+        ls.phase, ls.finished_at = "failed", decision.at
+        ls.failure_reason = f"rejected: {refusals[action.job_name]}"
+        close_layer(ls)
+        fix = f"correct the config, then `pipeline submit {state.run_id} {ls.stage} {ls.layer}`"
+        details = {"reason": ls.failure_reason, "fix": fix}
+        actions.append(Alert("layer_failed", ls.stage, ls.layer, details))
+    return replace(decision, state=state, actions=actions, changed=True)
 
 
 def _state_differs(before: RunState, after: RunState) -> bool:

@@ -1,9 +1,8 @@
-"""Run and layer state as stored in Firestore: dataclasses and the build DAG. Pure module.
+"""Run and layer state as stored in Firestore: dataclasses and the layer gating. Pure module.
 
-A run is a set of stages (ingest, then meshing and l2cache; or the two migration passes),
-each a sequence of layers. Each layer is one Indexed Job. The run document carries a
-`version` that every state transition bumps under a precondition, so two reconciles of one
-run can never both apply a transition.
+A run is a set of stages (`shared.stages`), each a sequence of layers. Each layer is one
+Indexed Job. The run document carries a `version` that every state transition bumps under a
+precondition, so two reconciles of one run can never both apply a transition.
 """
 
 from __future__ import annotations
@@ -12,17 +11,10 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from shared.stages import FIRST_LAYER, dependencies
+
 RUN_STATUSES = ("running", "paused", "succeeded", "failed")
 LAYER_PHASES = ("waiting", "running", "succeeded", "failed")
-
-# Stage -> stages that must be complete before its first layer may start.
-STAGE_DEPENDENCIES: dict[str, tuple[str, ...]] = {
-    "ingest": (),
-    "l2cache": ("ingest",),
-    "meshing": ("ingest",),
-    "migrate_cleanup": (),
-    "migrate": ("migrate_cleanup",),
-}
 
 
 def layer_key(stage: str, layer: int) -> str:
@@ -123,9 +115,7 @@ class RunState:
         below = self.layers.get(layer_key(ls.stage, ls.layer - 1))
         if below is not None:
             return below.phase == "succeeded"
-        return all(
-            self.stage_complete(dep) for dep in STAGE_DEPENDENCIES[ls.stage] if dep in self.stages
-        )
+        return all(self.stage_complete(dep) for dep in dependencies(ls.stage) if dep in self.stages)
 
     def ready_since(self, ls: LayerState) -> datetime | None:
         """When the layer's dependencies were met: the layer below finished or, for a
@@ -134,7 +124,7 @@ class RunState:
         below = self.layers.get(layer_key(ls.stage, ls.layer - 1))
         if below is not None:
             return below.finished_at
-        deps = [d for d in STAGE_DEPENDENCIES[ls.stage] if d in self.stages]
+        deps = [d for d in dependencies(ls.stage) if d in self.stages]
         if not deps:
             return self.created_at
         stamps = [self.layers[layer_key(d, self.top_layers[d])].finished_at for d in deps]
@@ -153,16 +143,11 @@ class RunState:
         return state
 
 
-def first_layer(stage: str) -> int:
-    """Every stage starts at layer 2 (layer 1 is the supervoxel layer, never a Job)."""
-    return 2
-
-
 def build_layers(stages: list[str], top_layers: dict[str, int]) -> dict[str, LayerState]:
     """All layers of a run, every one waiting."""
     out: dict[str, LayerState] = {}
     for stage in stages:
-        for layer in range(first_layer(stage), top_layers[stage] + 1):
+        for layer in range(FIRST_LAYER, top_layers[stage] + 1):
             ls = LayerState(stage=stage, layer=layer)
             out[ls.key] = ls
     return out

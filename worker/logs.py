@@ -2,8 +2,9 @@
 
 Every line carries ``severity``, ``message``, ``time`` and the bound context (``run``,
 ``stage``, ``layer``, ``index``); chunk lines add ``chunk`` ("3_(46, 5, 29)") and ``coord``;
-failures add ``traceback``. Cloud Logging reads ``severity``/``message`` from such lines, and
-the operator's ``inspect`` and the alerts read the rest.
+failures add ``traceback``, the last line ``exit_code``. The names are the contract's
+(``shared.worker_contract.LOG``). Cloud Logging reads ``severity``/``message`` from such
+lines, and the operator's ``inspect`` and the alerts read the rest.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 import threading
 import time
 from typing import Any, TextIO
+
+from shared.worker_contract import LOG
 
 __all__ = ["JsonLogger", "JsonLogHandler"]
 
@@ -51,9 +54,9 @@ class JsonLogger:
         if _LEVELS.get(severity, 20) < self.level:
             return
         record = {
-            "severity": severity,
-            "message": message,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
+            LOG.severity: severity,
+            LOG.message: message,
+            LOG.time: time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
             **self._fields,
             **fields,
         }
@@ -97,7 +100,7 @@ class JsonLogHandler(logging.Handler):
         try:
             fields: dict[str, Any] = {"logger": record.name}
             if record.exc_info:
-                fields["traceback"] = logging.Formatter().formatException(record.exc_info)
+                fields[LOG.traceback] = logging.Formatter().formatException(record.exc_info)
             self._logger.log(record.levelname, record.getMessage(), **fields)
         except Exception:  # noqa: BLE001 - logging must never raise
             self.handleError(record)

@@ -15,7 +15,8 @@ from rich.table import Table
 from scripts.layer_target import run_config
 from scripts.services import Services, connect
 from scripts.views.terminal import console, titled_table
-from shared.controller import estimate
+from shared.costs import estimate
+from shared.pricing import load_rates
 from shared.run_store import RunNotFoundError
 from shared.state import RunState
 
@@ -23,7 +24,7 @@ from shared.state import RunState
 def cost_report(run: RunState, now: datetime) -> dict[str, Any]:
     """A run's estimated cost by layer and stage, the cluster fee and the total (JSON-ready)."""
     cfg = run_config(run)
-    est = estimate(cfg, run, now)
+    est = estimate(cfg, run, load_rates(), now)
     by_key = {lc.key: lc for lc in est.layers}
     layers, stages = [], {}
     for ls in run.ordered_layers():
@@ -118,7 +119,7 @@ def costs_table(report: dict[str, Any]) -> Table:
 
 def _run_cost(run: RunState, now: datetime) -> str:
     try:
-        return f"{estimate(run_config(run), run, now).usd:.2f}"
+        return f"{estimate(run_config(run), run, load_rates(), now).usd:.2f}"
     except ValueError as e:  # an old snapshot, a region the rate table lacks
         return f"? ({str(e).splitlines()[0][:40]})"
 

@@ -70,7 +70,7 @@ def register(main: click.Group) -> None:
     ) -> None:
         """Build the demo dataset's chunked graph unattended, then check it against an oracle."""
         from scripts.demo_run import prepare_config, run_demo
-        from shared.build_plan import PlanError, check_stages
+        from shared.stages import PlanError, check_stages
 
         if approve_after_s is not None and advance != "approve":
             raise click.UsageError("--approve-after needs --advance approve")

@@ -14,9 +14,10 @@ from scripts.services import connect, operator_name
 from scripts.views.status import run_table
 from scripts.views.terminal import live
 from shared import operator_actions as ops
-from shared.build_plan import default_stages, new_run
+from shared.build_plan import new_run
 from shared.config import load_config
 from shared.manifest import validate_config_renders
+from shared.stages import default_stages
 from shared.state import RunState
 
 ADVANCE = click.Choice(["manual", "approve", "auto"])

@@ -3,12 +3,13 @@ subprocesses (the e2e tests get theirs from the rendered manifest instead)."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from shared.layers import layer_count, layer_shape
+from shared.layer_spec import layer_geometry
+from shared.layers import layer_count
+from shared.worker_contract import COMPLETION_INDEX, WorkerEnv
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,25 +28,29 @@ def worker_env(
     **extra: str | None,
 ) -> dict[str, str]:
     """os.environ plus the worker's variables; `extra` overrides them (None removes one)."""
+    contract = WorkerEnv(
+        graph_id=table_id,
+        layer=layer,
+        seed=seed,
+        batch_size=batch_size,
+        n_processes=1,
+        grid_shape=layer_geometry(l2_shape, layer, batch_size).grid_shape,
+        stage=stage,
+        run_id=f"test-{stage}",
+        # The demo's plugin of the stage (there is no default); not the shell's.
+        workload=f"demo.{stage}:process_chunk",
+        n_layers=layer_count(l2_shape),
+        lock_expiry_s=60,
+        project=BIGTABLE_PROJECT,
+        instance=BIGTABLE_INSTANCE,
+        dataset=dataset,
+        index=index,
+    )
     env: dict[str, str | None] = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        "PCG_GRAPH_ID": table_id,
-        "PCG_LAYER": str(layer),
-        "PCG_PERM_SEED": str(seed),
-        "PCG_BATCH_SIZE": str(batch_size),
-        "PCG_N_PROCESSES": "1",
-        "PCG_GRID_SHAPE": ",".join(map(str, layer_shape(l2_shape, layer))),
-        "PCG_STAGE": stage,
-        "PCG_RUN_ID": f"test-{stage}",
-        "PCG_N_LAYERS": str(layer_count(l2_shape)),
-        "PCG_LOCK_EXPIRY_S": "60",
-        "BIGTABLE_PROJECT": BIGTABLE_PROJECT,
-        "BIGTABLE_INSTANCE": BIGTABLE_INSTANCE,
-        "PCG_DATASET_JSON": json.dumps(dataset),
-        "JOB_COMPLETION_INDEX": str(index),
-        # The demo's plugin of the stage (there is no default); not the shell's.
-        "PCG_WORKLOAD": f"demo.{stage}:process_chunk",
+        **contract.to_env(),
+        COMPLETION_INDEX: str(index),
         "PCG_SOURCE_GRAPH_ID": None,
     }
     env.update(extra)

@@ -30,7 +30,7 @@ from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.build_plan import new_run
 from shared.config import load_config
-from shared.controller import attempt_job_name
+from shared.layer_spec import layer_spec
 from shared.layers import layer_count, layer_shape
 from shared.manifest import render_job
 from shared.run_store import RunNotFoundError
@@ -99,8 +99,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     state_dir = tmp_path_factory.mktemp("cluster")
     hold = state_dir / "release"
     names = {
-        "l2": attempt_job_name(cfg, "r1", _bare_layer(2)),
-        "l3": attempt_job_name(cfg, "r1", _bare_layer(3)),
+        "l2": layer_spec(cfg, "ingest", 2).job_name("r1"),
+        "l3": layer_spec(cfg, "ingest", 3).job_name("r1"),
     }
     with LocalCluster(state_dir, capacity_cpu=4.0, capacity_memory_gib=16.0) as lc:
         m2 = _job(cfg, 2, "r1", 8)
@@ -121,12 +121,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         lc.wait_ticks(2)
         yield {"dir": state_dir, "names": names, "cluster": lc}
         hold.touch()
-
-
-def _bare_layer(layer: int) -> Any:
-    from shared.state import LayerState
-
-    return LayerState(stage="ingest", layer=layer)
 
 
 @pytest.fixture

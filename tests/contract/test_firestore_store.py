@@ -1,8 +1,7 @@
-"""The Firestore run store and the controller's commit discipline, against the emulator."""
+"""The Firestore run store against the emulator (the controller on it: test_controller.py)."""
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,9 +10,7 @@ import pytest
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.build_plan import new_run
 from shared.config import load_config
-from shared.controller import Controller
 from shared.run_store import RunExistsError, RunNotFoundError, StaleStateError
-from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -77,87 +74,3 @@ def test_active_runs_and_list(store, run):
     store.update_run("r1", lambda r: setattr(r, "status", "succeeded"))
     assert store.active_runs() == []
     assert [r.run_id for r in store.list_runs()] == ["r1"]
-
-
-def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
-    cluster = RecordingCluster()
-    published: list[str] = []
-    controllers = [
-        Controller(store, cluster, lambda kind, body: published.append(kind), clock=lambda: NOW)
-        for _ in range(4)
-    ]
-    barrier = threading.Barrier(len(controllers))
-    errors: list[BaseException] = []
-
-    def go(c: Controller) -> None:
-        barrier.wait()
-        try:
-            c.reconcile("r1")
-        except BaseException as e:  # surfaced below
-            errors.append(e)
-
-    def reconcile_all_at_once() -> None:
-        threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-
-    reconcile_all_at_once()
-    assert not errors
-    state = store.load_run("r1")
-    assert set(cluster.jobs) == {state.layers["ingest-L2"].job_name}
-    assert state.layers["ingest-L3"].phase == "waiting"
-    # Finish layer 2: concurrent reconciles start layer 3 exactly once, never layer 4.
-    cluster.finish(
-        state.layers["ingest-L2"].job_name,
-        condition="Complete",
-        completed_indexes=f"0-{state.layers['ingest-L2'].completions - 1}",
-        completion_time=NOW,
-    )
-    barrier.reset()
-    reconcile_all_at_once()
-    assert not errors
-    state = store.load_run("r1")
-    assert len(cluster.jobs) == 2
-    assert state.layers["ingest-L3"].phase == "running"
-    assert state.layers["ingest-L4"].phase == "waiting"
-
-
-def test_rejected_manifest_fails_the_layer_before_anything_runs(store, run):
-    """A Job the API server would refuse is never half-started: the layer fails with the
-    reason and an alert, in the same commit."""
-    cluster = RecordingCluster()
-    published: list[tuple[str, dict]] = []
-    store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"], "scale_override", None))
-    controller = Controller(
-        store, cluster, lambda k, b: published.append((k, b)), clock=lambda: NOW
-    )
-
-    def refuse(manifest):
-        from shared.cluster import ManifestRejectedError
-
-        raise ManifestRejectedError("spec.template.spec.containers[0].image: Required value")
-
-    cluster.validate_job = refuse
-    controller.reconcile("r1")
-    state = store.load_run("r1")
-    assert cluster.creates == []
-    assert state.layers["ingest-L2"].phase == "failed"
-    assert "containers[0].image" in state.layers["ingest-L2"].failure_reason
-    assert [k for k, _ in published] == ["layer_failed"]
-    assert "pipeline submit r1 ingest 2" in published[0][1]["fix"]
-
-
-def test_unreachable_cluster_writes_nothing(store, run):
-    from shared.cluster import ClusterUnreachableError
-
-    cluster = RecordingCluster()
-
-    def down(manifest):
-        raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
-
-    cluster.validate_job = down
-    with pytest.raises(ClusterUnreachableError):
-        Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
-    assert store.load_run("r1").version == 0

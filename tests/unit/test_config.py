@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.build_plan import PlanError, check_stages, default_stages, new_run, top_layer
+from shared.build_plan import new_run
 from shared.config import ConfigError, load_config
+from shared.stages import PlanError, check_stages, default_stages, top_layer
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

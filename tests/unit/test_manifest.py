@@ -18,11 +18,10 @@ import pytest
 import yaml
 
 from shared.config import ConfigError, PipelineConfig, load_config
+from shared.layer_spec import MAX_JOB_NAME, job_name
 from shared.manifest import (
-    MAX_JOB_NAME,
     ManifestError,
     implied_renders,
-    job_name,
     label_value,
     render_job,
     validate_config_renders,

@@ -8,10 +8,10 @@ import pytest
 
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
-from shared.costs import layer_cost, run_cost
+from shared.costs import Billing, layer_cost, run_cost
 from shared.pod_accounting import close_layer, record_pods
-from shared.pricing import Rate, load_rates
-from shared.reconcile import Alert, LayerPlan, PatchJob, Settings, decide
+from shared.pricing import Rate, RateRow, load_rates
+from shared.reconcile import Alert, LayerPlan, PatchJob, Plan, Snapshot, decide
 from shared.state import LayerState, RunState, build_layers
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -136,16 +136,21 @@ def run_with(spans: list[tuple[int, int | None]]) -> RunState:
     ],
 )
 def test_cluster_fee_over_union_of_job_spans(spans, now_h, fee_hours):
-    cost = run_cost(run_with(spans), load_rates(), "us-east1", {}, {}, T0 + timedelta(hours=now_h))
+    cost = run_cost(run_with(spans), load_rates(), Billing("us-east1"), T0 + timedelta(hours=now_h))
     assert cost.cluster_fee_usd == pytest.approx(0.1 * fee_hours)
 
 
 def test_unknown_region_names_the_known_ones():
     with pytest.raises(ValueError, match="region"):
-        run_cost(run_with([(0, 1)]), load_rates(), "mars-north1", {}, {}, T0)
+        run_cost(run_with([(0, 1)]), load_rates(), Billing("mars-north1"), T0)
 
 
-def test_budget_guard_pauses_suspends_and_alerts_once():
+# $1 per vCPU-second on Spot, nothing else: a layer's spend is its recorded vCPU-seconds.
+DOLLAR_PER_CPU_S = (RateRow("test", "general-purpose", 0.0, 3600.0, 0.0, 0.0, 0.0),)
+
+
+@pytest.mark.parametrize(("cpu_seconds", "paused"), [(12.5, True), (10.0, True), (9.0, False)])
+def test_budget_guard_pauses_suspends_and_alerts_once(cpu_seconds, paused):
     tops = {"ingest": 3}
     run = RunState(
         "r",
@@ -158,14 +163,31 @@ def test_budget_guard_pauses_suspends_and_alerts_once():
     )
     ls = run.layers["ingest-L2"]
     ls.phase, ls.job_name, ls.completions, ls.progress_at = "running", "j2", 5, T0
+    ls.submitted_at, ls.cpu_seconds = T0, cpu_seconds
+    jobs = {"j2": JobStatus("j2", {}, {}, completions=5, parallelism=2, suspended=False)}
+    plan = Plan({k: LayerPlan(5, Ramp()) for k in run.layers}, billing=Billing("test"))
+    d = decide(Snapshot(run, jobs), plan, DOLLAR_PER_CPU_S, T0)
+    assert (d.state.status == "paused") is paused
+    assert (PatchJob("j2", suspend=True) in d.actions) is paused
+    alerts = [a for a in d.actions if isinstance(a, Alert)]
+    assert [a.kind for a in alerts] == (["budget_reached"] if paused else [])
+    if paused:
+        assert alerts[0].details == {"spend_usd": cpu_seconds, "budget_usd": 10.0}
+    d2 = decide(Snapshot(d.state, jobs), plan, DOLLAR_PER_CPU_S, T0)
+    assert not [a for a in d2.actions if isinstance(a, Alert)]
+
+
+def test_budget_guard_needs_rates_and_billing():
+    tops = {"ingest": 2}
+    run = RunState(
+        "r", "g", ["ingest"], tops, budget_usd=1.0, layers=build_layers(["ingest"], tops)
+    )
+    ls = run.layers["ingest-L2"]
+    ls.phase, ls.job_name, ls.submitted_at, ls.cpu_seconds = "running", "j2", T0, 100.0
     jobs = {"j2": JobStatus("j2", {}, {}, completions=5, parallelism=2, suspended=False)}
     plans = {k: LayerPlan(5, Ramp()) for k in run.layers}
-    spend = Settings(spend=lambda r, t: 12.5)
-    d = decide(run, jobs, plans, T0, lambda x: "j", spend)
-    assert d.state.status == "paused"
-    assert PatchJob("j2", suspend=True) in d.actions
-    assert [a.kind for a in d.actions if isinstance(a, Alert)] == ["budget_reached"]
-    d2 = decide(d.state, jobs, plans, T0, lambda x: "j", spend)
-    assert not [a for a in d2.actions if isinstance(a, Alert)]
-    under = decide(run, jobs, plans, T0, lambda x: "j", Settings(spend=lambda r, t: 9.0))
-    assert under.state.status == "running"
+    for plan, rates in [
+        (Plan(plans), DOLLAR_PER_CPU_S),
+        (Plan(plans, billing=Billing("test")), None),
+    ]:
+        assert decide(Snapshot(run, jobs), plan, rates, T0).state.status == "running"

@@ -1,4 +1,5 @@
-"""The pure reconcile decision, table-driven: state + observed Jobs + clock -> actions."""
+"""The pure reconcile decision, table-driven: snapshot + plan + clock -> actions; and
+`reject`, which takes refused Job creations back."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ import pytest
 
 from shared.cluster import JobStatus
 from shared.config import Ramp
-from shared.reconcile import Alert, CreateJob, LayerPlan, PatchJob, Settings, decide, ramp_target
+from shared.reconcile import (
+    Alert,
+    CreateJob,
+    Decision,
+    LayerPlan,
+    PatchJob,
+    Plan,
+    Snapshot,
+    decide,
+    ramp_target,
+    reject,
+)
 from shared.state import RunState, build_layers
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -28,8 +40,11 @@ def make_run(advance: str = "auto", stages=("ingest",), tops=None, status="runni
     )
 
 
-def plans(run: RunState, completions: int = 10) -> dict[str, LayerPlan]:
-    return {k: LayerPlan(completions, RAMP) for k in run.layers}
+def plans(run: RunState, completions: int = 10, stall_after_s: float = 1800.0) -> Plan:
+    layers = {
+        k: LayerPlan(completions, RAMP, job_name=name_for(ls)) for k, ls in run.layers.items()
+    }
+    return Plan(layers, stall_after_s)
 
 
 def job(name: str, **kw) -> JobStatus:
@@ -43,8 +58,8 @@ def name_for(ls) -> str:
     return f"job-{ls.stage}-{ls.layer}-{ls.attempt}"
 
 
-def run_decide(run, jobs=None, now=T0, completions=10, settings=None):
-    return decide(run, jobs or {}, plans(run, completions), now, name_for, settings or Settings())
+def run_decide(run, jobs=None, now=T0, completions=10, stall_after_s=1800.0) -> Decision:
+    return decide(Snapshot(run, jobs or {}), plans(run, completions, stall_after_s), None, now)
 
 
 @pytest.mark.parametrize(
@@ -206,8 +221,8 @@ def test_stall_alert_after_no_progress():
     jobs = {"job-ingest-2-0": job("job-ingest-2-0", completed_indexes="0")}
     d1 = run_decide(run, jobs, now=T0)
     later = T0 + timedelta(seconds=1801)
-    d2 = run_decide(d1.state, jobs, now=later, settings=Settings(stall_after_s=1800))
-    d3 = run_decide(d2.state, jobs, now=later, settings=Settings(stall_after_s=1800))
+    d2 = run_decide(d1.state, jobs, now=later, stall_after_s=1800)
+    d3 = run_decide(d2.state, jobs, now=later, stall_after_s=1800)
     assert [a.kind for a in d2.actions if isinstance(a, Alert)] == ["layer_stalled"]
     assert not [a for a in d3.actions if isinstance(a, Alert)]
 
@@ -267,3 +282,72 @@ def test_operator_delete_removes_the_job_once_and_blocks_the_layer():
     ops.resubmit(d.state, "ingest", 2, "ana", T0)
     d2 = run_decide(d.state, {})
     assert [a.job_name for a in d2.actions if isinstance(a, CreateJob)] == ["job-ingest-2-1"]
+
+
+def test_the_plan_names_the_job_of_the_layer_attempt():
+    run = make_run()
+    run.layers["ingest-L2"].attempt = 3
+    d = run_decide(run)
+    assert [a.job_name for a in d.actions if isinstance(a, CreateJob)] == ["job-ingest-2-3"]
+    assert d.state.layers["ingest-L2"].job_name == "job-ingest-2-3"
+
+
+# ---- reject ----------------------------------------------------------------------------
+def _dag_start() -> Decision:
+    """A decision that starts meshing L2 and l2cache L2 (ingest done)."""
+    run = make_run(
+        stages=("ingest", "meshing", "l2cache"), tops={"ingest": 2, "meshing": 3, "l2cache": 2}
+    )
+    run.layers["ingest-L2"].phase = "succeeded"
+    return run_decide(run, now=T0 + timedelta(seconds=5))
+
+
+@pytest.mark.parametrize(
+    ("refused", "failed", "kept"),
+    [
+        ({}, [], ["job-meshing-2-0", "job-l2cache-2-0"]),
+        ({"job-l2cache-2-0": "images.l2cache: no image"}, ["l2cache-L2"], ["job-meshing-2-0"]),
+        (
+            {"job-l2cache-2-0": "x", "job-meshing-2-0": "spec: invalid"},
+            ["meshing-L2", "l2cache-L2"],
+            [],
+        ),
+        (
+            {"some-other-job": "not created by this decision"},
+            [],
+            ["job-meshing-2-0", "job-l2cache-2-0"],
+        ),
+    ],
+)
+def test_reject_fails_exactly_the_refused_layers(refused, failed, kept):
+    decision = _dag_start()
+    out = reject(decision, refused)
+    assert sorted(a.job_name for a in out.actions if isinstance(a, CreateJob)) == sorted(kept)
+    for key, ls in out.state.layers.items():
+        if key in failed:
+            assert ls.phase == "failed" and ls.finished_at == decision.at
+            assert ls.failure_reason == f"rejected: {refused[ls.job_name]}"
+        else:
+            assert ls.phase == decision.state.layers[key].phase
+    alerts = [a for a in out.actions if isinstance(a, Alert) and a.kind == "layer_failed"]
+    assert sorted(f"{a.stage}-L{a.layer}" for a in alerts) == sorted(failed)
+    for a in alerts:
+        assert (
+            a.details["fix"] == f"correct the config, then `pipeline submit r1 {a.stage} {a.layer}`"
+        )
+    assert out.changed is (decision.changed or bool(failed))
+
+
+def test_reject_leaves_its_input_alone():
+    decision = _dag_start()
+    before = list(decision.actions), decision.state.layers["l2cache-L2"].to_doc()
+    reject(decision, {"job-l2cache-2-0": "no"})
+    assert (decision.actions, decision.state.layers["l2cache-L2"].to_doc()) == before
+
+
+def test_reject_fails_a_refused_recreate_and_the_layer_above_never_starts():
+    run = running(make_run(), "ingest-L2")
+    d = reject(run_decide(run, {"job-ingest-2-0": None}), {"job-ingest-2-0": "forbidden"})
+    assert d.state.layers["ingest-L2"].phase == "failed"
+    assert [a.kind for a in d.actions] == ["layer_failed"]
+    assert not any(isinstance(a, CreateJob) for a in run_decide(d.state).actions)

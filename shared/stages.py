@@ -1,0 +1,111 @@
+"""What a stage is: its name, the stages it waits for, the layers it runs, its default command.
+
+The one home of the build DAG's vocabulary (DESIGN 3): config validation, the build plan,
+the run state's dependency checks, the manifest and the CLI all ask this module. Ingest runs
+layer 2 to the root; meshing (present when the dataset has `mesh_config`) from layer 2 to
+`mesh_config.max_layer` or the root; l2cache (present with `l2cache_config`) is a single
+layer-2 pass; the migration is two passes over every layer, cleanup first. Pure module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from shared.layers import layer_count
+
+if TYPE_CHECKING:  # config imports this module for the stage names
+    from shared.config import PipelineConfig
+
+# The command a Job runs unless `commands.<stage>` names the image's own entry point.
+DEFAULT_COMMAND: tuple[str, ...] = ("python", "-m", "worker")
+FIRST_LAYER = 2  # layer 1 is the supervoxel layer, never a Job
+
+LastLayer = Literal["root", "layer2", "mesh"]
+
+
+class PlanError(ValueError):
+    """The requested stages do not fit the config (the message names the fix)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pass of a build over the chunked graph's layers."""
+
+    name: str
+    depends_on: tuple[str, ...] = ()  # stages complete before this one's first layer starts
+    last_layer: LastLayer = "root"  # "layer2": one pass; "mesh": mesh_config.max_layer or root
+    dataset_block: str | None = None  # dataset key that adds the stage to the default build
+    in_default_build: bool = True  # False: only when asked for (the migration passes)
+    listed: int = 0  # position in the default build as shown to operators (meshing first)
+
+
+# In DAG order: a run lists its stages in this order.
+STAGES: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage("ingest"),
+        Stage("l2cache", ("ingest",), "layer2", "l2cache_config", listed=2),
+        Stage("meshing", ("ingest",), "mesh", "mesh_config", listed=1),
+        Stage("migrate_cleanup", in_default_build=False),
+        Stage("migrate", ("migrate_cleanup",), in_default_build=False),
+    )
+}
+STAGE_NAMES: tuple[str, ...] = tuple(STAGES)
+
+
+def stage(name: str) -> Stage:
+    """The stage called `name`, or PlanError listing the known ones."""
+    try:
+        return STAGES[name]
+    except KeyError:
+        raise PlanError(f"unknown stage {name!r}: expected {', '.join(STAGE_NAMES)}") from None
+
+
+def dependencies(name: str) -> tuple[str, ...]:
+    """Stages that must be complete before `name`'s first layer may start."""
+    return stage(name).depends_on
+
+
+def _has_block(cfg: PipelineConfig, block: str) -> bool:
+    return getattr(cfg.ds, block) is not None
+
+
+def default_stages(cfg: PipelineConfig) -> list[str]:
+    """The build DAG the dataset configures: ingest, then meshing and l2cache if configured."""
+    return [
+        s.name
+        for s in sorted(STAGES.values(), key=lambda s: s.listed)
+        if s.in_default_build and (s.dataset_block is None or _has_block(cfg, s.dataset_block))
+    ]
+
+
+def check_stages(cfg: PipelineConfig, names: list[str]) -> list[str]:
+    """Validate a requested stage list; returns it in DAG order."""
+    for name in names:
+        s = stage(name)
+        if s.dataset_block is not None and not _has_block(cfg, s.dataset_block):
+            raise PlanError(f"stage {name} needs a {s.dataset_block} block in the dataset file")
+    return sorted(dict.fromkeys(names), key=STAGE_NAMES.index)
+
+
+def top_layer(cfg: PipelineConfig, name: str) -> int:
+    """The last layer a stage builds."""
+    root = layer_count(cfg.layer2_shape(), cfg.ds.graph_config.FANOUT)
+    last = stage(name).last_layer
+    if last == "layer2":
+        return FIRST_LAYER
+    mesh = cfg.ds.mesh_config
+    if last == "mesh" and mesh is not None and mesh.max_layer:
+        if mesh.max_layer > root:
+            raise PlanError(
+                f"dataset mesh_config.max_layer: {mesh.max_layer} is past the root; "
+                f"valid {FIRST_LAYER}..{root}"
+            )
+        return mesh.max_layer
+    return root
+
+
+def stage_layers(cfg: PipelineConfig, name: str) -> range:
+    """Every layer a stage runs, lowest first."""
+    return range(FIRST_LAYER, top_layer(cfg, name) + 1)

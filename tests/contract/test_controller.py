@@ -1,0 +1,230 @@
+"""The controller loop on the Firestore emulator: commit discipline under concurrency,
+refused manifests, an unreachable cluster, the budget guard priced from the rate table,
+and alert enrichment at publish time (best effort)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.build_plan import new_run
+from shared.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError, PodInfo
+from shared.config import load_config
+from shared.controller import Controller
+from shared.pricing import RateRow
+from tests.builders.fakes import RecordingCluster
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def store(firestore_project: str) -> FirestoreRunStore:
+    return FirestoreRunStore(firestore_project)
+
+
+@pytest.fixture
+def run(store: FirestoreRunStore):
+    cfg = load_config(DEMO)
+    state = new_run(cfg, "r1", ["ingest"], "auto", NOW)
+    store.create_run(state)
+    return state
+
+
+class PodCluster(RecordingCluster):
+    """The recording fake with one pod per failed index and a log that may fail to read."""
+
+    def __init__(self, log_error: Exception | None = None) -> None:
+        super().__init__()
+        self.log_error = log_error
+        self.log_reads: list[str] = []
+        self.on_log_read = lambda: None
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        if index is None:
+            return []
+        return [PodInfo(f"{job_name}-{index}-x", f"u{index}", job_name, index, "Failed", 1, 1)]
+
+    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
+        self.on_log_read()
+        self.log_reads.append(pod_name)
+        if self.log_error is not None:
+            raise self.log_error
+        return f"traceback of {pod_name}"
+
+
+def _published(store, cluster, rates=None) -> tuple[Controller, list[tuple[str, dict]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    controller = Controller(
+        store, cluster, lambda k, b: out.append((k, b)), clock=lambda: NOW, rates=rates
+    )
+    return controller, out
+
+
+def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
+    cluster = RecordingCluster()
+    published: list[str] = []
+    controllers = [
+        Controller(store, cluster, lambda kind, body: published.append(kind), clock=lambda: NOW)
+        for _ in range(4)
+    ]
+    barrier = threading.Barrier(len(controllers))
+    errors: list[BaseException] = []
+
+    def go(c: Controller) -> None:
+        barrier.wait()
+        try:
+            c.reconcile("r1")
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    def reconcile_all_at_once() -> None:
+        threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+
+    reconcile_all_at_once()
+    assert not errors
+    state = store.load_run("r1")
+    assert set(cluster.jobs) == {state.layers["ingest-L2"].job_name}
+    assert state.layers["ingest-L3"].phase == "waiting"
+    # Finish layer 2: concurrent reconciles start layer 3 exactly once, never layer 4.
+    cluster.finish(
+        state.layers["ingest-L2"].job_name,
+        condition="Complete",
+        completed_indexes=f"0-{state.layers['ingest-L2'].completions - 1}",
+        completion_time=NOW,
+    )
+    barrier.reset()
+    reconcile_all_at_once()
+    assert not errors
+    state = store.load_run("r1")
+    assert len(cluster.jobs) == 2
+    assert state.layers["ingest-L3"].phase == "running"
+    assert state.layers["ingest-L4"].phase == "waiting"
+
+
+def test_created_job_is_the_planned_manifest_of_the_attempt(store, run):
+    """The Job created carries the attempt's name in its manifest (no rename after render)
+    and the ramp's parallelism."""
+    cluster = RecordingCluster()
+    store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"], "attempt", 2))
+    Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
+    ls = store.load_run("r1").layers["ingest-L2"]
+    manifest = cluster.manifests[ls.job_name]
+    assert manifest["metadata"]["name"] == ls.job_name
+    assert manifest["spec"]["parallelism"] == ls.parallelism
+    assert manifest["spec"]["suspend"] is False
+    env = {
+        e["name"]: e["value"] for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PCG_RUN_ID"] == "r1" and env["PCG_LAYER"] == "2"
+
+
+def test_rejected_manifest_fails_the_layer_before_anything_runs(store, run):
+    """A Job the API server would refuse is never half-started: the layer fails with the
+    reason and an alert, in the same commit."""
+    cluster = RecordingCluster()
+    controller, published = _published(store, cluster)
+
+    def refuse(manifest):
+        raise ManifestRejectedError("spec.template.spec.containers[0].image: Required value")
+
+    cluster.validate_job = refuse
+    controller.reconcile("r1")
+    state = store.load_run("r1")
+    assert cluster.creates == []
+    assert state.layers["ingest-L2"].phase == "failed"
+    assert "containers[0].image" in state.layers["ingest-L2"].failure_reason
+    assert [k for k, _ in published] == ["layer_failed"]
+    assert "pipeline submit r1 ingest 2" in published[0][1]["fix"]
+
+
+def test_config_that_renders_no_job_fails_the_layer(store, run):
+    """A run whose config snapshot cannot render a layer's Job fails that layer (the same
+    refusal path as the API server's), naming the config field."""
+    store.update_run("r1", lambda r: r.config["images"].pop("ingest"))
+    cluster = RecordingCluster()
+    controller, published = _published(store, cluster)
+    controller.reconcile("r1")
+    ls = store.load_run("r1").layers["ingest-L2"]
+    assert cluster.creates == []
+    assert ls.phase == "failed" and "images.ingest" in ls.failure_reason
+    assert [k for k, _ in published] == ["layer_failed"]
+
+
+def test_unreachable_cluster_writes_nothing(store, run):
+    cluster = RecordingCluster()
+
+    def down(manifest):
+        raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
+
+    cluster.validate_job = down
+    with pytest.raises(ClusterUnreachableError):
+        Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
+    assert store.load_run("r1").version == 0
+
+
+def _with_failed_index(store, cluster) -> str:
+    """Start layer 2, then let its Job report index 1 failed; returns the Job name."""
+    Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
+    name = store.load_run("r1").layers["ingest-L2"].job_name
+    cluster.finish(name, failed_indexes="1")
+    return name
+
+
+def test_failed_index_alert_carries_chunks_and_the_log_tail(store, run):
+    cluster = PodCluster()
+    job = _with_failed_index(store, cluster)
+    versions: list[int] = []
+    cluster.on_log_read = lambda: versions.append(store.load_run("r1").version)
+    controller, published = _published(store, cluster)
+    controller.reconcile("r1")
+    [(kind, body)] = published
+    assert kind == "failed_indexes" and body["indexes"] == [1]
+    [batch] = body["batches"]
+    assert batch["index"] == 1 and batch["chunks"]
+    assert batch["log_tail"] == f"traceback of {job}-1-x"
+    # Fetched while publishing, after the decision was committed (version 1 -> 2).
+    assert versions == [2]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ClusterError("pods/x/log: 404 Not Found"), ClusterError("500 Internal"), OSError("reset")],
+)
+def test_unreadable_log_never_fails_the_reconcile(store, run, error):
+    cluster = PodCluster(log_error=error)
+    _with_failed_index(store, cluster)
+    controller, published = _published(store, cluster)
+    controller.reconcile("r1")
+    assert cluster.log_reads  # it tried
+    [(kind, body)] = published
+    assert kind == "failed_indexes" and body["batches"][0]["log_tail"] == ""
+    assert store.unsent_alerts("r1") == []
+
+
+def test_budget_guard_prices_with_the_controllers_rate_table(store, run):
+    """The controller's rate table prices the run inside the pure core: at $1 per vCPU-second
+    any recorded usage passes a one-cent budget, so the run is paused and its Job suspended."""
+    cluster = RecordingCluster()
+    store.update_run("r1", lambda r: setattr(r, "budget_usd", 0.01))
+    Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
+    store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"], "cpu_seconds", 5.0))
+    region = load_config(DEMO).region
+    dear = (RateRow(region, "general-purpose", 3600.0, 3600.0, 0.0, 0.0, 0.0),)
+    controller, published = _published(store, cluster, rates=dear)
+    controller.clock = lambda: NOW + timedelta(seconds=1)
+    controller.reconcile("r1")
+    state = store.load_run("r1")
+    assert state.status == "paused" and state.budget_alerted
+    job = state.layers["ingest-L2"].job_name
+    assert (job, None, True) in cluster.patches
+    assert [k for k, _ in published] == ["budget_reached"]
