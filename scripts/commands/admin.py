@@ -13,12 +13,11 @@ from rich.table import Table
 
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors, reads_local_cluster
-from scripts.commands.grid import CONFIG_OPTION
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
+from scripts.options import CONFIG_OPTION
 from scripts.services import Services, connect
 from scripts.views.terminal import console, titled_table
 from shared import operator_actions as ops
-from shared.adapters.google.firestore_admin import purge_run, run_job_names
 from shared.config import JobOverride, PipelineConfig, load_config
 from shared.manifest import MANAGED_BY, PREFIX, render_job
 from shared.run_store import RunNotFoundError
@@ -35,6 +34,8 @@ class PurgeRefusedError(ValueError):
 
 
 def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
+    from shared.adapters.google.firestore_admin import purge_run, run_job_names
+
     db = services.store.db
     try:
         run: RunState | None = services.store.load_run(run_id)
@@ -200,50 +201,54 @@ def _sample_notes(
 # -- commands ------------------------------------------------------------------------------------
 
 
-def register(main: click.Group) -> None:
-    @main.command()
-    @click.argument("run_id")
-    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-    @click.option("--force", is_flag=True, help="Purge even a running run.")
-    def purge(run_id: str, yes: bool, force: bool) -> None:
-        """Delete a run's Firestore documents: run, layers, pod records, alerts and its Job
-        map entries. Kubernetes Jobs are untouched (delete them with kubectl, or let
-        `terraform destroy` take them with the cluster)."""
-        _purge(connect(), run_id, yes, force)
+@click.command()
+@click.argument("run_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Purge even a running run.")
+def purge(run_id: str, yes: bool, force: bool) -> None:
+    """Delete a run's Firestore documents: run, layers, pod records, alerts and its Job
+    map entries. Kubernetes Jobs are untouched (delete them with kubectl, or let
+    `terraform destroy` take them with the cluster)."""
+    _purge(connect(), run_id, yes, force)
 
-    @main.command()
-    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-    def undeploy(yes: bool) -> None:
-        """Pause every running run (the controller suspends their Jobs, as `pipeline pause`),
-        then list what remains for `terraform destroy`. Re-run it to see the Jobs suspended."""
-        services, out = connect(), console()
-        active = [services.store.load_run(r) for r in services.store.active_runs()]
-        running = _pause_running(services, active, yes)
-        out.print(_active_runs_table(active, running))
-        _remaining_jobs(out)
-        click.echo(_what_remains())
 
-    @main.command()
-    @CONFIG_OPTION
-    @click.argument("stage")
-    @click.argument("layer", type=int)
-    @click.argument("n", type=click.IntRange(min=1))
-    @click.option("--chunks", is_flag=True, help="List the sampled chunks (on stderr).")
-    def sample(config_path: str, stage: str, layer: int, n: int, chunks: bool) -> None:
-        """Print a Job that builds N scattered chunks of STAGE LAYER, one per pod, to size CPU
-        and memory before the full run.
+@click.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def undeploy(yes: bool) -> None:
+    """Pause every running run (the controller suspends their Jobs, as `pipeline pause`),
+    then list what remains for `terraform destroy`. Re-run it to see the Jobs suspended."""
+    services, out = connect(), console()
+    active = [services.store.load_run(r) for r in services.store.active_runs()]
+    running = _pause_running(services, active, yes)
+    out.print(_active_runs_table(active, running))
+    _remaining_jobs(out)
+    click.echo(_what_remains())
 
-        It is the layer's Job with batch size 1 and N completions: pod i builds shuffled
-        position i, and the shuffle spreads positions 0..N-1 over the whole grid. The
-        controller does not track it; apply it yourself (GKE), then watch it with
-        `pipeline top --job NAME`. The chunks are built for real: ingest marks them done and
-        the full run skips them, so sample a layer only once the layer below is complete.
-        """
-        cfg = load_config(config_path)
-        manifest = sample_job(cfg, stage, layer, n)
-        click.echo(yaml.safe_dump(manifest, sort_keys=False), nl=False)
-        note = _sample_notes(cfg, config_path, manifest, stage, layer, n)
-        if chunks:
-            sampled = sample_chunks(cfg, stage, layer, n)
-            note += [f"# pod {i}: chunk {c}" for i, c in enumerate(sampled)]
-        click.echo("\n".join(note), err=True)
+
+@click.command()
+@CONFIG_OPTION
+@click.argument("stage")
+@click.argument("layer", type=int)
+@click.argument("n", type=click.IntRange(min=1))
+@click.option("--chunks", is_flag=True, help="List the sampled chunks (on stderr).")
+def sample(config_path: str, stage: str, layer: int, n: int, chunks: bool) -> None:
+    """Print a Job that builds N scattered chunks of STAGE LAYER, one per pod, to size CPU
+    and memory before the full run.
+
+    It is the layer's Job with batch size 1 and N completions: pod i builds shuffled
+    position i, and the shuffle spreads positions 0..N-1 over the whole grid. The
+    controller does not track it; apply it yourself (GKE), then watch it with
+    `pipeline top --job NAME`. The chunks are built for real: ingest marks them done and
+    the full run skips them, so sample a layer only once the layer below is complete.
+    """
+    cfg = load_config(config_path)
+    manifest = sample_job(cfg, stage, layer, n)
+    click.echo(yaml.safe_dump(manifest, sort_keys=False), nl=False)
+    note = _sample_notes(cfg, config_path, manifest, stage, layer, n)
+    if chunks:
+        sampled = sample_chunks(cfg, stage, layer, n)
+        note += [f"# pod {i}: chunk {c}" for i, c in enumerate(sampled)]
+    click.echo("\n".join(note), err=True)
+
+
+COMMANDS = (purge, undeploy, sample)

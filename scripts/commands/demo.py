@@ -17,102 +17,104 @@ from shared.config import load_config
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 
 
-def register(main: click.Group) -> None:
-    @main.command()
-    @click.option(
-        "-c",
-        "--config",
-        "config_path",
-        default=str(DEFAULT_CONFIG),
-        type=click.Path(dir_okay=False),
-        help="Default: examples/demo/pipeline.yml.",
-    )
-    @click.option("--size", type=int, default=None, help="Volume edge in voxels (cube).")
-    @click.option("--chunk", type=int, default=None, help="Chunk edge in voxels (cube).")
-    @click.option(
-        "--stages",
-        default="ingest",
-        show_default=True,
-        help="Comma list: ingest, l2cache, meshing (the passes run after ingest, each checked "
-        "by its own oracle).",
-    )
-    @click.option(
-        "--advance", type=click.Choice(["auto", "approve"]), default="auto", show_default=True
-    )
-    @click.option(
-        "--approve-after",
-        "approve_after_s",
-        type=click.FloatRange(min=0),
-        default=None,
-        metavar="SECONDS",
-        help="With --advance approve: the demo approves each layer SECONDS after it becomes "
-        "eligible, as an operator would (`pipeline approve`). Without it, approve each layer "
-        "yourself.",
-    )
-    @click.option("--timeout", "timeout_s", type=float, default=900, show_default=True)
-    @click.option(
-        "--workdir",
-        type=click.Path(file_okay=False),
-        default=None,
-        help="Keep the volume, pod logs and stack state here (default: temporary).",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="End with one JSON summary line.")
-    def demo(
-        config_path: str,
-        size: int | None,
-        chunk: int | None,
-        stages: str,
-        advance: str,
-        approve_after_s: float | None,
-        timeout_s: float,
-        workdir: str | None,
-        as_json: bool,
-    ) -> None:
-        """Build the demo dataset's chunked graph unattended, then check it against an oracle."""
-        from scripts.demo_run import prepare_config, run_demo
-        from shared.build_plan import PlanError, check_stages
+@click.command()
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    default=str(DEFAULT_CONFIG),
+    type=click.Path(dir_okay=False),
+    help="Default: examples/demo/pipeline.yml.",
+)
+@click.option("--size", type=int, default=None, help="Volume edge in voxels (cube).")
+@click.option("--chunk", type=int, default=None, help="Chunk edge in voxels (cube).")
+@click.option(
+    "--stages",
+    default="ingest",
+    show_default=True,
+    help="Comma list: ingest, l2cache, meshing (the passes run after ingest, each checked "
+    "by its own oracle).",
+)
+@click.option(
+    "--advance", type=click.Choice(["auto", "approve"]), default="auto", show_default=True
+)
+@click.option(
+    "--approve-after",
+    "approve_after_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="With --advance approve: the demo approves each layer SECONDS after it becomes "
+    "eligible, as an operator would (`pipeline approve`). Without it, approve each layer "
+    "yourself.",
+)
+@click.option("--timeout", "timeout_s", type=float, default=900, show_default=True)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Keep the volume, pod logs and stack state here (default: temporary).",
+)
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON summary line.")
+def demo(
+    config_path: str,
+    size: int | None,
+    chunk: int | None,
+    stages: str,
+    advance: str,
+    approve_after_s: float | None,
+    timeout_s: float,
+    workdir: str | None,
+    as_json: bool,
+) -> None:
+    """Build the demo dataset's chunked graph unattended, then check it against an oracle."""
+    from scripts.demo_run import prepare_config, run_demo
+    from shared.build_plan import PlanError, check_stages
 
-        if approve_after_s is not None and advance != "approve":
-            raise click.UsageError("--approve-after needs --advance approve")
+    if approve_after_s is not None and advance != "approve":
+        raise click.UsageError("--approve-after needs --advance approve")
 
-        stage_list = [s.strip() for s in stages.split(",") if s.strip()]
-        tmp = None if workdir else tempfile.TemporaryDirectory(prefix="cave-demo-")
-        work = Path(workdir or tmp.name)  # type: ignore[union-attr]
+    stage_list = [s.strip() for s in stages.split(",") if s.strip()]
+    tmp = None if workdir else tempfile.TemporaryDirectory(prefix="cave-demo-")
+    work = Path(workdir or tmp.name)  # type: ignore[union-attr]
+    try:
+        cfg = prepare_config(load_config(config_path), work, size, chunk)
         try:
-            cfg = prepare_config(load_config(config_path), work, size, chunk)
-            try:
-                check_stages(cfg, stage_list)
-            except PlanError as exc:
-                raise click.UsageError(str(exc)) from None
-            console = Console(stderr=as_json)
-            console.print(
-                f"demo: volume {cfg.ds.data_source.size}, chunks {cfg.ds.graph_config.CHUNK_SIZE}"
-                f", layer-2 grid {cfg.layer2_shape()}; starting the local stack…"
+            check_stages(cfg, stage_list)
+        except PlanError as exc:
+            raise click.UsageError(str(exc)) from None
+        console = Console(stderr=as_json)
+        console.print(
+            f"demo: volume {cfg.ds.data_source.size}, chunks {cfg.ds.graph_config.CHUNK_SIZE}"
+            f", layer-2 grid {cfg.layer2_shape()}; starting the local stack…"
+        )
+        with Live(console=console, refresh_per_second=4, transient=False) as live:
+            result = run_demo(
+                cfg,
+                work,
+                stages=stage_list,
+                advance=advance,
+                timeout_s=timeout_s,
+                approve_after_s=approve_after_s,
+                on_progress=lambda run: live.update(run_table(run)),
             )
-            with Live(console=console, refresh_per_second=4, transient=False) as live:
-                result = run_demo(
-                    cfg,
-                    work,
-                    stages=stage_list,
-                    advance=advance,
-                    timeout_s=timeout_s,
-                    approve_after_s=approve_after_s,
-                    on_progress=lambda run: live.update(run_table(run)),
-                )
-            summary = result.summary()
-            verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"
-            checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]
-            verdict += f" ({', '.join(checked)})"
-            console.print(
-                f"{verdict}: {summary['layers']} layers, {summary['chunks']} chunks, "
-                f"{summary['pods']} pods ({summary['retries']} retries) in {summary['wall_s']}s;"
-                f" chunk compute {summary['chunk_compute_s']}s"
-            )
-            for line in result.oracle["mismatches"]:
-                console.print(f"  [red]{line}[/]")
-            if as_json:
-                click.echo(json.dumps(summary))
-        finally:
-            if tmp is not None:
-                tmp.cleanup()
-        sys.exit(0 if result.ok else 1)
+        summary = result.summary()
+        verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"
+        checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]
+        verdict += f" ({', '.join(checked)})"
+        console.print(
+            f"{verdict}: {summary['layers']} layers, {summary['chunks']} chunks, "
+            f"{summary['pods']} pods ({summary['retries']} retries) in {summary['wall_s']}s;"
+            f" chunk compute {summary['chunk_compute_s']}s"
+        )
+        for line in result.oracle["mismatches"]:
+            console.print(f"  [red]{line}[/]")
+        if as_json:
+            click.echo(json.dumps(summary))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    sys.exit(0 if result.ok else 1)
+
+
+COMMANDS = (demo,)

@@ -13,11 +13,11 @@ from rich.table import Table
 
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors
-from scripts.layer_target import JOB_OPTION, TARGET, Target, resolve_target
+from scripts.layer_target import Target, resolve_target
+from scripts.options import JOB_OPTION, TARGET
 from scripts.views.terminal import console, live, span, titled_table, when
 from shared.adapters.gke.wire import event_time
-from shared.adapters.local.cluster import metrics as pod_metrics
-from shared.cluster import PodInfo
+from shared.cluster import Cluster, MetricsUnavailableError, PodInfo, PodUsage
 
 EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
 
@@ -31,7 +31,7 @@ def pod_runtime(pod: PodInfo, now: datetime) -> float | None:
 
 
 def _all_events(cluster: Any, job: str) -> list[dict[str, Any]]:
-    events = list(cluster.job_events(job)) + cluster_access.pod_events(cluster, job)
+    events = list(cluster.job_events(job)) + list(cluster.pod_events(job))
     return sorted(events, key=event_time)
 
 
@@ -84,31 +84,17 @@ def events_table(cluster: Any, target: Target) -> Table:
 # -- top -----------------------------------------------------------------------------------------
 
 
-def pod_usage(cluster: Any, job: str, pods: list[PodInfo]) -> tuple[dict[str, Any], str]:
-    """Usage of the running pods by name, and a note when it is not available."""
+def pod_usage(cluster: Cluster, job: str, pods: list[PodInfo]) -> tuple[dict[str, PodUsage], str]:
+    """Usage of the running pods by name, and a note when it is not (all) available."""
     running = [p for p in pods if p.phase == "Running"]
     if not running:
         return {}, ""
-    if cluster_access.is_local(cluster):
-        logs = {p.name: cluster.pods_dir / f"{p.name}.log" for p in running}
-        pids = pod_metrics.pids_by_log_file(logs.values())
-        found = {name: pids[path] for name, path in logs.items() if pids.get(path)}
-        usage = pod_metrics.local_usage(found)
-        if usage:
-            return usage, ""
-        return usage, (
-            "usage unavailable: none of these local pods' processes is visible in /proc "
-            "(the local cluster must run on this machine, as this user, on Linux)"
-        )
-    if hasattr(cluster, "api_client"):
-        try:
-            usage = pod_metrics.gke_pod_usage(cluster.api_client, cluster.namespace, job)
-        except pod_metrics.MetricsUnavailableError as e:
-            return {}, f"usage unavailable: {e}"
-        missing = len(running) - sum(p.name in usage for p in running)
-        note = f"{missing} running pod(s) have no metrics sample yet" if missing else ""
-        return usage, note
-    return {}, "usage unavailable for this kind of cluster"
+    try:
+        usage = cluster.pod_usage(job)
+    except MetricsUnavailableError as e:
+        return {}, f"usage unavailable: {e}"
+    missing = len(running) - sum(p.name in usage for p in running)
+    return usage, (f"{missing} running pod(s) have no metrics sample yet" if missing else "")
 
 
 def _pct(used: float, request: float) -> str:
@@ -154,42 +140,46 @@ def top_table(cluster: Any, target: Target) -> Table:
 # -- commands ------------------------------------------------------------------------------------
 
 
-def register(main: click.Group) -> None:
-    @main.command()
-    @click.argument("args", nargs=-1, metavar=TARGET)
-    @JOB_OPTION
-    @click.option(
-        "--phase",
-        type=click.Choice(["Pending", "Running", "Succeeded", "Failed"], case_sensitive=False),
-        default=None,
-        help="Only pods in this phase.",
-    )
-    def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
-        """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit."""
-        target, _ = resolve_target(args, job, 0, need_job=True)
-        with cluster_errors():
-            cluster = cluster_access.read_cluster(target.namespace)
-            console().print(pods_table(cluster, target, phase))
+@click.command()
+@click.argument("args", nargs=-1, metavar=TARGET)
+@JOB_OPTION
+@click.option(
+    "--phase",
+    type=click.Choice(["Pending", "Running", "Succeeded", "Failed"], case_sensitive=False),
+    default=None,
+    help="Only pods in this phase.",
+)
+def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
+    """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit."""
+    target, _ = resolve_target(args, job, 0, need_job=True)
+    with cluster_errors():
+        cluster = cluster_access.read_cluster(target.namespace)
+        console().print(pods_table(cluster, target, phase))
 
-    @main.command()
-    @click.argument("args", nargs=-1, metavar=TARGET)
-    @JOB_OPTION
-    def events(args: tuple[str, ...], job: str | None) -> None:
-        """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first."""
-        target, _ = resolve_target(args, job, 0, need_job=True)
-        with cluster_errors():
-            cluster = cluster_access.read_cluster(target.namespace)
-            console().print(events_table(cluster, target))
 
-    @main.command()
-    @click.argument("args", nargs=-1, metavar=TARGET)
-    @JOB_OPTION
-    @click.option("-o", "--once", is_flag=True, help="One snapshot, then exit.")
-    @click.option("-i", "--interval", type=float, default=5.0, show_default=True)
-    def top(args: tuple[str, ...], job: str | None, once: bool, interval: float) -> None:
-        """Live per-pod CPU and memory usage vs request, by index (GKE: the metrics API;
-        local: /proc). Size `job.resources` from the peak."""
-        target, _ = resolve_target(args, job, 0, need_job=True)
-        with cluster_errors():
-            cluster = cluster_access.read_cluster(target.namespace)
-            live(lambda: top_table(cluster, target), once, interval)
+@click.command()
+@click.argument("args", nargs=-1, metavar=TARGET)
+@JOB_OPTION
+def events(args: tuple[str, ...], job: str | None) -> None:
+    """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first."""
+    target, _ = resolve_target(args, job, 0, need_job=True)
+    with cluster_errors():
+        cluster = cluster_access.read_cluster(target.namespace)
+        console().print(events_table(cluster, target))
+
+
+@click.command()
+@click.argument("args", nargs=-1, metavar=TARGET)
+@JOB_OPTION
+@click.option("-o", "--once", is_flag=True, help="One snapshot, then exit.")
+@click.option("-i", "--interval", type=float, default=5.0, show_default=True)
+def top(args: tuple[str, ...], job: str | None, once: bool, interval: float) -> None:
+    """Live per-pod CPU and memory usage vs request, by index (GKE: the metrics API;
+    local: /proc). Size `job.resources` from the peak."""
+    target, _ = resolve_target(args, job, 0, need_job=True)
+    with cluster_errors():
+        cluster = cluster_access.read_cluster(target.namespace)
+        live(lambda: top_table(cluster, target), once, interval)
+
+
+COMMANDS = (pods, events, top)

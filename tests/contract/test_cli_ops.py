@@ -27,7 +27,7 @@ from scripts.cli import main
 from shared import grid
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.cluster.local_cluster import LocalCluster
+from shared.adapters.local.cluster.local_cluster import LocalCluster, LocalClusterView
 from shared.build_plan import new_run
 from shared.config import load_config
 from shared.controller import attempt_job_name
@@ -358,7 +358,7 @@ def test_read_cluster_names_what_to_set(tmp_path, monkeypatch):
     (tmp_path / "cluster" / "jobs").mkdir(parents=True)
     (tmp_path / "stack.json").write_text(json.dumps({"env": {}}))
     view = cluster_access.read_cluster(stack_dir=tmp_path, env={})
-    assert cluster_access.is_local(view) and view.state_dir == tmp_path / "cluster"
+    assert isinstance(view, LocalClusterView) and view.state_dir == tmp_path / "cluster"
 
 
 KUBECONFIG = """apiVersion: v1
@@ -378,51 +378,3 @@ def test_gke_is_read_in_the_runs_namespace_unless_one_is_set(tmp_path):
     assert gke.namespace == "pcg"
     env[cluster_access.NAMESPACE_ENV] = "other"
     assert cluster_access.read_cluster("pcg", stack_dir=tmp_path, env=env).namespace == "other"
-
-
-class _Page:
-    def __init__(self, items: list[dict[str, Any]], token: str = "") -> None:
-        self.page = {"items": items, "metadata": {"continue": token}}
-
-
-class _FakeGke:
-    """Just what `pod_events` touches of GkeCluster: core, api_client, namespace."""
-
-    namespace, request_timeout, endpoint = "pcg", 5.0, "https://gke"
-
-    def __init__(self, pages: list[_Page]) -> None:
-        self.pages, self.calls = pages, []
-        self.core, self.api_client = self, self
-
-    def list_namespaced_event(self, namespace: str, **kwargs: Any) -> _Page:
-        self.calls.append((namespace, kwargs))
-        return self.pages[len(self.calls) - 1]
-
-    def sanitize_for_serialization(self, page: _Page) -> dict[str, Any]:
-        return page.page
-
-
-def test_pod_events_on_gke_are_the_jobs_pods_across_pages():
-    def event(pod: str, reason: str, at: str) -> dict[str, Any]:
-        return {
-            "involvedObject": {"kind": "Pod", "name": pod},
-            "reason": reason,
-            "lastTimestamp": at,
-        }
-
-    fake = _FakeGke(
-        [
-            _Page(
-                [
-                    event("j-1-abc", "OOMKilling", "2026-01-01T00:00:05Z"),
-                    event("other-0-x", "Pulled", "2026-01-01T00:00:01Z"),
-                ],
-                token="t1",
-            ),
-            _Page([event("j-0-xyz", "FailedScheduling", "2026-01-01T00:00:02Z")]),
-        ]
-    )
-    events = cluster_access.pod_events(fake, "j")
-    assert [e["reason"] for e in events] == ["FailedScheduling", "OOMKilling"]
-    assert fake.calls[0][1]["field_selector"] == "involvedObject.kind=Pod"
-    assert fake.calls[1][1]["_continue"] == "t1"
