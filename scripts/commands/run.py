@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 
 import click
 from rich.console import Console
 
-from scripts.options import CONFIG_OPTION, layer_arguments
+from scripts import cluster_access
+from scripts.layer_target import run_config
+from scripts.options import (
+    CONFIG_OPTION,
+    JSON_OPTION,
+    ONCE_OPTION,
+    interval_option,
+    layer_arguments,
+)
+from scripts.run_progress import as_json as as_json_doc
+from scripts.run_progress import gather
 from scripts.services import connect, operator_name
-from scripts.views.status import run_table
+from scripts.views.status import MAX_ROWS, status_view
 from scripts.views.terminal import live
 from shared import operator_actions as ops
 from shared.build_plan import default_stages, new_run
+from shared.cluster import Cluster, ClusterError
 from shared.config import load_config
 from shared.manifest import validate_config_renders
+from shared.progress import RunProgress
 from shared.state import RunState
 
 ADVANCE = click.Choice(["manual", "approve", "auto"])
@@ -148,14 +161,39 @@ def delete(run_id: str, stage: str, layer: int) -> None:
     click.echo(f"deleting the Job of {stage} L{layer} in {run_id}")
 
 
+def _status_cluster(run: RunState) -> tuple[Cluster | None, str]:
+    """The cluster to read pods from, or None and why not (status works without it)."""
+    try:
+        return cluster_access.read_cluster(run_config(run).namespace), ""
+    except ClusterError as e:
+        return None, f"cluster not read: {str(e).splitlines()[0][:160]}"
+
+
 @click.command()
 @click.argument("run_id")
-@click.option("-o", "--once", is_flag=True, help="One snapshot, then exit.")
-@click.option("-i", "--interval", type=float, default=2.0, show_default=True)
-def status(run_id: str, once: bool, interval: float) -> None:
-    """Live per-layer progress of a run until Ctrl-C (or --once)."""
+@ONCE_OPTION
+@interval_option(2.0)
+@JSON_OPTION
+@click.option(
+    "--rows", type=click.IntRange(min=3), default=MAX_ROWS, show_default=True, help="Layer rows."
+)
+def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -> None:
+    """A run's progress until Ctrl-C (or --once): per layer chunks done / total, active and
+    ready pods, retries, failed indexes, OOM kills, parallelism against the ramp, approval,
+    elapsed, chunks/min, ETA and cost so far; the run's totals, spend against budget, the
+    cluster's nodes and requests, and what the waiting layers wait on."""
     store = connect().store
-    live(lambda: run_table(store.load_run(run_id)), once, interval, Console())
+    run = store.load_run(run_id)
+    cluster, why = _status_cluster(run)
+
+    def snapshot() -> tuple[RunProgress, str]:
+        progress, note = gather(store.load_run(run_id), _now(), cluster)
+        return progress, "; ".join(n for n in (why, note) if n)
+
+    if as_json:
+        click.echo(json.dumps(as_json_doc(snapshot()[0]), default=str, indent=2))
+        return
+    live(lambda: status_view(*snapshot(), max_rows=rows), once, interval, Console())
 
 
 COMMANDS = (setup, start, approve, pause, resume, scale, submit, delete, status)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.table import Table
 
@@ -25,7 +25,7 @@ def titled_table(title: str | None, columns: Iterable[str], **options: Any) -> T
 
 
 def live(
-    render: Callable[[], Table], once: bool, interval: float, out: Console | None = None
+    render: Callable[[], RenderableType], once: bool, interval: float, out: Console | None = None
 ) -> None:
     """Print `render()` once, or keep it on screen refreshed every `interval` s until Ctrl-C."""
     out = out or console()
