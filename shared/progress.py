@@ -249,21 +249,27 @@ def run_progress(
     )
 
 
-# Which rows a fixed-height table keeps: what needs attention first, then what comes next.
-ROW_PRIORITY = {"running": 0, "failed": 1, "waiting": 2, "succeeded": 3}
+# Which rows a fixed-height table keeps: what needs attention, the latest done (for context),
+# then what comes next, then older done layers.
+ROW_PRIORITY = {"running": 0, "failed": 1, "waiting": 3, "succeeded": 4}
+RECENT_DONE = 2  # succeeded layers ranked before the waiting ones
 
 
 def visible_rows(layers: list[LayerProgress], max_rows: int) -> tuple[list[LayerProgress], dict]:
-    """At most `max_rows` layers in build order (running and failed first, then the next
-    waiting ones, then the latest succeeded), and the count of the others by phase."""
+    """At most `max_rows` layers in build order (running and failed first, then the latest
+    two succeeded, then the next waiting ones, then older succeeded), and the count of the
+    others by phase."""
     if len(layers) <= max_rows:
         return list(layers), {}
     order = {id(lp): i for i, lp in enumerate(layers)}
+    done = [lp for lp in layers if lp.phase == "succeeded"]
+    recent = {id(lp) for lp in done[-RECENT_DONE:]}
 
     def rank(lp: LayerProgress) -> tuple[int, int]:
         i = order[id(lp)]
-        # Waiting: the nearest first; succeeded: the most recent (highest in order) first.
-        return ROW_PRIORITY.get(lp.phase, 2), -i if lp.phase == "succeeded" else i
+        if id(lp) in recent:
+            return 2, -i
+        return ROW_PRIORITY.get(lp.phase, 3), -i if lp.phase == "succeeded" else i
 
     keep = sorted(layers, key=rank)[:max_rows]
     kept = {id(lp) for lp in keep}
@@ -272,3 +278,12 @@ def visible_rows(layers: list[LayerProgress], max_rows: int) -> tuple[list[Layer
         if id(lp) not in kept:
             hidden[lp.phase] = hidden.get(lp.phase, 0) + 1
     return sorted(keep, key=lambda lp: order[id(lp)]), hidden
+
+
+def blocking_waits(layers: list[LayerProgress]) -> tuple[list[LayerProgress], int]:
+    """The waiting layers at the front (waiting on something other than another waiting
+    layer: a running layer, a stage, an approval, a pause), and how many wait behind them."""
+    waiting = {lp.key for lp in layers if lp.phase == "waiting"}
+    front = [lp for lp in layers if lp.waits_on and lp.waits_on.split(" ")[0] not in waiting]
+    behind = sum(1 for lp in layers if lp.waits_on) - len(front)
+    return front, behind

@@ -52,9 +52,7 @@ def _time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-def attempts(
-    records: Mapping[str, Iterable[Mapping[str, Any]]], now: datetime
-) -> list[Attempt]:
+def attempts(records: Mapping[str, Iterable[Mapping[str, Any]]], now: datetime) -> list[Attempt]:
     """Pod records by layer key -> the attempts that started, oldest first (an attempt still
     running ends at `now`; one that never started is not on the timeline)."""
     out: list[Attempt] = []

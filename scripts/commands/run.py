@@ -7,7 +7,6 @@ import uuid
 from datetime import UTC, datetime
 
 import click
-from rich.console import Console
 
 from scripts import cluster_access
 from scripts.layer_target import run_config
@@ -22,7 +21,7 @@ from scripts.run_progress import as_json as as_json_doc
 from scripts.run_progress import gather
 from scripts.services import connect, operator_name
 from scripts.views.status import MAX_ROWS, status_view
-from scripts.views.terminal import live
+from scripts.views.terminal import console, live
 from shared import operator_actions as ops
 from shared.build_plan import default_stages, new_run
 from shared.cluster import Cluster, ClusterError
@@ -193,7 +192,7 @@ def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -
     if as_json:
         click.echo(json.dumps(as_json_doc(snapshot()[0]), default=str, indent=2))
         return
-    live(lambda: status_view(*snapshot(), max_rows=rows), once, interval, Console())
+    live(lambda: status_view(*snapshot(), max_rows=rows), once, interval, console(100))
 
 
 COMMANDS = (setup, start, approve, pause, resume, scale, submit, delete, status)

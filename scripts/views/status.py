@@ -4,18 +4,17 @@ what the waiting layers wait on."""
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from scripts.views.terminal import span
-from shared.progress import LayerProgress, RunProgress, visible_rows
+from shared.progress import LayerProgress, RunProgress, blocking_waits, visible_rows
 
 MAX_ROWS = 14  # layer rows; the rest is summarised in one line
 MAX_WAITING = 3  # waiting layers named under the table
 PHASE_STYLE = {"succeeded": "green", "running": "cyan", "failed": "red", "waiting": "dim"}
-PHASE_SHORT = {"succeeded": "done", "running": "running", "failed": "FAILED", "waiting": "waiting"}
+PHASE_SHORT = {"succeeded": "done", "running": "run", "failed": "FAIL", "waiting": "wait"}
 COLUMNS = (
     # (header, justify): kept short so the table fits 100 columns
     ("layer", "left"),
@@ -50,6 +49,8 @@ def count(n: int | float | None) -> str:
 def usd(value: float | None) -> str:
     if value is None:
         return "?"
+    if value >= 100:
+        return f"{value:.0f}"
     return f"{value:.2f}" if value >= 0.01 or value == 0 else f"{value:.4f}"
 
 
@@ -76,36 +77,40 @@ def _row(lp: LayerProgress) -> list[str]:
 
 
 def header(p: RunProgress) -> Text:
-    """Two lines: the run and its totals; spend against budget and the cluster."""
+    """Four lines, each under 100 characters: the run; its chunks, rate and ETA; spend
+    against budget; the cluster."""
+    line1 = (
+        f"run {p.run_id} · graph {p.graph_id} · {p.status} · advance {p.advance} · "
+        f"elapsed {span(p.elapsed_s)}"
+    )
+    rate = f"{count(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
     eta = f"ETA {span(p.eta_s)} at the run's average rate" if p.eta_s else "ETA ?"
     if p.status in ("succeeded", "failed"):
         eta = p.status
-    rate = f"{count(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
-    line1 = (
-        f"run {p.run_id} · {p.graph_id} · {p.status} · advance {p.advance} · "
-        f"{span(p.elapsed_s)} · {count(p.chunks_done)}/{count(p.chunks_total)} chunks "
-        f"({p.percent:.0f}%) · {rate} · {eta}"
+    line2 = (
+        f"chunks {count(p.chunks_done)}/{count(p.chunks_total)} ({p.percent:.0f}%) · {rate} · {eta}"
     )
-    spend = f"spend ${usd(p.cost_usd)} (estimate)"
+    line3 = f"spend ${usd(p.cost_usd)} (estimate, Autopilot requests x runtime)"
     if p.budget_usd:
-        share = f" {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""
-        spend = f"spend ${usd(p.cost_usd)} of ${p.budget_usd:g} budget{share} (estimate)"
+        share = f", {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""
+        line3 = f"spend ${usd(p.cost_usd)} of ${p.budget_usd:g} budget{share} (estimate)"
     if p.cluster is None:
-        where = "cluster: not read"
+        line4 = "cluster: not read"
     else:
         c = p.cluster
-        where = (
-            f"cluster: {c.nodes} nodes ({c.spot_nodes} Spot) · {c.pods} pods requesting "
-            f"{c.cpu_requested:g} vCPU, {c.memory_requested_gib:g} GiB"
+        line4 = (
+            f"cluster: {c.nodes} nodes ({c.spot_nodes} Spot) under the run's pods · {c.pods} pods"
+            f" requesting {c.cpu_requested:g} vCPU, {c.memory_requested_gib:g} GiB"
         )
-    return Text(f"{line1}\n{spend} · {where}")
+    return Text("\n".join((line1, line2, line3, line4)))
 
 
 def layers_table(p: RunProgress, max_rows: int = MAX_ROWS) -> Table:
     rows, hidden = visible_rows(p.layers, max_rows)
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    # No borders, one space between columns: 14 columns fit 100 characters.
+    table = Table(box=None, padding=(0, 0, 0, 1), pad_edge=False, header_style="bold underline")
     for name, justify in COLUMNS:
-        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=True, overflow="ignore")  # type: ignore[arg-type]
     for lp in rows:
         table.add_row(*_row(lp))
     # Always the same height: a blank line when nothing is hidden.
@@ -118,11 +123,16 @@ def layers_table(p: RunProgress, max_rows: int = MAX_ROWS) -> Table:
 
 
 def waiting_lines(p: RunProgress, limit: int = MAX_WAITING) -> Text:
-    waiting = [lp for lp in p.layers if lp.waits_on]
-    lines = [f"{lp.key} waits on {lp.waits_on}" for lp in waiting[:limit]]
-    if len(waiting) > limit:
-        lines.append(f"... and {len(waiting) - limit} more waiting layers")
-    return Text("\n".join(lines) if lines else "no layer waiting")
+    """What holds the build: the front waiting layers and what each waits on (always
+    `limit` + 1 lines)."""
+    front, behind = blocking_waits(p.layers)
+    lines = [f"{lp.key} waits on {lp.waits_on}" for lp in front[:limit]]
+    more = len(front) - limit
+    tail = [f"{more} more" if more > 0 else "", f"{behind} behind them" if behind else ""]
+    summary = " and ".join(t for t in tail if t)
+    lines = lines or ["no layer waiting"]
+    lines += [""] * (limit - len(lines)) + [f"(+ {summary} waiting)" if summary else ""]
+    return Text("\n".join(lines))
 
 
 def status_view(p: RunProgress, note: str = "", max_rows: int = MAX_ROWS) -> Group:

@@ -14,9 +14,9 @@ from rich.live import Live
 from rich.table import Table
 
 
-def console() -> Console:
-    """Rich output; when piped, wide enough that names and messages are not cut."""
-    return Console(width=None if sys.stdout.isatty() else 200)
+def console(piped_width: int = 200) -> Console:
+    """Rich output; when piped, `piped_width` wide (default: names and messages not cut)."""
+    return Console(width=None if sys.stdout.isatty() else piped_width)
 
 
 def titled_table(title: str | None, columns: Iterable[str], **options: Any) -> Table:

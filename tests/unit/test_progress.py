@@ -10,6 +10,7 @@ import pytest
 from shared.progress import (
     LayerPods,
     LayerSize,
+    blocking_waits,
     chunks_done,
     cluster_totals,
     layer_progress,
@@ -139,11 +140,18 @@ def _rows(phases: str) -> list:
     "phases, max_rows, kept, hidden",
     [
         ("ssrw", 8, [2, 3, 4, 5], {}),
-        ("ssssssrrwwwwww", 5, [8, 9, 10, 11, 12], {"succeeded": 6, "waiting": 3}),
-        ("sssssfrw", 3, [7, 8, 9], {"succeeded": 5}),
+        ("ssssssrrwwwwww", 5, [6, 7, 8, 9, 10], {"succeeded": 4, "waiting": 5}),
+        ("sssssfrw", 3, [6, 7, 8], {"succeeded": 4, "waiting": 1}),
         ("ssssss", 2, [6, 7], {"succeeded": 4}),  # the latest succeeded
     ],
 )
 def test_visible_rows_keep_a_fixed_height(phases, max_rows, kept, hidden):
     rows, rest = visible_rows(_rows(phases), max_rows)
     assert [r.layer for r in rows] == kept and rest == hidden
+
+
+def test_blocking_waits_are_the_front_of_the_queue():
+    run = _run(stages=("ingest", "l2cache"))
+    rows = [layer_progress(run, ls, LayerSize(8, 4), T0) for ls in run.ordered_layers()]
+    front, behind = blocking_waits(rows)
+    assert [lp.key for lp in front] == ["ingest-L2", "l2cache-L2"] and behind == 2
