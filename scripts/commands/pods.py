@@ -5,19 +5,24 @@ They only READ the cluster (scripts.cluster_access)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
 import click
+from rich.console import RenderableType
 from rich.table import Table
 
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors
 from scripts.layer_target import Target, resolve_target
-from scripts.options import JOB_OPTION, TARGET
+from scripts.options import JOB_OPTION, JSON_OPTION, ONCE_OPTION, TARGET, interval_option
+from scripts.views.fleet import fleet_view
 from scripts.views.terminal import console, live, span, titled_table, when
 from shared.adapters.gke.wire import event_time
 from shared.cluster import Cluster, MetricsUnavailableError, PodInfo, PodUsage
+from shared.fleet import FleetSummary, PodSample, count_oom, summarize
 
 EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
 
@@ -168,18 +173,51 @@ def events(args: tuple[str, ...], job: str | None) -> None:
         console().print(events_table(cluster, target))
 
 
+def fleet_of(cluster: Cluster, job: str) -> tuple[FleetSummary, list[PodInfo], str]:
+    """The Job's running pods summarised (usage against request), its pods, and a note."""
+    pods = cluster.list_pods(job)
+    running = [p for p in pods if p.phase == "Running"]
+    usage, note = pod_usage(cluster, job, running)
+    samples = [
+        PodSample(p.name, p.index, u.cpu, p.cpu_request, u.memory_gib, p.memory_request_gib)
+        for p in running
+        if (u := usage.get(p.name)) is not None
+    ]
+    summary = summarize(samples, oom_kills=count_oom(p.reason for p in pods))
+    return summary, pods, note
+
+
 @click.command()
 @click.argument("args", nargs=-1, metavar=TARGET)
 @JOB_OPTION
-@click.option("-o", "--once", is_flag=True, help="One snapshot, then exit.")
-@click.option("-i", "--interval", type=float, default=5.0, show_default=True)
-def top(args: tuple[str, ...], job: str | None, once: bool, interval: float) -> None:
-    """Live per-pod CPU and memory usage vs request, by index (GKE: the metrics API;
-    local: /proc). Size `job.resources` from the peak."""
+@ONCE_OPTION
+@interval_option(5.0)
+@JSON_OPTION
+@click.option("--pods", "per_pod", is_flag=True, help="One row per pod instead of the fleet.")
+def top(
+    args: tuple[str, ...], job: str | None, once: bool, interval: float, as_json: bool,
+    per_pod: bool,
+) -> None:  # fmt: skip
+    """A Job's fleet live: CPU and memory as a share of the request (p10/p50/p90/p99/max),
+    pods over 90 %, OOM kills, and the highest, middle and lowest pods, in a fixed height at
+    any fleet size (GKE: the metrics API; local: /proc). `--pods`: one row per pod."""
     target, _ = resolve_target(args, job, 0, need_job=True)
     with cluster_errors():
         cluster = cluster_access.read_cluster(target.namespace)
-        live(lambda: top_table(cluster, target), once, interval)
+        if as_json:
+            summary, pods, note = fleet_of(cluster, target.job)
+            doc = {"job": target.job, "note": note, **asdict(summary)}
+            click.echo(json.dumps(doc, indent=2, default=str))
+            return
+        if per_pod:
+            live(lambda: top_table(cluster, target), once, interval)
+            return
+
+        def render() -> RenderableType:
+            summary, pods, note = fleet_of(cluster, target.job)
+            return fleet_view(target.job, summary, pods, note, datetime.now(UTC))
+
+        live(render, once, interval)
 
 
 COMMANDS = (pods, events, top)

@@ -240,10 +240,18 @@ def test_events_contain_the_job_controllers_and_the_schedulers(cli, run):
 def test_top_measures_the_running_pod_against_its_request(cli, run, cluster):
     if not Path("/proc/self/stat").exists():
         pytest.skip("local pod usage needs Linux /proc")
-    out = _ok(cli("top", "r1", "ingest", "3", "--once"))
+    out = _ok(cli("top", "r1", "ingest", "3", "--once", "--pods"))
     (row,) = [ln for ln in out.splitlines() if cluster["names"]["l3"] + "-" in ln]
     assert "Running" in row and "0.25" in row  # the request
     assert "peak:" in out and "% of request" in out
+    fleet = _ok(cli("top", "r1", "ingest", "3", "--once"))
+    assert "1 running · 1 with a usage sample · 0 OOM kills" in fleet
+    (highest,) = [ln for ln in fleet.splitlines() if ln.startswith("highest")]
+    assert cluster["names"]["l3"] + "-0-" in highest
+    assert any(ln.startswith("memory") and "%" in ln for ln in fleet.splitlines())
+    doc = json.loads(_ok(cli("top", "r1", "ingest", "3", "--json")))
+    assert doc["pods"] == 1 and doc["memory"]["max"] > 0 and doc["oom_kills"] == 0
+    assert doc["highest"][0]["cpu_request"] == 0.25
 
 
 def test_a_layer_without_a_job_and_an_unknown_run_exit_2(cli, run):
