@@ -324,15 +324,23 @@ def test_purge_refuses_a_running_run_then_deletes_everything(cli, run, store, cl
     assert cluster["cluster"].get_job(cluster["names"]["l2"]) is not None
 
 
-def test_undeploy_pauses_running_runs_and_lists_what_remains(cli, run, store, cluster):
+def test_undeploy_asks_then_has_the_controller_delete_the_jobs(cli, run, store, cluster):
     PubSubBus(store.db.project).ensure_topic("kick")
+    running = [ls.key for ls in store.load_run("r1").layers.values() if ls.phase == "running"]
+    assert running
+    refused = cli("undeploy", input="n\n")
+    assert refused.exit_code == 1 and "delete" in refused.output
+    assert store.load_run("r1").status == "running"
     out = _ok(cli("undeploy", "--yes"))
-    assert store.load_run("r1").status == "paused"
-    assert "paused now" in out and "warning" not in out
-    assert cluster["names"]["l3"] in out  # the cluster's Jobs
-    assert "What remains" in out
-    out = _ok(cli("undeploy", "--yes"))  # idempotent: nothing left to pause
-    assert "(0 paused now)" in out
+    after = store.load_run("r1")
+    assert after.status == "paused" and "warning" not in out
+    for key in running:  # the controller deletes these Jobs on the kick
+        assert after.layers[key].delete_requested and after.layers[key].phase == "failed"
+    assert f"({len(running)} Jobs deleted now)" in out
+    assert cluster["names"]["l3"] in out and "deleting" in out  # the cluster's Jobs
+    assert "`terraform destroy` removes" in out and "Firestore database" in out
+    out = _ok(cli("undeploy", "--yes"))  # idempotent: nothing left to delete
+    assert "(0 Jobs deleted now)" in out
 
 
 def test_sample_renders_a_scattered_one_chunk_per_pod_job(cli):
