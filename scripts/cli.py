@@ -11,7 +11,18 @@ import sys
 
 import click
 
-from scripts.commands import admin, costs, demo, grid, inspect, local, pods, run
+from scripts.commands import (
+    admin,
+    costs,
+    demo,
+    describe,
+    grid,
+    inspect,
+    local,
+    pods,
+    report,
+    run,
+)
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from shared.cluster import ClusterError, ClusterUnreachableError
 from shared.config import ConfigError
@@ -81,7 +92,7 @@ def main(verbose: bool) -> None:
 
 
 # Building and running first, then looking into a run (debugging, costs), then housekeeping.
-COMMAND_MODULES = (demo, grid, local, run, inspect, pods, costs, admin)
+COMMAND_MODULES = (demo, grid, local, run, inspect, describe, pods, costs, report, admin)
 for module in COMMAND_MODULES:
     for command in module.COMMANDS:
         main.add_command(command)

@@ -35,15 +35,15 @@ def pod_runtime(pod: PodInfo, now: datetime) -> float | None:
 # -- pods and events -----------------------------------------------------------------------------
 
 
-def _all_events(cluster: Any, job: str) -> list[dict[str, Any]]:
+def all_events(cluster: Any, job: str) -> list[dict[str, Any]]:
     events = list(cluster.job_events(job)) + list(cluster.pod_events(job))
     return sorted(events, key=event_time)
 
 
-def _scheduling_messages(cluster: Any, job: str) -> dict[str, str]:
+def scheduling_messages(cluster: Any, job: str) -> dict[str, str]:
     """Pod name -> the scheduler's latest word on it (why it is Pending)."""
     out: dict[str, str] = {}
-    for e in _all_events(cluster, job):
+    for e in all_events(cluster, job):
         obj = e.get("involvedObject") or {}
         if obj.get("kind") == "Pod" and e.get("reason") == "FailedScheduling":
             out[obj.get("name", "")] = e.get("message", "")
@@ -56,7 +56,7 @@ def pods_table(cluster: Any, target: Target, phase: str | None = None) -> Table:
     if phase:
         pods = [p for p in pods if p.phase.lower() == phase.lower()]
     pending = any(p.phase == "Pending" for p in pods)
-    why = _scheduling_messages(cluster, target.job) if pending else {}
+    why = scheduling_messages(cluster, target.job) if pending else {}
     table = titled_table(
         f"pods of job {target.job}: {len(pods)}",
         ("index", "pod", "phase", "node", "reason", "started", "runtime", "exit"),
@@ -72,7 +72,7 @@ def pods_table(cluster: Any, target: Target, phase: str | None = None) -> Table:
 
 
 def events_table(cluster: Any, target: Target) -> Table:
-    events = _all_events(cluster, target.job)
+    events = all_events(cluster, target.job)
     table = titled_table(
         f"events of job {target.job} and its pods: {len(events)}",
         ("time", "type", "reason", "object", "message"),

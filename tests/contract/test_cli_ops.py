@@ -10,6 +10,7 @@ worker's JSON failure line with a traceback and exit 42), a one-pod Job held run
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -394,3 +395,21 @@ def test_gke_is_read_in_the_runs_namespace_unless_one_is_set(tmp_path):
     assert gke.namespace == "pcg"
     env[cluster_access.NAMESPACE_ENV] = "other"
     assert cluster_access.read_cluster("pcg", stack_dir=tmp_path, env=env).namespace == "other"
+
+
+def test_describe_shows_the_job_its_unfinished_pods_and_warnings(cli, run, cluster):
+    out = _ok(cli("describe", "r1", "ingest", "3"))
+    assert f"ingest-L3 of run r1 (running) · job {cluster['names']['l3']}" in out
+    assert "parallelism" in out and "unfinished pods: 1" in out and "Running" in out
+    assert "last warning events" in out
+    failed = _ok(cli("describe", "--job", "too-big"))
+    assert "Pending" in failed and "FailedScheduling" in failed
+
+
+def test_run_breaks_a_run_down_by_stage_and_layer(cli, run):
+    out = _ok(cli("run", "r1"))
+    assert "subtotal" in out and "vCPU-h" in out and "preempt" in out
+    doc = json.loads(_ok(cli("run", "r1", "--json")))
+    rows = {r["layer"]: r for r in doc["layers"]}
+    assert rows[2]["chunks"] == math.prod(SHAPE) and rows[2]["retries"] >= 0
+    assert rows[4]["wall_s"] is None  # never submitted
