@@ -89,6 +89,10 @@ def main(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
+    # Library warnings (e.g. the Bigtable client's "Connecting to Bigtable emulator") are
+    # logged, and shown only with -v: they are not the operator's business.
+    logging.captureWarnings(True)
+    logging.getLogger("py.warnings").setLevel(logging.DEBUG if verbose else logging.ERROR)
 
 
 # Building and running first, then looking into a run (debugging, costs), then housekeeping.
