@@ -45,10 +45,14 @@ class ReportData:
 
 
 def collect(store: Any, run: RunState, now: datetime) -> ReportData:
-    """Everything the report shows, read once."""
-    cfg = run_config(run)
+    """Everything the report shows, read once from the store."""
     keys = [ls.key for ls in run.ordered_layers() if ls.submitted_at is not None]
-    records = {key: store.pod_records(run.run_id, key) for key in keys}
+    return build(run, {key: store.pod_records(run.run_id, key) for key in keys}, now)
+
+
+def build(run: RunState, records: dict[str, list[dict[str, Any]]], now: datetime) -> ReportData:
+    """The report's data from a run and its pod records by layer key (no I/O)."""
+    cfg = run_config(run)
     items = attempts(records, now)
     sizes = {ls.key: layer_size(cfg, ls.stage, ls.layer) for ls in run.ordered_layers()}
     running = running_pods(items)
@@ -106,7 +110,7 @@ def facts(data: ReportData, cfg: Any) -> dict[str, str]:
         "created": f"{run.created_at:%Y-%m-%d %H:%M:%S} UTC" if run.created_at else "",
         "wall time": f"{wall / 60:.1f} min",
         "layers": str(len(run.layers)),
-        "chunks": str(sum(s.chunks for s in data.sizes.values())),
+        "chunks (all layers)": str(sum(s.chunks for s in data.sizes.values())),
         "pod attempts": ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())) or "none",
         "peak pods running": str(peak),
         "requests per pod": ", ".join(

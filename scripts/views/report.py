@@ -25,8 +25,9 @@ COLOURS = {
 }
 LAYOUT: dict[str, Any] = dict(
     template="plotly_white",
-    margin=dict(l=90, r=20, t=50, b=40),
-    legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
+    # The title on top, the legend on its own line under it: they must not overlap.
+    margin=dict(l=90, r=20, t=90, b=40),
+    legend=dict(orientation="h", y=1.01, x=0, yanchor="bottom"),
     font=dict(size=12),
 )
 MISSING = "plotly is not installed: pip install 'cave-pipeline[report]'"
@@ -81,7 +82,7 @@ def timeline(data: ReportData) -> Any:
             fig.add_trace(
                 go.Scatter(
                     x=xs, y=ys, text=text, mode="lines", name=outcome, hoverinfo="text+x",
-                    line=dict(color=colour, width=_bar_width(len(rows))),
+                    line=dict(color=colour, width=_bar_width(y)),
                 )
             )  # fmt: skip
     for outcome, symbol in (("preempted", "x"), ("oom", "diamond")):
@@ -100,7 +101,7 @@ def timeline(data: ReportData) -> Any:
     fig.update_layout(
         **LAYOUT,
         title="Pod attempts by layer (one row per index; colour = outcome)",
-        height=min(900, max(320, 120 + 3 * y)),
+        height=_timeline_height(y),
         yaxis=dict(
             tickvals=[t for t, _ in ticks], ticktext=[k for _, k in ticks],
             autorange="reversed", showgrid=False, zeroline=False,
@@ -110,9 +111,15 @@ def timeline(data: ReportData) -> Any:
     return fig
 
 
+def _timeline_height(rows: int) -> int:
+    return min(900, max(320, 160 + 10 * rows))
+
+
 def _bar_width(rows: int) -> float:
-    """Thick bars for a few indexes, hairlines for thousands (they must not overlap)."""
-    return max(1.0, min(8.0, 600 / max(rows, 1)))
+    """Thick bars for a few indexes, hairlines for thousands: 70 % of a row, so bars of
+    neighbouring indexes do not touch."""
+    per_row = (_timeline_height(rows) - 160) / max(rows, 1)
+    return max(1.0, min(8.0, 0.7 * per_row))
 
 
 def parallelism(data: ReportData) -> Any:
@@ -141,7 +148,9 @@ def chunks_done(data: ReportData) -> Any:
     fig = go.Figure()
     for key, series in data.chunks.items():
         total = data.sizes[key].chunks
-        xs, ys = zip(*series, strict=True)
+        # From 0 at the layer's first attempt, so a one-chunk layer still draws a step.
+        first = min(a.start for a in data.attempts if a.layer == key)
+        xs, ys = zip(*[(first, 0), *series], strict=True)
         fig.add_trace(
             go.Scatter(
                 x=xs, y=[100 * v / total for v in ys], name=key, mode="lines",
@@ -175,7 +184,7 @@ def costs(data: ReportData) -> Any | None:
         )  # fmt: skip
     fee = data.costs["cluster_fee_usd"]
     fig.update_layout(
-        **LAYOUT, height=330, yaxis=dict(title="USD (estimate)"),
+        **LAYOUT, height=330, yaxis=dict(title="USD (estimate)", tickprefix="$", tickformat=".4~f"),
         title=f"Cost by stage and layer (total ${data.costs['total_usd']:.4f}, "
         f"of which cluster fee ${fee:.4f})",
     )  # fmt: skip
@@ -232,6 +241,10 @@ def render_html(data: ReportData) -> str:
         for k, v in data.facts.items()
     )
     title = f"cave-pipeline run {data.run.run_id}"
+    # Titles sit at the top left, above the legend line.
+    for fig in figures:
+        if fig is not None:
+            fig.update_layout(title=dict(y=0.98, yanchor="top", x=0.01, xanchor="left"))
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
