@@ -16,7 +16,10 @@ BANDS = 3  # pods per band (highest, middle, lowest)
 
 
 def _pct(share: float | None) -> str:
-    return "" if share is None else f"{100 * share:.0f}%"
+    if share is None:
+        return ""
+    text = f"{100 * share:.0f}%"
+    return f"[red]{text}[/]" if share > 0.9 else text
 
 
 def _spread_row(name: str, s: Spread | None) -> list[str]:
@@ -65,8 +68,17 @@ def fleet_view(
         phases[p.phase] = phases.get(p.phase, 0) + 1
     counts = " · ".join(f"{n} {ph.lower()}" for ph, n in sorted(phases.items())) or "no pods"
     oom = f"[red]{summary.oom_kills} OOM kills[/]" if summary.oom_kills else "0 OOM kills"
+    requests = sorted(
+        {
+            f"{p.cpu_request:g} vCPU, {p.memory_request_gib:g} GiB"
+            for p in pods
+            if p.phase == "Running"
+        }
+    )
     head = Text.from_markup(
-        f"job {job} · {when(now)} UTC\n{counts} · {summary.pods} with a usage sample · {oom}"
+        f"job {job} · {when(now)} UTC\n{counts} · {summary.pods} with a usage sample · {oom}\n"
+        f"request per pod: {' | '.join(requests) or '-'} (shares below are usage / request)",
+        overflow="ellipsis",
     )
     return Group(
         head,

@@ -46,6 +46,13 @@ def count(n: int | float | None) -> str:
     return f"{n / 1000:.0f}k" if n < 1_000_000 else f"{n / 1e6:.1f}M"
 
 
+def rate(per_min: float | None) -> str:
+    """Chunks per minute: one decimal under 10 (a slow top layer is not "0")."""
+    if per_min is None:
+        return ""
+    return f"{per_min:.1f}" if per_min < 10 else count(per_min)
+
+
 def usd(value: float | None) -> str:
     if value is None:
         return "?"
@@ -62,7 +69,7 @@ def _row(lp: LayerProgress) -> list[str]:
         lp.key,
         f"[{style}]{PHASE_SHORT.get(lp.phase, lp.phase)}[/]",
         f"{count(lp.chunks_done)}/{count(lp.chunks_total)}",
-        f"{lp.percent:.0f}",
+        "" if lp.phase == "waiting" else f"{lp.percent:.0f}",
         f"{lp.active}/{ready}" if running else "",
         str(lp.retries or ""),
         f"[red]{lp.failed}[/]" if lp.failed else "",
@@ -70,7 +77,7 @@ def _row(lp: LayerProgress) -> list[str]:
         f"{lp.parallelism}/{lp.ramp_target}" if running else "",
         lp.approval,
         span(lp.elapsed_s),
-        count(lp.chunks_per_min),
+        rate(lp.chunks_per_min),
         span(lp.eta_s) if running else "",
         usd(lp.cost_usd) if lp.elapsed_s is not None else "",
     ]
@@ -83,7 +90,7 @@ def header(p: RunProgress) -> Text:
         f"run {p.run_id} · graph {p.graph_id} · {p.status} · advance {p.advance} · "
         f"elapsed {span(p.elapsed_s)}"
     )
-    rate = f"{count(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
+    speed = f"{rate(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
     eta = f"ETA {span(p.eta_s)} at the run's average rate" if p.eta_s else "ETA ?"
     if p.status in ("succeeded", "failed"):
         eta = p.status

@@ -29,18 +29,19 @@ def test_height_is_the_same_for_any_number_of_layers():
 
 
 def test_shows_what_an_operator_steers_by():
-    text = "\n".join(screen(big_run(top=16, running=5)[1]))
+    text = "\n".join(screen(big_run(top=16, running=6)[1]))
     for words in (
-        "4.1k/4.1k",  # ingest-L5 (4096 chunks) done/total in chunks
+        "4.1k/4.1k",  # ingest-L4 (4096 chunks) done/total in chunks
         "480/471",  # active/ready
+        " 0.3 ",  # chunks/min of the slow running layer (24 chunks in 95 min)
         "500/512",  # parallelism/ramp
         "61 nodes (58 Spot)",
         "960 vCPU, 3840 GiB",
         "of $2500 budget",
-        "ingest-L6 waits on ingest-L5 (running)",
+        "ingest-L7 waits on ingest-L6 (running)",
         "meshing-L2 waits on stage ingest",
-        "(+ 24 behind them waiting)",
-        "+ 1 succeeded, 16 waiting not shown",
+        "(+ 23 behind them waiting)",
+        "+ 2 succeeded, 15 waiting not shown",
     ):
         assert words in text, words
 
