@@ -95,7 +95,7 @@ def header(p: RunProgress) -> Text:
     if p.status in ("succeeded", "failed"):
         eta = p.status
     line2 = (
-        f"chunks {count(p.chunks_done)}/{count(p.chunks_total)} ({p.percent:.0f}%) · {rate} · {eta}"
+        f"chunks {count(p.chunks_done)}/{count(p.chunks_total)} ({p.percent:.0f}%) · {speed} · {eta}"
     )
     line3 = f"spend ${usd(p.cost_usd)} (estimate, Autopilot requests x runtime)"
     if p.budget_usd:
