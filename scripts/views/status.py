@@ -94,9 +94,8 @@ def header(p: RunProgress) -> Text:
     eta = f"ETA {span(p.eta_s)} at the run's average rate" if p.eta_s else "ETA ?"
     if p.status in ("succeeded", "failed"):
         eta = p.status
-    line2 = (
-        f"chunks {count(p.chunks_done)}/{count(p.chunks_total)} ({p.percent:.0f}%) · {speed} · {eta}"
-    )
+    done = f"{count(p.chunks_done)}/{count(p.chunks_total)}"
+    line2 = f"chunks {done} ({p.percent:.0f}%) · {speed} · {eta}"
     line3 = f"spend ${usd(p.cost_usd)} (estimate, Autopilot requests x runtime)"
     if p.budget_usd:
         share = f", {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""

@@ -35,6 +35,7 @@ def test_shows_what_an_operator_steers_by():
         "480/471",  # active/ready
         " 0.3 ",  # chunks/min of the slow running layer (24 chunks in 95 min)
         "500/512",  # parallelism/ramp
+        "chunks 300k/861k (35%) · 1.0k chunks/min · ETA 9.2h",
         "61 nodes (58 Spot)",
         "960 vCPU, 3840 GiB",
         "of $2500 budget",
