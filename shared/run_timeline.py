@@ -78,7 +78,8 @@ def attempts(records: Mapping[str, Iterable[Mapping[str, Any]]], now: datetime) 
 
 
 def running_pods(items: list[Attempt]) -> list[tuple[datetime, int]]:
-    """The step function of pods running: (time, count from then on), one point per change."""
+    """The step function of pods running: (time, count from then on), one point for each
+    time an attempt starts or ends."""
     deltas: dict[datetime, int] = {}
     for a in items:
         deltas[a.start] = deltas.get(a.start, 0) + 1

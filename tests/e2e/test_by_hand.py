@@ -75,7 +75,8 @@ def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
     out = pipeline(here, "demo", "data", "demo-data").stdout
     assert "next: pipeline setup" in out
     cfg = "demo-data/pipeline.yml"
-    pipeline(here, "setup", "-c", cfg)
+    setup = pipeline(here, "setup", "-c", cfg)
+    assert "Warning" not in setup.stderr and "Bigtable emulator" not in setup.stderr
     pipeline(here, "start", "-c", cfg, "--run-id", RUN, "--advance", "approve")
     first = json.loads(pipeline(here, "status", RUN, "--json").stdout)
     waiting = {row["key"]: row["waits_on"] for row in first["layers"]}
@@ -95,6 +96,9 @@ def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
     assert "Warning" not in screen and "warn" not in screen.lower()
     costs = pipeline(here, "costs", RUN).stdout
     assert "ingest" in costs and "total" in costs
+    breakdown = json.loads(pipeline(here, "run", RUN, "--json").stdout)
+    assert sum(r["chunks_done"] for r in breakdown["layers"]) == 73
+    assert all(r["pods"] >= 1 and r["wall_s"] > 0 for r in breakdown["layers"])
     out = pipeline(here, "report", RUN, "-o", "r1.html").stdout
     assert "wrote r1.html" in out
     html = (here / "r1.html").read_text()
