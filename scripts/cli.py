@@ -72,7 +72,11 @@ class PipelineGroup(click.Group):
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
         except UNREACHABLE as e:
-            click.echo(f"error: cannot reach a service (is it running?): {e}", err=True)
+            click.echo(
+                f"error: cannot reach a service: {e}; is it running? (locally: `pipeline local "
+                "up` in this folder, then run the command again)",
+                err=True,
+            )
             sys.exit(3)
         except StaleStateError as e:
             click.echo(f"error: {e}; run the command again", err=True)
