@@ -47,9 +47,12 @@ def outcome(record: Mapping[str, Any]) -> str:
 
 
 def _time(value: Any) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    """A plain datetime: Firestore's DatetimeWithNanoseconds subclass is not serialisable by
+    the plotting library, an ISO string is parsed."""
+    if value is None:
+        return None
+    text = value.isoformat() if isinstance(value, datetime) else str(value)
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def attempts(records: Mapping[str, Iterable[Mapping[str, Any]]], now: datetime) -> list[Attempt]:

@@ -93,3 +93,15 @@ def test_chunks_over_time_count_each_index_once_at_its_first_success():
     items = [_a(0, 5, 0), _a(0, 3, 1, "failed"), _a(4, 8, 1), _a(9, 12, 1), _a(1, 9, 2)]
     series = chunks_over_time(items, {"ingest-L2": LayerSize(10, 4)})
     assert series == {"ingest-L2": [(at(5), 4), (at(8), 8), (at(9), 10)]}
+
+
+def test_attempt_times_are_plain_datetimes():
+    class Stamp(datetime):  # as Firestore's DatetimeWithNanoseconds
+        pass
+
+    start = Stamp(2026, 1, 1, tzinfo=UTC)
+    records = {
+        "ingest-L2": [{"index": 0, "phase": "Succeeded", "started": start, "finished": start}]
+    }
+    (item,) = attempts(records, now=at(1))
+    assert type(item.start) is datetime and type(item.end) is datetime and item.start == T0
