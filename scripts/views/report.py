@@ -10,6 +10,7 @@ pod), so a run of many thousand pods stays light. Needs the `report` extra.
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -101,6 +102,7 @@ def timeline(data: ReportData) -> Any:
     fig.update_layout(
         **LAYOUT,
         title="Pod attempts by layer (one row per index; colour = outcome)",
+        showlegend=True,  # even with one outcome: the colour must say what it means
         height=_timeline_height(y),
         yaxis=dict(
             tickvals=[t for t, _ in ticks], ticktext=[k for _, k in ticks],
@@ -127,12 +129,12 @@ def parallelism(data: ReportData) -> Any:
     fig = go.Figure()
     if data.running:
         xs, ys = zip(*data.running, strict=True)
-        fig.add_trace(go.Scatter(x=xs, y=ys, name="pods running", line_shape="hv"))
+        fig.add_trace(go.Scatter(x=xs, y=ys, name="pods running", mode="lines", line_shape="hv"))
     if data.allowed:
         xs, ys = zip(*data.allowed, strict=True)
         fig.add_trace(
             go.Scatter(
-                x=xs, y=ys, name="ramp allows (running layers)", line_shape="hv",
+                x=xs, y=ys, name="ramp allows (running layers)", mode="lines", line_shape="hv",
                 line=dict(dash="dash", color="#9e9e9e"),
             )
         )  # fmt: skip
@@ -184,11 +186,19 @@ def costs(data: ReportData) -> Any | None:
         )  # fmt: skip
     fee = data.costs["cluster_fee_usd"]
     fig.update_layout(
-        **LAYOUT, height=330, yaxis=dict(title="USD (estimate)", tickprefix="$", tickformat=".4~f"),
+        **LAYOUT, height=330,
+        yaxis=dict(title="USD (estimate)", tickprefix="$", tickformat=_money_format(data)),
         title=f"Cost by stage and layer (total ${data.costs['total_usd']:.4f}, "
         f"of which cluster fee ${fee:.4f})",
     )  # fmt: skip
     return fig
+
+
+def _money_format(data: ReportData) -> str:
+    """Enough decimals that the axis ticks of a small demo run are not all "$0"."""
+    top = max((r["usd"] for r in (data.costs or {}).get("layers", [])), default=0.0)
+    decimals = 2 if top >= 1 else max(2, 2 - math.floor(math.log10(top))) if top > 0 else 2
+    return f".{decimals}~f"
 
 
 def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
