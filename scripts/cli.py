@@ -1,4 +1,4 @@
-"""The `pipeline` command: operator entry point (click). Subcommands live in cmd_*.py.
+"""The `pipeline` command: operator entry point (click). Commands live in scripts/commands/.
 
 Errors raised below are translated to a one-line message and an exit code here, at the edge:
 2 for bad input (config, arguments), 3 for an unreachable dependency, 1 otherwise.
@@ -10,26 +10,50 @@ import logging
 import sys
 
 import click
-from google.api_core import exceptions as gexc
 
-from scripts.commands import admin, costs, demo, grid, inspect, local, pods, run
+from scripts.commands import (
+    admin,
+    costs,
+    demo,
+    describe,
+    grid,
+    inspect,
+    local,
+    pods,
+    report,
+    run,
+)
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
-from shared.adapters.wiring import WiringError
 from shared.cluster import ClusterError, ClusterUnreachableError
 from shared.config import ConfigError
 from shared.run_store import StaleStateError
 
 # What the operator must fix (exit 2), what may pass (exit 3), what to retry (exit 1).
-BAD_INPUT = (ConfigError, ValueError, LookupError, WiringError, EmulatorMissingError)
-UNREACHABLE = (
+BAD_INPUT: tuple[type[BaseException], ...] = (
+    ConfigError,
+    ValueError,
+    LookupError,
+    EmulatorMissingError,
+)
+UNREACHABLE: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
     ClusterUnreachableError,
     EmulatorStartError,
-    gexc.ServiceUnavailable,
-    gexc.DeadlineExceeded,
-    gexc.RetryError,
 )
+REFUSED: tuple[type[BaseException], ...] = (ClusterError,)
+# The Google clients are in the `controller` extra: without them the commands that need no
+# service still work, and none of these errors can be raised.
+try:
+    from google.api_core import exceptions as gexc
+
+    from shared.adapters.wiring import WiringError
+except ImportError:
+    pass
+else:
+    BAD_INPUT += (WiringError,)
+    UNREACHABLE += (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.RetryError)
+    REFUSED += (gexc.GoogleAPICallError,)
 
 
 class PipelineGroup(click.Group):
@@ -48,12 +72,16 @@ class PipelineGroup(click.Group):
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
         except UNREACHABLE as e:
-            click.echo(f"error: cannot reach a service (is it running?): {e}", err=True)
+            click.echo(
+                f"error: cannot reach a service: {e}; is it running? (locally: `pipeline local "
+                "up` in this folder, then run the command again)",
+                err=True,
+            )
             sys.exit(3)
         except StaleStateError as e:
             click.echo(f"error: {e}; run the command again", err=True)
             sys.exit(1)
-        except (ClusterError, gexc.GoogleAPICallError) as e:
+        except REFUSED as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
 
@@ -65,12 +93,17 @@ def main(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
+    # Library warnings (e.g. the Bigtable client's "Connecting to Bigtable emulator") are
+    # logged, and shown only with -v: they are not the operator's business.
+    logging.captureWarnings(True)
+    logging.getLogger("py.warnings").setLevel(logging.DEBUG if verbose else logging.ERROR)
 
 
 # Building and running first, then looking into a run (debugging, costs), then housekeeping.
-COMMAND_MODULES = (demo, grid, local, run, inspect, pods, costs, admin)
+COMMAND_MODULES = (demo, grid, local, run, inspect, describe, pods, costs, report, admin)
 for module in COMMAND_MODULES:
-    module.register(main)
+    for command in module.COMMANDS:
+        main.add_command(command)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
 """Which cluster the operator CLI reads from, and what only the GKE side can tell.
 
-The CLI only ever READS the cluster (pods, logs, events, usage); every change is an operator
+The CLI only ever READS the cluster (pods, logs, events, usage: the `Cluster` port's
+methods, never a client's internals); every change is an operator
 action in Firestore plus a kick, and the controller acts on it. Resolution order:
 
 1. `PIPELINE_LOCAL_CLUSTER_DIR`: a local cluster's state dir (its `jobs/` and `pods/`);
@@ -14,11 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -66,10 +65,6 @@ def reads_local_cluster() -> bool:
         return False
 
 
-def is_local(cluster: Any) -> bool:
-    return isinstance(cluster, LocalClusterView)
-
-
 def read_cluster(
     namespace: str | None = None,
     *,
@@ -113,41 +108,3 @@ def cluster_errors() -> Iterator[None]:
         raise ConnectionError(str(e)) from e
     except ClusterError as e:
         raise click.ClickException(str(e)) from e
-
-
-def pod_events(cluster: Any, job_name: str) -> list[dict[str, Any]]:
-    """Events about the Job's pods (scheduling, image pulls, OOM kills), oldest first.
-
-    The local cluster keeps its pods' scheduler events with the Job's, so `job_events`
-    already has them: [] here. On GKE the events of pods `<job>-<index>-<suffix>` are read
-    from the namespace (events are kept for about an hour)."""
-    if is_local(cluster) or not hasattr(cluster, "core"):
-        return []
-    from shared.adapters.gke.cluster import translate
-    from shared.adapters.gke.wire import sort_events
-
-    mine = re.compile(rf"^{re.escape(job_name)}-\d+-[a-z0-9]+$")  # <job>-<index>-<suffix>
-    items: list[dict[str, Any]] = []
-    token: str | None = None
-    action = f"list pod events of job {job_name}"
-    while True:
-        kwargs: dict[str, Any] = {"limit": 500, "_request_timeout": cluster.request_timeout}
-        if token:
-            kwargs["_continue"] = token
-        try:
-            page = cluster.api_client.sanitize_for_serialization(
-                cluster.core.list_namespaced_event(
-                    cluster.namespace, field_selector="involvedObject.kind=Pod", **kwargs
-                )
-            )
-        except Exception as e:
-            error = translate(e, action, cluster.endpoint)
-            if error is None:
-                raise
-            raise error from e
-        for item in page.get("items") or []:
-            if mine.match((item.get("involvedObject") or {}).get("name", "")):
-                items.append(item)
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return sort_events(items)

@@ -156,11 +156,14 @@ def run_demo(
     on_progress: Callable[[RunState], None] = lambda run: None,
     volume_seed: int = 7,
     approve_after_s: float | None = None,
+    on_finish: Callable[[FirestoreRunStore, RunState], None] | None = None,
 ) -> DemoResult:
     """Run the demo build end to end and check it with the oracles.
 
     ``approve_after_s`` (approve mode): the demo approves each layer that many seconds after
     it became eligible (:class:`AutoApprover`); None leaves the approvals to an operator.
+    ``on_finish(store, run)`` runs once the run ended, while the emulators still serve (the
+    report is written there).
     """
     stages = check_stages(cfg, stages)  # fail fast, before the stack starts
     workdir.mkdir(parents=True, exist_ok=True)
@@ -195,6 +198,8 @@ def run_demo(
             nodes = read_all_nodes(tables[cfg.graph_id])
             rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
             alerts = _count_alerts(store, run.run_id)
+            if on_finish is not None:
+                on_finish(store, run)
             bus.close()
         finally:
             for client in tables.values():

@@ -4,12 +4,11 @@ the controller does not track (`--job NAME`, e.g. a `pipeline sample` Job), reso
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 import click
 
+from scripts.options import TARGET
 from scripts.services import connect
 from shared import grid
 from shared.config import PipelineConfig, config_from_dict
@@ -17,24 +16,7 @@ from shared.layer_spec import layer_spec
 from shared.operator_actions import layer_of
 from shared.state import LayerState, RunState
 
-TARGET = "RUN STAGE LAYER"
-JOB_OPTION = click.option(
-    "--job",
-    "job",
-    default=None,
-    metavar="NAME",
-    help="A Job by name instead of RUN STAGE LAYER (e.g. the Job of `pipeline sample`).",
-)
-
 Geometry = tuple[tuple[int, int, int], int, int]  # (grid shape, seed, batch size)
-F = TypeVar("F", bound=Callable[..., object])
-
-
-def layer_arguments(command: F) -> F:
-    """The arguments `RUN_ID STAGE LAYER` of a command that acts on one layer of a run."""
-    command = click.argument("layer", type=int)(command)
-    command = click.argument("stage")(command)
-    return click.argument("run_id")(command)
 
 
 def run_config(run: RunState) -> PipelineConfig:

@@ -1,4 +1,4 @@
-"""The cluster interface: what the controller needs from Kubernetes, and nothing more.
+"""The cluster interface: what the controller and the operator CLI need from Kubernetes.
 
 Implemented by `shared.adapters.local.cluster.local_cluster.LocalCluster` (subprocess pods,
 Indexed-Job semantics) and `shared.adapters.gke.cluster.GkeCluster` (the `kubernetes`
@@ -22,6 +22,20 @@ class ClusterUnreachableError(ClusterError):
 
 class ManifestRejectedError(ClusterError):
     """The API server rejected a manifest (permanent until the config is fixed)."""
+
+
+class MetricsUnavailableError(ClusterError):
+    """Pod usage cannot be read (GKE: the metrics API is not installed, not yet serving, or
+    forbidden; local: the pods' processes are not visible in /proc)."""
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    """A running pod's current usage."""
+
+    cpu: float  # vCPU (cores) in use
+    memory_gib: float  # working set (GKE) or resident set (local)
+    processes: int = 0  # local only: processes sampled
 
 
 @dataclass(frozen=True)
@@ -106,3 +120,11 @@ class Cluster(Protocol):
 
     def job_events(self, job_name: str) -> list[dict[str, Any]]:
         """The Job's Kubernetes events (v1 Event dicts), oldest first."""
+
+    def pod_events(self, job_name: str) -> list[dict[str, Any]]:
+        """Events about the Job's pods (scheduling, image pulls, OOM kills), oldest first;
+        [] where `job_events` already carries them (the local cluster)."""
+
+    def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
+        """Current CPU and memory of the Job's running pods, by pod name (pods without a
+        sample yet are absent); MetricsUnavailableError says why none can be read."""

@@ -1,9 +1,11 @@
 """Housekeeping (DESIGN section 8): `pipeline purge` deletes a run's Firestore documents,
-`undeploy` pauses every running run before `terraform destroy` (applied by the controller like
-`pipeline pause`), and `sample` prints a Job that builds a few scattered chunks of a layer."""
+`undeploy` pauses every active run and has the controller delete its Jobs before `terraform
+destroy` (operator actions, as `pipeline pause` and `pipeline delete`: the CLI never changes
+the cluster itself), and `sample` prints a Job that builds a few scattered chunks of a layer."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -13,12 +15,11 @@ from rich.table import Table
 
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors, reads_local_cluster
-from scripts.commands.grid import CONFIG_OPTION
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
-from scripts.services import Services, connect
+from scripts.options import CONFIG_OPTION
+from scripts.services import Services, connect, operator_name
 from scripts.views.terminal import console, titled_table
 from shared import operator_actions as ops
-from shared.adapters.google.firestore_admin import purge_run, run_job_names
 from shared.config import JobOverride, PipelineConfig, load_config
 from shared.manifest import MANAGED_BY, PREFIX, render_job
 from shared.run_store import RunNotFoundError
@@ -35,6 +36,8 @@ class PurgeRefusedError(ValueError):
 
 
 def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
+    from shared.adapters.google.firestore_admin import purge_run, run_job_names
+
     db = services.store.db
     try:
         run: RunState | None = services.store.load_run(run_id)
@@ -71,39 +74,60 @@ def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
 # -- undeploy ------------------------------------------------------------------------------------
 
 
-def _pause_running(services: Services, active: list[RunState], yes: bool) -> list[str]:
-    """Pause the running runs among `active` (after confirmation); returns their ids."""
+def _running_layers(run: RunState) -> list[str]:
+    return [ls.key for ls in run.ordered_layers() if ls.phase == "running" and ls.job_name]
+
+
+def _stop_runs(services: Services, active: list[RunState], yes: bool) -> dict[str, list[str]]:
+    """Pause each active run and ask the controller to delete its Jobs (as `pipeline delete`
+    of every running layer: the layers stop as failed, `pipeline submit` redoes one).
+    Returns the deleted layers by run."""
+    jobs = {r.run_id: _running_layers(r) for r in active}
     running = [r.run_id for r in active if r.status == "running"]
-    if running and not yes:
-        click.confirm(f"Pause {len(running)} running run(s): {', '.join(running)}?", abort=True)
-    for run_id in running:
-        try:
-            services.store.update_run(run_id, ops.pause)
-        except ops.ActionError:  # finished or paused meanwhile
-            continue
-        error = services.try_kick(run_id, "pause")
+    n_jobs = sum(len(v) for v in jobs.values())
+    if (n_jobs or running) and not yes:
+        click.confirm(
+            f"Pause {len(running)} running run(s) and delete {n_jobs} Job(s) with their pods "
+            f"({', '.join(k for v in jobs.values() for k in v) or 'none'})?",
+            abort=True,
+        )
+    deleted: dict[str, list[str]] = {}
+    by, now = operator_name(), datetime.now(UTC)
+
+    def stop(run: RunState) -> None:
+        if run.status == "running":
+            ops.pause(run)
+        keys = _running_layers(run)
+        for key in keys:
+            ls = run.layers[key]
+            ops.cancel(run, ls.stage, ls.layer, by, now)
+        deleted[run.run_id] = keys
+
+    for r in active:
+        services.store.update_run(r.run_id, stop)
+        error = services.try_kick(r.run_id, "undeploy")
         if error is not None:
             click.echo(
-                f"warning: kick for {run_id} not sent ({error}); the controller's next tick "
-                "applies the change",
+                f"warning: kick for {r.run_id} not sent ({error}); the controller's next tick "
+                "deletes the Jobs",
                 err=True,
             )
-    return running
+    return deleted
 
 
-def _active_runs_table(active: list[RunState], running: list[str]) -> Table:
+def _active_runs_table(active: list[RunState], deleted: dict[str, list[str]]) -> Table:
+    n = sum(len(v) for v in deleted.values())
     table = titled_table(
-        f"active runs: {len(active)} ({len(running)} paused now)",
-        ("run", "graph", "status", "layers with a Job"),
+        f"active runs: {len(active)} ({n} Jobs deleted now)",
+        ("run", "graph", "status", "Jobs deleted (layers stop as failed)"),
     )
     for r in active:
-        status = "paused" if r.run_id in running else r.status
-        jobs = [ls.key for ls in r.ordered_layers() if ls.phase == "running"]
-        table.add_row(r.run_id, r.graph_id, status, ", ".join(jobs))
+        table.add_row(r.run_id, r.graph_id, "paused", ", ".join(deleted.get(r.run_id, [])))
     return table
 
 
-def _remaining_jobs(out: Console) -> None:
+def _remaining_jobs(out: Console, deleted: dict[str, set[str]]) -> None:
+    """The pipeline's Jobs still in the cluster (those just deleted go within a reconcile)."""
     try:
         with cluster_errors():
             cluster = cluster_access.read_cluster()
@@ -116,12 +140,30 @@ def _remaining_jobs(out: Console) -> None:
         f"pipeline Jobs in the cluster: {len(jobs)}",
         ("job", "run", "stage", "layer", "state", "active"),
     )
+    untracked = []
     for j in jobs:
         state = j.condition or ("suspended" if j.suspended else "running")
         run_id = j.annotations.get(PREFIX + "run-id", j.labels.get(PREFIX + "run", ""))
         stage, layer = j.labels.get(PREFIX + "stage", ""), j.labels.get(PREFIX + "layer", "")
+        if f"{stage}-L{layer}" in deleted.get(run_id, set()):
+            state = "deleting"
+        elif not j.finished:
+            untracked.append(j.name)
         table.add_row(j.name, run_id, stage, layer, state, str(j.active))
     out.print(table)
+    if untracked:
+        out.print(
+            "not tracked by an active run (a `pipeline sample`, a purged run): "
+            "kubectl delete job " + " ".join(untracked),
+            markup=False,
+        )
+
+
+TERRAFORM_REMOVES = (
+    "the GKE Autopilot cluster (with any Job left in it), the Cloud Functions and their source "
+    "bucket, the Pub/Sub topics and subscription, the Job-event log sink, the Cloud Scheduler "
+    "tick, the Artifact Registry repository, the service accounts and IAM bindings"
+)
 
 
 def _what_remains() -> str:
@@ -132,11 +174,9 @@ def _what_remains() -> str:
     )
     return "\n".join(
         [
-            "What remains:",
-            "  - suspended Jobs run no pods (no compute cost); deleting the cluster deletes them",
-            "  - run history and costs in Firestore: `terraform destroy` leaves the database; "
-            "`pipeline purge RUN` removes a run",
-            "  - Bigtable tables and buckets are not managed by terraform: left intact",
+            f"`terraform destroy` removes: {TERRAFORM_REMOVES}.",
+            "It leaves: the Firestore database (run history and costs; `pipeline purge RUN` "
+            "removes a run), Bigtable tables and data buckets (not managed by terraform).",
             last,
         ]
     )
@@ -200,50 +240,56 @@ def _sample_notes(
 # -- commands ------------------------------------------------------------------------------------
 
 
-def register(main: click.Group) -> None:
-    @main.command()
-    @click.argument("run_id")
-    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-    @click.option("--force", is_flag=True, help="Purge even a running run.")
-    def purge(run_id: str, yes: bool, force: bool) -> None:
-        """Delete a run's Firestore documents: run, layers, pod records, alerts and its Job
-        map entries. Kubernetes Jobs are untouched (delete them with kubectl, or let
-        `terraform destroy` take them with the cluster)."""
-        _purge(connect(), run_id, yes, force)
+@click.command()
+@click.argument("run_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Purge even a running run.")
+def purge(run_id: str, yes: bool, force: bool) -> None:
+    """Delete a run's Firestore documents: run, layers, pod records, alerts and its Job
+    map entries. Kubernetes Jobs are untouched (delete them with kubectl, or let
+    `terraform destroy` take them with the cluster)."""
+    _purge(connect(), run_id, yes, force)
 
-    @main.command()
-    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-    def undeploy(yes: bool) -> None:
-        """Pause every running run (the controller suspends their Jobs, as `pipeline pause`),
-        then list what remains for `terraform destroy`. Re-run it to see the Jobs suspended."""
-        services, out = connect(), console()
-        active = [services.store.load_run(r) for r in services.store.active_runs()]
-        running = _pause_running(services, active, yes)
-        out.print(_active_runs_table(active, running))
-        _remaining_jobs(out)
-        click.echo(_what_remains())
 
-    @main.command()
-    @CONFIG_OPTION
-    @click.argument("stage")
-    @click.argument("layer", type=int)
-    @click.argument("n", type=click.IntRange(min=1))
-    @click.option("--chunks", is_flag=True, help="List the sampled chunks (on stderr).")
-    def sample(config_path: str, stage: str, layer: int, n: int, chunks: bool) -> None:
-        """Print a Job that builds N scattered chunks of STAGE LAYER, one per pod, to size CPU
-        and memory before the full run.
+@click.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def undeploy(yes: bool) -> None:
+    """Delete the pipeline's Jobs in the cluster (after a confirmation): every active run is
+    paused and the controller deletes the Jobs of its running layers with their pods (as
+    `pipeline delete`: those layers stop as failed, `pipeline submit` redoes one). Then list
+    the Jobs left and what `terraform destroy` removes. Re-run it to see the Jobs gone."""
+    services, out = connect(), console()
+    active = [services.store.load_run(r) for r in services.store.active_runs()]
+    deleted = _stop_runs(services, active, yes)
+    out.print(_active_runs_table(active, deleted))
+    _remaining_jobs(out, {k: set(v) for k, v in deleted.items()})
+    click.echo(_what_remains())
 
-        It is the layer's Job with batch size 1 and N completions: pod i builds shuffled
-        position i, and the shuffle spreads positions 0..N-1 over the whole grid. The
-        controller does not track it; apply it yourself (GKE), then watch it with
-        `pipeline top --job NAME`. The chunks are built for real: ingest marks them done and
-        the full run skips them, so sample a layer only once the layer below is complete.
-        """
-        cfg = load_config(config_path)
-        manifest = sample_job(cfg, stage, layer, n)
-        click.echo(yaml.safe_dump(manifest, sort_keys=False), nl=False)
-        note = _sample_notes(cfg, config_path, manifest, stage, layer, n)
-        if chunks:
-            sampled = sample_chunks(cfg, stage, layer, n)
-            note += [f"# pod {i}: chunk {c}" for i, c in enumerate(sampled)]
-        click.echo("\n".join(note), err=True)
+
+@click.command()
+@CONFIG_OPTION
+@click.argument("stage")
+@click.argument("layer", type=int)
+@click.argument("n", type=click.IntRange(min=1))
+@click.option("--chunks", is_flag=True, help="List the sampled chunks (on stderr).")
+def sample(config_path: str, stage: str, layer: int, n: int, chunks: bool) -> None:
+    """Print a Job that builds N scattered chunks of STAGE LAYER, one per pod, to size CPU
+    and memory before the full run.
+
+    It is the layer's Job with batch size 1 and N completions: pod i builds shuffled
+    position i, and the shuffle spreads positions 0..N-1 over the whole grid. The
+    controller does not track it; apply it yourself (GKE), then watch it with
+    `pipeline top --job NAME`. The chunks are built for real: ingest marks them done and
+    the full run skips them, so sample a layer only once the layer below is complete.
+    """
+    cfg = load_config(config_path)
+    manifest = sample_job(cfg, stage, layer, n)
+    click.echo(yaml.safe_dump(manifest, sort_keys=False), nl=False)
+    note = _sample_notes(cfg, config_path, manifest, stage, layer, n)
+    if chunks:
+        sampled = sample_chunks(cfg, stage, layer, n)
+        note += [f"# pod {i}: chunk {c}" for i, c in enumerate(sampled)]
+    click.echo("\n".join(note), err=True)
+
+
+COMMANDS = (purge, undeploy, sample)

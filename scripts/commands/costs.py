@@ -150,21 +150,24 @@ def runs_table(services: Services, graph: str | None, now: datetime) -> Table:
     return table
 
 
-def register(main: click.Group) -> None:
-    @main.command()
-    @click.argument("run_id")
-    @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-    def costs(run_id: str, as_json: bool) -> None:
-        """A run's estimated spend by stage and layer, the cluster fee and the total, priced
-        now from the rate table for the run's region (Autopilot bills requests x runtime)."""
-        report = cost_report(connect().store.load_run(run_id), datetime.now(UTC))
-        if as_json:
-            click.echo(json.dumps(report, indent=2))
-        else:
-            console().print(costs_table(report))
+@click.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def costs(run_id: str, as_json: bool) -> None:
+    """A run's estimated spend by stage and layer, the cluster fee and the total, priced
+    now from the rate table for the run's region (Autopilot bills requests x runtime)."""
+    report = cost_report(connect().store.load_run(run_id), datetime.now(UTC))
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        console().print(costs_table(report))
 
-    @main.command()
-    @click.option("--graph", default=None, help="Only runs of this graph id.")
-    def runs(graph: str | None) -> None:
-        """Every recorded run, newest first, with its estimated cost."""
-        console().print(runs_table(connect(), graph, datetime.now(UTC)))
+
+@click.command()
+@click.option("--graph", default=None, help="Only runs of this graph id.")
+def runs(graph: str | None) -> None:
+    """Every recorded run, newest first, with its estimated cost."""
+    console().print(runs_table(connect(), graph, datetime.now(UTC)))
+
+
+COMMANDS = (costs, runs)

@@ -1,118 +1,193 @@
-"""`pipeline demo`: the demo build on the local stack, with live progress and a verdict."""
+"""`pipeline demo`: the demo build on the local stack, with live progress and a verdict (and
+`--report` its HTML report); `pipeline demo data DIR`: the demo's volume and config pair, for
+a build by hand (README "Running a build on the local stack by hand")."""
 
 from __future__ import annotations
 
 import json
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.live import Live
 
-from scripts.views.status import run_table
+from scripts.run_progress import gather
+from scripts.views.status import status_view
+from shared.adapters.local.cluster.view import LocalClusterView
 from shared.config import load_config
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 
 
-def register(main: click.Group) -> None:
-    @main.command()
-    @click.option(
-        "-c",
-        "--config",
-        "config_path",
-        default=str(DEFAULT_CONFIG),
-        type=click.Path(dir_okay=False),
-        help="Default: examples/demo/pipeline.yml.",
-    )
-    @click.option("--size", type=int, default=None, help="Volume edge in voxels (cube).")
-    @click.option("--chunk", type=int, default=None, help="Chunk edge in voxels (cube).")
-    @click.option(
-        "--stages",
-        default="ingest",
-        show_default=True,
-        help="Comma list: ingest, l2cache, meshing (the passes run after ingest, each checked "
-        "by its own oracle).",
-    )
-    @click.option(
-        "--advance", type=click.Choice(["auto", "approve"]), default="auto", show_default=True
-    )
-    @click.option(
-        "--approve-after",
-        "approve_after_s",
-        type=click.FloatRange(min=0),
-        default=None,
-        metavar="SECONDS",
-        help="With --advance approve: the demo approves each layer SECONDS after it becomes "
-        "eligible, as an operator would (`pipeline approve`). Without it, approve each layer "
-        "yourself.",
-    )
-    @click.option("--timeout", "timeout_s", type=float, default=900, show_default=True)
-    @click.option(
-        "--workdir",
-        type=click.Path(file_okay=False),
-        default=None,
-        help="Keep the volume, pod logs and stack state here (default: temporary).",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="End with one JSON summary line.")
-    def demo(
-        config_path: str,
-        size: int | None,
-        chunk: int | None,
-        stages: str,
-        advance: str,
-        approve_after_s: float | None,
-        timeout_s: float,
-        workdir: str | None,
-        as_json: bool,
-    ) -> None:
-        """Build the demo dataset's chunked graph unattended, then check it against an oracle."""
-        from scripts.demo_run import prepare_config, run_demo
-        from shared.stages import PlanError, check_stages
+@click.group(invoke_without_command=True)
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    default=str(DEFAULT_CONFIG),
+    type=click.Path(dir_okay=False),
+    help="Default: examples/demo/pipeline.yml.",
+)
+@click.option("--size", type=int, default=None, help="Volume edge in voxels (cube).")
+@click.option("--chunk", type=int, default=None, help="Chunk edge in voxels (cube).")
+@click.option(
+    "--stages",
+    default="ingest",
+    show_default=True,
+    help="Comma list: ingest, l2cache, meshing (the passes run after ingest, each checked "
+    "by its own oracle).",
+)
+@click.option(
+    "--advance", type=click.Choice(["auto", "approve"]), default="auto", show_default=True
+)
+@click.option(
+    "--approve-after",
+    "approve_after_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="With --advance approve: the demo approves each layer SECONDS after it becomes "
+    "eligible, as an operator would (`pipeline approve`). Without it, approve each layer "
+    "yourself.",
+)
+@click.option("--timeout", "timeout_s", type=float, default=900, show_default=True)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Keep the volume, pod logs and stack state here (default: temporary).",
+)
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON summary line.")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE.html",
+    help="Write the run's HTML report here (needs the `report` extra).",
+)
+@click.pass_context
+def demo(
+    ctx: click.Context,
+    config_path: str,
+    size: int | None,
+    chunk: int | None,
+    stages: str,
+    advance: str,
+    approve_after_s: float | None,
+    timeout_s: float,
+    workdir: str | None,
+    as_json: bool,
+    report_path: Path | None,
+) -> None:
+    """Build the demo dataset's chunked graph unattended, then check it against an oracle.
+    `pipeline demo data DIR` writes the demo's data for a build by hand instead."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from scripts.demo_run import prepare_config, run_demo
+    from shared.stages import PlanError, check_stages
 
-        if approve_after_s is not None and advance != "approve":
-            raise click.UsageError("--approve-after needs --advance approve")
+    if approve_after_s is not None and advance != "approve":
+        raise click.UsageError("--approve-after needs --advance approve")
 
-        stage_list = [s.strip() for s in stages.split(",") if s.strip()]
-        tmp = None if workdir else tempfile.TemporaryDirectory(prefix="cave-demo-")
-        work = Path(workdir or tmp.name)  # type: ignore[union-attr]
+    stage_list = [s.strip() for s in stages.split(",") if s.strip()]
+    tmp = None if workdir else tempfile.TemporaryDirectory(prefix="cave-demo-")
+    work = Path(workdir or tmp.name)  # type: ignore[union-attr]
+    try:
+        if report_path is not None:
+            from scripts.views.report import _go
+
+            _go()  # fail before the build, not after it, if plotly is missing
+        cfg = prepare_config(load_config(config_path), work, size, chunk)
         try:
-            cfg = prepare_config(load_config(config_path), work, size, chunk)
-            try:
-                check_stages(cfg, stage_list)
-            except PlanError as exc:
-                raise click.UsageError(str(exc)) from None
-            console = Console(stderr=as_json)
-            console.print(
-                f"demo: volume {cfg.ds.data_source.size}, chunks {cfg.ds.graph_config.CHUNK_SIZE}"
-                f", layer-2 grid {cfg.layer2_shape()}; starting the local stack…"
+            check_stages(cfg, stage_list)
+        except PlanError as exc:
+            raise click.UsageError(str(exc)) from None
+        console = Console(stderr=as_json)
+        console.print(
+            f"demo: volume {cfg.ds.data_source.size}, chunks {cfg.ds.graph_config.CHUNK_SIZE}"
+            f", layer-2 grid {cfg.layer2_shape()}; starting the local stack…"
+        )
+        cluster = LocalClusterView(work / "stack" / "cluster")
+        with Live(console=console, refresh_per_second=4, transient=False) as live:
+            result = run_demo(
+                cfg,
+                work,
+                stages=stage_list,
+                advance=advance,
+                timeout_s=timeout_s,
+                approve_after_s=approve_after_s,
+                on_progress=lambda run: live.update(status_view(*gather(run, _now(), cluster))),
+                on_finish=None if report_path is None else _reporter(report_path, console),
             )
-            with Live(console=console, refresh_per_second=4, transient=False) as live:
-                result = run_demo(
-                    cfg,
-                    work,
-                    stages=stage_list,
-                    advance=advance,
-                    timeout_s=timeout_s,
-                    approve_after_s=approve_after_s,
-                    on_progress=lambda run: live.update(run_table(run)),
-                )
-            summary = result.summary()
-            verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"
-            checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]
-            verdict += f" ({', '.join(checked)})"
-            console.print(
-                f"{verdict}: {summary['layers']} layers, {summary['chunks']} chunks, "
-                f"{summary['pods']} pods ({summary['retries']} retries) in {summary['wall_s']}s;"
-                f" chunk compute {summary['chunk_compute_s']}s"
-            )
-            for line in result.oracle["mismatches"]:
-                console.print(f"  [red]{line}[/]")
-            if as_json:
-                click.echo(json.dumps(summary))
-        finally:
-            if tmp is not None:
-                tmp.cleanup()
-        sys.exit(0 if result.ok else 1)
+        summary = result.summary()
+        verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"
+        checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]
+        verdict += f" ({', '.join(checked)})"
+        console.print(
+            f"{verdict}: {summary['layers']} layers, {summary['chunks']} chunks, "
+            f"{summary['pods']} pods ({summary['retries']} retries) in {summary['wall_s']}s;"
+            f" chunk compute {summary['chunk_compute_s']}s"
+        )
+        for line in result.oracle["mismatches"]:
+            console.print(f"  [red]{line}[/]")
+        if as_json:
+            click.echo(json.dumps(summary))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    sys.exit(0 if result.ok else 1)
+
+
+def _reporter(path: Path, console: Console):  # noqa: ANN202 - run_demo's on_finish
+    def write(store: object, run: object) -> None:
+        from scripts.commands.report import write_report
+
+        size = write_report(store, run, path)
+        console.print(f"report: {path} ({size / 1e6:.1f} MB)")
+
+    return write
+
+
+@demo.command("data")
+@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "-c",
+    "--config",
+    "config_path",
+    default=str(DEFAULT_CONFIG),
+    type=click.Path(dir_okay=False),
+    help="Default: examples/demo/pipeline.yml.",
+)
+@click.option("--size", type=int, default=64, show_default=True, help="Volume edge (voxels).")
+@click.option("--chunk", type=int, default=16, show_default=True, help="Chunk edge (voxels).")
+@click.option(
+    "--stages",
+    default="ingest",
+    show_default=True,
+    help="Comma list: the dataset keeps the blocks of these passes (l2cache, meshing).",
+)
+def data(directory: Path, config_path: str, size: int, chunk: int, stages: str) -> None:
+    """Write the demo's volume and a pipeline.yml + dataset.yml pair into DIR, for a build by
+    hand: `pipeline setup -c DIR/pipeline.yml`, then `pipeline start -c DIR/pipeline.yml`."""
+    from scripts.demo_data import write_demo_data
+
+    wanted = [s.strip() for s in stages.split(",") if s.strip()]
+    cfg_path = write_demo_data(Path(config_path), directory, size, chunk, wanted)
+    cfg = load_config(cfg_path)
+    click.echo(
+        f"wrote {directory}/volume.npy ({size}^3 voxels), {cfg_path} and its dataset.yml "
+        f"(chunks {chunk}^3, layer-2 grid {cfg.layer2_shape()}, stages {', '.join(wanted)})"
+    )
+    click.echo(f"next: pipeline setup -c {cfg_path}")
+
+
+COMMANDS = (demo,)

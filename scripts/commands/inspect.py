@@ -14,7 +14,8 @@ from rich.console import Console
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors
 from scripts.commands.pods import EPOCH, pod_runtime
-from scripts.layer_target import JOB_OPTION, TARGET, Target, parse_int, resolve_target
+from scripts.layer_target import Target, parse_int, resolve_target
+from scripts.options import JOB_OPTION, TARGET
 from scripts.services import connect
 from scripts.views.terminal import console, span, titled_table, when
 from scripts.worker_logs import failing_chunk, render_log
@@ -150,40 +151,40 @@ def _alert_log_tail(target: Target, index: int) -> tuple[str, str]:
     return "", ""
 
 
-def register(main: click.Group) -> None:
-    @main.command()
-    @click.argument("args", nargs=-1, metavar=f"{TARGET} [INDEX]")
-    @JOB_OPTION
-    @click.option(
-        "--tail",
-        type=click.IntRange(min=1),
-        default=50,
-        show_default=True,
-        help="Log lines of the index's latest pod.",
-    )
-    @click.option("--chunks", is_flag=True, help="List the batch's chunks too.")
-    @click.option(
-        "--limit",
-        type=click.IntRange(min=1),
-        default=50,
-        show_default=True,
-        help="Failed indexes to list.",
-    )
-    def inspect(
-        args: tuple[str, ...], job: str | None, tail: int, chunks: bool, limit: int
-    ) -> None:
-        """A layer's failed indexes (each with its batch's first chunk), retries and alerts;
-        with INDEX, that batch's pods, the failing chunk and the latest pod's log tail with
-        its traceback. `--job NAME INDEX` inspects an untracked Job (a sample)."""
-        target, rest = resolve_target(args, job, 1, need_job=False)
-        if not rest:
-            if target.ls is None:
-                _inspect_job(console(), target.job)
-            else:
-                _inspect_layer(console(), target, limit)
-            return
-        index = parse_int(rest[0], "INDEX")
-        _check_index(target, index)
-        with cluster_errors():
-            cluster = cluster_access.read_cluster(target.namespace)
-            _inspect_index(console(), cluster, target, index, tail, chunks)
+@click.command()
+@click.argument("args", nargs=-1, metavar=f"{TARGET} [INDEX]")
+@JOB_OPTION
+@click.option(
+    "--tail",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Log lines of the index's latest pod.",
+)
+@click.option("--chunks", is_flag=True, help="List the batch's chunks too.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Failed indexes to list.",
+)
+def inspect(args: tuple[str, ...], job: str | None, tail: int, chunks: bool, limit: int) -> None:
+    """A layer's failed indexes (each with its batch's first chunk), retries and alerts;
+    with INDEX, that batch's pods, the failing chunk and the latest pod's log tail with
+    its traceback. `--job NAME INDEX` inspects an untracked Job (a sample)."""
+    target, rest = resolve_target(args, job, 1, need_job=False)
+    if not rest:
+        if target.ls is None:
+            _inspect_job(console(), target.job)
+        else:
+            _inspect_layer(console(), target, limit)
+        return
+    index = parse_int(rest[0], "INDEX")
+    _check_index(target, index)
+    with cluster_errors():
+        cluster = cluster_access.read_cluster(target.namespace)
+        _inspect_index(console(), cluster, target, index, tail, chunks)
+
+
+COMMANDS = (inspect,)

@@ -5,19 +5,24 @@ They only READ the cluster (scripts.cluster_access)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
 import click
+from rich.console import RenderableType
 from rich.table import Table
 
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors
-from scripts.layer_target import JOB_OPTION, TARGET, Target, resolve_target
+from scripts.layer_target import Target, resolve_target
+from scripts.options import JOB_OPTION, JSON_OPTION, ONCE_OPTION, TARGET, interval_option
+from scripts.views.fleet import fleet_view
 from scripts.views.terminal import console, live, span, titled_table, when
 from shared.adapters.gke.wire import event_time
-from shared.adapters.local.cluster import metrics as pod_metrics
-from shared.cluster import PodInfo
+from shared.cluster import Cluster, MetricsUnavailableError, PodInfo, PodUsage
+from shared.fleet import FleetSummary, PodSample, count_oom, summarize
 
 EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
 
@@ -30,15 +35,15 @@ def pod_runtime(pod: PodInfo, now: datetime) -> float | None:
 # -- pods and events -----------------------------------------------------------------------------
 
 
-def _all_events(cluster: Any, job: str) -> list[dict[str, Any]]:
-    events = list(cluster.job_events(job)) + cluster_access.pod_events(cluster, job)
+def all_events(cluster: Any, job: str) -> list[dict[str, Any]]:
+    events = list(cluster.job_events(job)) + list(cluster.pod_events(job))
     return sorted(events, key=event_time)
 
 
-def _scheduling_messages(cluster: Any, job: str) -> dict[str, str]:
+def scheduling_messages(cluster: Any, job: str) -> dict[str, str]:
     """Pod name -> the scheduler's latest word on it (why it is Pending)."""
     out: dict[str, str] = {}
-    for e in _all_events(cluster, job):
+    for e in all_events(cluster, job):
         obj = e.get("involvedObject") or {}
         if obj.get("kind") == "Pod" and e.get("reason") == "FailedScheduling":
             out[obj.get("name", "")] = e.get("message", "")
@@ -51,7 +56,7 @@ def pods_table(cluster: Any, target: Target, phase: str | None = None) -> Table:
     if phase:
         pods = [p for p in pods if p.phase.lower() == phase.lower()]
     pending = any(p.phase == "Pending" for p in pods)
-    why = _scheduling_messages(cluster, target.job) if pending else {}
+    why = scheduling_messages(cluster, target.job) if pending else {}
     table = titled_table(
         f"pods of job {target.job}: {len(pods)}",
         ("index", "pod", "phase", "node", "reason", "started", "runtime", "exit"),
@@ -67,7 +72,7 @@ def pods_table(cluster: Any, target: Target, phase: str | None = None) -> Table:
 
 
 def events_table(cluster: Any, target: Target) -> Table:
-    events = _all_events(cluster, target.job)
+    events = all_events(cluster, target.job)
     table = titled_table(
         f"events of job {target.job} and its pods: {len(events)}",
         ("time", "type", "reason", "object", "message"),
@@ -84,31 +89,17 @@ def events_table(cluster: Any, target: Target) -> Table:
 # -- top -----------------------------------------------------------------------------------------
 
 
-def pod_usage(cluster: Any, job: str, pods: list[PodInfo]) -> tuple[dict[str, Any], str]:
-    """Usage of the running pods by name, and a note when it is not available."""
+def pod_usage(cluster: Cluster, job: str, pods: list[PodInfo]) -> tuple[dict[str, PodUsage], str]:
+    """Usage of the running pods by name, and a note when it is not (all) available."""
     running = [p for p in pods if p.phase == "Running"]
     if not running:
         return {}, ""
-    if cluster_access.is_local(cluster):
-        logs = {p.name: cluster.pods_dir / f"{p.name}.log" for p in running}
-        pids = pod_metrics.pids_by_log_file(logs.values())
-        found = {name: pids[path] for name, path in logs.items() if pids.get(path)}
-        usage = pod_metrics.local_usage(found)
-        if usage:
-            return usage, ""
-        return usage, (
-            "usage unavailable: none of these local pods' processes is visible in /proc "
-            "(the local cluster must run on this machine, as this user, on Linux)"
-        )
-    if hasattr(cluster, "api_client"):
-        try:
-            usage = pod_metrics.gke_pod_usage(cluster.api_client, cluster.namespace, job)
-        except pod_metrics.MetricsUnavailableError as e:
-            return {}, f"usage unavailable: {e}"
-        missing = len(running) - sum(p.name in usage for p in running)
-        note = f"{missing} running pod(s) have no metrics sample yet" if missing else ""
-        return usage, note
-    return {}, "usage unavailable for this kind of cluster"
+    try:
+        usage = cluster.pod_usage(job)
+    except MetricsUnavailableError as e:
+        return {}, f"usage unavailable: {e}"
+    missing = len(running) - sum(p.name in usage for p in running)
+    return usage, (f"{missing} running pod(s) have no metrics sample yet" if missing else "")
 
 
 def _pct(used: float, request: float) -> str:
@@ -154,42 +145,79 @@ def top_table(cluster: Any, target: Target) -> Table:
 # -- commands ------------------------------------------------------------------------------------
 
 
-def register(main: click.Group) -> None:
-    @main.command()
-    @click.argument("args", nargs=-1, metavar=TARGET)
-    @JOB_OPTION
-    @click.option(
-        "--phase",
-        type=click.Choice(["Pending", "Running", "Succeeded", "Failed"], case_sensitive=False),
-        default=None,
-        help="Only pods in this phase.",
-    )
-    def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
-        """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit."""
-        target, _ = resolve_target(args, job, 0, need_job=True)
-        with cluster_errors():
-            cluster = cluster_access.read_cluster(target.namespace)
-            console().print(pods_table(cluster, target, phase))
+@click.command()
+@click.argument("args", nargs=-1, metavar=TARGET)
+@JOB_OPTION
+@click.option(
+    "--phase",
+    type=click.Choice(["Pending", "Running", "Succeeded", "Failed"], case_sensitive=False),
+    default=None,
+    help="Only pods in this phase.",
+)
+def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
+    """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit."""
+    target, _ = resolve_target(args, job, 0, need_job=True)
+    with cluster_errors():
+        cluster = cluster_access.read_cluster(target.namespace)
+        console().print(pods_table(cluster, target, phase))
 
-    @main.command()
-    @click.argument("args", nargs=-1, metavar=TARGET)
-    @JOB_OPTION
-    def events(args: tuple[str, ...], job: str | None) -> None:
-        """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first."""
-        target, _ = resolve_target(args, job, 0, need_job=True)
-        with cluster_errors():
-            cluster = cluster_access.read_cluster(target.namespace)
-            console().print(events_table(cluster, target))
 
-    @main.command()
-    @click.argument("args", nargs=-1, metavar=TARGET)
-    @JOB_OPTION
-    @click.option("-o", "--once", is_flag=True, help="One snapshot, then exit.")
-    @click.option("-i", "--interval", type=float, default=5.0, show_default=True)
-    def top(args: tuple[str, ...], job: str | None, once: bool, interval: float) -> None:
-        """Live per-pod CPU and memory usage vs request, by index (GKE: the metrics API;
-        local: /proc). Size `job.resources` from the peak."""
-        target, _ = resolve_target(args, job, 0, need_job=True)
-        with cluster_errors():
-            cluster = cluster_access.read_cluster(target.namespace)
+@click.command()
+@click.argument("args", nargs=-1, metavar=TARGET)
+@JOB_OPTION
+def events(args: tuple[str, ...], job: str | None) -> None:
+    """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first."""
+    target, _ = resolve_target(args, job, 0, need_job=True)
+    with cluster_errors():
+        cluster = cluster_access.read_cluster(target.namespace)
+        console().print(events_table(cluster, target))
+
+
+def fleet_of(cluster: Cluster, job: str) -> tuple[FleetSummary, list[PodInfo], str]:
+    """The Job's running pods summarised (usage against request), its pods, and a note."""
+    pods = cluster.list_pods(job)
+    running = [p for p in pods if p.phase == "Running"]
+    usage, note = pod_usage(cluster, job, running)
+    samples = [
+        PodSample(p.name, p.index, u.cpu, p.cpu_request, u.memory_gib, p.memory_request_gib)
+        for p in running
+        if (u := usage.get(p.name)) is not None
+    ]
+    summary = summarize(samples, oom_kills=count_oom(p.reason for p in pods))
+    return summary, pods, note
+
+
+@click.command()
+@click.argument("args", nargs=-1, metavar=TARGET)
+@JOB_OPTION
+@ONCE_OPTION
+@interval_option(5.0)
+@JSON_OPTION
+@click.option("--pods", "per_pod", is_flag=True, help="One row per pod instead of the fleet.")
+def top(
+    args: tuple[str, ...], job: str | None, once: bool, interval: float, as_json: bool,
+    per_pod: bool,
+) -> None:  # fmt: skip
+    """A Job's fleet live: CPU and memory as a share of the request (p10/p50/p90/p99/max),
+    pods over 90 %, OOM kills, and the highest, middle and lowest pods, in a fixed height at
+    any fleet size (GKE: the metrics API; local: /proc). `--pods`: one row per pod."""
+    target, _ = resolve_target(args, job, 0, need_job=True)
+    with cluster_errors():
+        cluster = cluster_access.read_cluster(target.namespace)
+        if as_json:
+            summary, pods, note = fleet_of(cluster, target.job)
+            doc = {"job": target.job, "note": note, **asdict(summary)}
+            click.echo(json.dumps(doc, indent=2, default=str))
+            return
+        if per_pod:
             live(lambda: top_table(cluster, target), once, interval)
+            return
+
+        def render() -> RenderableType:
+            summary, pods, note = fleet_of(cluster, target.job)
+            return fleet_view(target.job, summary, pods, note, datetime.now(UTC))
+
+        live(render, once, interval)
+
+
+COMMANDS = (pods, events, top)

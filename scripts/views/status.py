@@ -1,46 +1,149 @@
-"""Renders a run's progress: one row per layer (the DAG in build order)."""
+"""Renders `pipeline status`: a header with the run's totals, spend against budget and the
+cluster, a fixed-height table of layers (chunks, rate, ETA, cost) that fits 100 columns, and
+what the waiting layers wait on."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
-from shared import intervals
-from shared.state import RunState
+from scripts.views.terminal import span
+from shared.progress import LayerProgress, RunProgress, blocking_waits, visible_rows
 
-COLUMNS = ("stage", "layer", "phase", "done", "%", "active", "failed", "par", "approved", "elapsed")
+MAX_ROWS = 14  # layer rows; the rest is summarised in one line
+MAX_WAITING = 3  # waiting layers named under the table
 PHASE_STYLE = {"succeeded": "green", "running": "cyan", "failed": "red", "waiting": "dim"}
+PHASE_SHORT = {"succeeded": "done", "running": "run", "failed": "FAIL", "waiting": "wait"}
+COLUMNS = (
+    # (header, justify): kept short so the table fits 100 columns
+    ("layer", "left"),
+    ("phase", "left"),
+    ("chunks", "right"),
+    ("%", "right"),
+    ("act/rdy", "right"),
+    ("retry", "right"),
+    ("fail", "right"),
+    ("OOM", "right"),
+    ("par/ramp", "right"),
+    ("appr", "left"),
+    ("elapsed", "right"),
+    ("/min", "right"),
+    ("ETA", "right"),
+    ("USD", "right"),
+)
 
 
-def _elapsed(start: datetime | None, end: datetime | None) -> str:
-    if start is None:
+def count(n: int | float | None) -> str:
+    """A count in at most 5 characters: 999, 12.3k, 262k, 1.2M."""
+    if n is None:
         return ""
-    seconds = ((end or datetime.now(UTC)) - start).total_seconds()
-    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.1f}m"
+    n = float(n)
+    if n < 1000:
+        return f"{n:.0f}"
+    if n < 100_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1000:.0f}k" if n < 1_000_000 else f"{n / 1e6:.1f}M"
 
 
-def run_table(run: RunState) -> Table:
-    """Per-layer table: done, %, active, failed, parallelism, approval, elapsed."""
-    title = f"run {run.run_id} · graph {run.graph_id} · {run.status} · advance {run.advance}"
-    table = Table(title=title, title_justify="left")
-    for col in COLUMNS:
-        table.add_column(col, justify="right" if col not in ("stage", "phase") else "left")
-    for ls in run.ordered_layers():
-        done = intervals.count(ls.completed_indexes)
-        total = ls.completions
-        pct = f"{100 * done / total:.0f}" if total else ""
-        style = PHASE_STYLE.get(ls.phase, "")
-        table.add_row(
-            ls.stage,
-            str(ls.layer),
-            f"[{style}]{ls.phase}[/]",
-            f"{done}/{total}" if total else "",
-            pct,
-            str(ls.active) if ls.phase == "running" else "",
-            str(intervals.count(ls.failed_indexes)) or "",
-            str(ls.parallelism) if ls.phase == "running" else "",
-            "auto" if run.advance == "auto" else ("yes" if ls.approved else "no"),
-            _elapsed(ls.submitted_at, ls.finished_at),
+def rate(per_min: float | None) -> str:
+    """Chunks per minute: one decimal under 10 (a slow top layer is not "0")."""
+    if per_min is None:
+        return ""
+    return f"{per_min:.1f}" if per_min < 10 else count(per_min)
+
+
+def usd(value: float | None) -> str:
+    if value is None:
+        return "?"
+    if value >= 100:
+        return f"{value:.0f}"
+    return f"{value:.2f}" if value >= 0.01 or value == 0 else f"{value:.4f}"
+
+
+def _row(lp: LayerProgress) -> list[str]:
+    running = lp.phase == "running"
+    style = PHASE_STYLE.get(lp.phase, "")
+    ready = "?" if lp.ready is None else str(lp.ready)
+    return [
+        lp.key,
+        f"[{style}]{PHASE_SHORT.get(lp.phase, lp.phase)}[/]",
+        f"{count(lp.chunks_done)}/{count(lp.chunks_total)}",
+        "" if lp.phase == "waiting" else f"{lp.percent:.0f}",
+        f"{lp.active}/{ready}" if running else "",
+        str(lp.retries or ""),
+        f"[red]{lp.failed}[/]" if lp.failed else "",
+        "" if not lp.oom else f"[red]{lp.oom}[/]",
+        f"{lp.parallelism}/{lp.ramp_target}" if running else "",
+        lp.approval,
+        span(lp.elapsed_s),
+        rate(lp.chunks_per_min),
+        span(lp.eta_s) if running else "",
+        usd(lp.cost_usd) if lp.elapsed_s is not None else "",
+    ]
+
+
+def header(p: RunProgress) -> Text:
+    """Four lines, each under 100 characters: the run; its chunks, rate and ETA; spend
+    against budget; the cluster."""
+    line1 = (
+        f"run {p.run_id} · graph {p.graph_id} · {p.status} · advance {p.advance} · "
+        f"elapsed {span(p.elapsed_s)}"
+    )
+    speed = f"{rate(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
+    eta = f"ETA {span(p.eta_s)} at the run's average rate" if p.eta_s else "ETA ?"
+    if p.status in ("succeeded", "failed"):
+        eta = p.status
+    done = f"{count(p.chunks_done)}/{count(p.chunks_total)}"
+    line2 = f"chunks {done} ({p.percent:.0f}%) · {speed} · {eta}"
+    line3 = f"spend ${usd(p.cost_usd)} (estimate, Autopilot requests x runtime)"
+    if p.budget_usd:
+        share = f", {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""
+        line3 = f"spend ${usd(p.cost_usd)} of ${p.budget_usd:g} budget{share} (estimate)"
+    if p.cluster is None:
+        line4 = "cluster: not read"
+    else:
+        c = p.cluster
+        line4 = (
+            f"cluster: {c.nodes} nodes ({c.spot_nodes} Spot) under the run's pods · {c.pods} pods"
+            f" requesting {c.cpu_requested:g} vCPU, {c.memory_requested_gib:g} GiB"
         )
+    return Text("\n".join((line1, line2, line3, line4)))
+
+
+def layers_table(p: RunProgress, max_rows: int = MAX_ROWS) -> Table:
+    rows, hidden = visible_rows(p.layers, max_rows)
+    # No borders, one space between columns: 14 columns fit 100 characters.
+    table = Table(box=None, padding=(0, 0, 0, 1), pad_edge=False, header_style="bold underline")
+    for name, justify in COLUMNS:
+        table.add_column(name, justify=justify, no_wrap=True, overflow="ignore")  # type: ignore[arg-type]
+    for lp in rows:
+        table.add_row(*_row(lp))
+    # Always the same height: a blank line when nothing is hidden.
+    rest = ", ".join(f"{n} {phase}" for phase, n in sorted(hidden.items()))
+    table.caption = f"+ {rest} not shown" if rest else " "
+    table.caption_justify = "left"
+    for _ in range(max(0, min(max_rows, len(p.layers)) - len(rows))):
+        table.add_row()
     return table
+
+
+def waiting_lines(p: RunProgress, limit: int = MAX_WAITING) -> Text:
+    """What holds the build: the front waiting layers and what each waits on (always
+    `limit` + 1 lines)."""
+    front, behind = blocking_waits(p.layers)
+    lines = [f"{lp.key} waits on {lp.waits_on}" for lp in front[:limit]]
+    more = len(front) - limit
+    tail = [f"{more} more" if more > 0 else "", f"{behind} behind them" if behind else ""]
+    summary = " and ".join(t for t in tail if t)
+    lines = lines or ["no layer waiting"]
+    lines += [""] * (limit - len(lines)) + [f"(+ {summary} waiting)" if summary else ""]
+    return Text("\n".join(lines))
+
+
+def status_view(p: RunProgress, note: str = "", max_rows: int = MAX_ROWS) -> Group:
+    """The whole screen: header, layers, waiting layers, and a note (what was not read)."""
+    parts = [header(p), layers_table(p, max_rows), waiting_lines(p)]
+    if note:
+        parts.append(Text(note, style="dim"))
+    return Group(*parts)

@@ -9,14 +9,14 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.table import Table
 
 
-def console() -> Console:
-    """Rich output; when piped, wide enough that names and messages are not cut."""
-    return Console(width=None if sys.stdout.isatty() else 200)
+def console(piped_width: int = 200) -> Console:
+    """Rich output; when piped, `piped_width` wide (default: names and messages not cut)."""
+    return Console(width=None if sys.stdout.isatty() else piped_width)
 
 
 def titled_table(title: str | None, columns: Iterable[str], **options: Any) -> Table:
@@ -25,7 +25,7 @@ def titled_table(title: str | None, columns: Iterable[str], **options: Any) -> T
 
 
 def live(
-    render: Callable[[], Table], once: bool, interval: float, out: Console | None = None
+    render: Callable[[], RenderableType], once: bool, interval: float, out: Console | None = None
 ) -> None:
     """Print `render()` once, or keep it on screen refreshed every `interval` s until Ctrl-C."""
     out = out or console()

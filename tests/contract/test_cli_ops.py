@@ -10,6 +10,7 @@ worker's JSON failure line with a traceback and exit 42), a one-pod Job held run
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from scripts.cli import main
 from shared import grid
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.cluster.local_cluster import LocalCluster
+from shared.adapters.local.cluster.local_cluster import LocalCluster, LocalClusterView
 from shared.build_plan import new_run
 from shared.config import load_config
 from shared.layer_spec import layer_spec
@@ -234,10 +235,18 @@ def test_events_contain_the_job_controllers_and_the_schedulers(cli, run):
 def test_top_measures_the_running_pod_against_its_request(cli, run, cluster):
     if not Path("/proc/self/stat").exists():
         pytest.skip("local pod usage needs Linux /proc")
-    out = _ok(cli("top", "r1", "ingest", "3", "--once"))
+    out = _ok(cli("top", "r1", "ingest", "3", "--once", "--pods"))
     (row,) = [ln for ln in out.splitlines() if cluster["names"]["l3"] + "-" in ln]
     assert "Running" in row and "0.25" in row  # the request
     assert "peak:" in out and "% of request" in out
+    fleet = _ok(cli("top", "r1", "ingest", "3", "--once"))
+    assert "1 running · 1 with a usage sample · 0 OOM kills" in fleet
+    (highest,) = [ln for ln in fleet.splitlines() if ln.startswith("highest")]
+    assert cluster["names"]["l3"] + "-0-" in highest
+    assert any(ln.startswith("memory") and "%" in ln for ln in fleet.splitlines())
+    doc = json.loads(_ok(cli("top", "r1", "ingest", "3", "--json")))
+    assert doc["pods"] == 1 and doc["memory"]["max"] > 0 and doc["oom_kills"] == 0
+    assert doc["highest"][0]["cpu_request"] == 0.25
 
 
 def test_a_layer_without_a_job_and_an_unknown_run_exit_2(cli, run):
@@ -310,15 +319,23 @@ def test_purge_refuses_a_running_run_then_deletes_everything(cli, run, store, cl
     assert cluster["cluster"].get_job(cluster["names"]["l2"]) is not None
 
 
-def test_undeploy_pauses_running_runs_and_lists_what_remains(cli, run, store, cluster):
+def test_undeploy_asks_then_has_the_controller_delete_the_jobs(cli, run, store, cluster):
     PubSubBus(store.db.project).ensure_topic("kick")
+    running = [ls.key for ls in store.load_run("r1").layers.values() if ls.phase == "running"]
+    assert running
+    refused = cli("undeploy", input="n\n")
+    assert refused.exit_code == 1 and "delete" in refused.output
+    assert store.load_run("r1").status == "running"
     out = _ok(cli("undeploy", "--yes"))
-    assert store.load_run("r1").status == "paused"
-    assert "paused now" in out and "warning" not in out
-    assert cluster["names"]["l3"] in out  # the cluster's Jobs
-    assert "What remains" in out
-    out = _ok(cli("undeploy", "--yes"))  # idempotent: nothing left to pause
-    assert "(0 paused now)" in out
+    after = store.load_run("r1")
+    assert after.status == "paused" and "warning" not in out
+    for key in running:  # the controller deletes these Jobs on the kick
+        assert after.layers[key].delete_requested and after.layers[key].phase == "failed"
+    assert f"({len(running)} Jobs deleted now)" in out
+    assert cluster["names"]["l3"] in out and "deleting" in out  # the cluster's Jobs
+    assert "`terraform destroy` removes" in out and "Firestore database" in out
+    out = _ok(cli("undeploy", "--yes"))  # idempotent: nothing left to delete
+    assert "(0 Jobs deleted now)" in out
 
 
 def test_sample_renders_a_scattered_one_chunk_per_pod_job(cli):
@@ -352,7 +369,7 @@ def test_read_cluster_names_what_to_set(tmp_path, monkeypatch):
     (tmp_path / "cluster" / "jobs").mkdir(parents=True)
     (tmp_path / "stack.json").write_text(json.dumps({"env": {}}))
     view = cluster_access.read_cluster(stack_dir=tmp_path, env={})
-    assert cluster_access.is_local(view) and view.state_dir == tmp_path / "cluster"
+    assert isinstance(view, LocalClusterView) and view.state_dir == tmp_path / "cluster"
 
 
 KUBECONFIG = """apiVersion: v1
@@ -374,49 +391,19 @@ def test_gke_is_read_in_the_runs_namespace_unless_one_is_set(tmp_path):
     assert cluster_access.read_cluster("pcg", stack_dir=tmp_path, env=env).namespace == "other"
 
 
-class _Page:
-    def __init__(self, items: list[dict[str, Any]], token: str = "") -> None:
-        self.page = {"items": items, "metadata": {"continue": token}}
+def test_describe_shows_the_job_its_unfinished_pods_and_warnings(cli, run, cluster):
+    out = _ok(cli("describe", "r1", "ingest", "3"))
+    assert f"ingest-L3 of run r1 (running) · job {cluster['names']['l3']}" in out
+    assert "parallelism" in out and "unfinished pods: 1" in out and "Running" in out
+    assert "last warning events" in out
+    failed = _ok(cli("describe", "--job", "too-big"))
+    assert "Pending" in failed and "FailedScheduling" in failed
 
 
-class _FakeGke:
-    """Just what `pod_events` touches of GkeCluster: core, api_client, namespace."""
-
-    namespace, request_timeout, endpoint = "pcg", 5.0, "https://gke"
-
-    def __init__(self, pages: list[_Page]) -> None:
-        self.pages, self.calls = pages, []
-        self.core, self.api_client = self, self
-
-    def list_namespaced_event(self, namespace: str, **kwargs: Any) -> _Page:
-        self.calls.append((namespace, kwargs))
-        return self.pages[len(self.calls) - 1]
-
-    def sanitize_for_serialization(self, page: _Page) -> dict[str, Any]:
-        return page.page
-
-
-def test_pod_events_on_gke_are_the_jobs_pods_across_pages():
-    def event(pod: str, reason: str, at: str) -> dict[str, Any]:
-        return {
-            "involvedObject": {"kind": "Pod", "name": pod},
-            "reason": reason,
-            "lastTimestamp": at,
-        }
-
-    fake = _FakeGke(
-        [
-            _Page(
-                [
-                    event("j-1-abc", "OOMKilling", "2026-01-01T00:00:05Z"),
-                    event("other-0-x", "Pulled", "2026-01-01T00:00:01Z"),
-                ],
-                token="t1",
-            ),
-            _Page([event("j-0-xyz", "FailedScheduling", "2026-01-01T00:00:02Z")]),
-        ]
-    )
-    events = cluster_access.pod_events(fake, "j")
-    assert [e["reason"] for e in events] == ["FailedScheduling", "OOMKilling"]
-    assert fake.calls[0][1]["field_selector"] == "involvedObject.kind=Pod"
-    assert fake.calls[1][1]["_continue"] == "t1"
+def test_run_breaks_a_run_down_by_stage_and_layer(cli, run):
+    out = _ok(cli("run", "r1"))
+    assert "subtotal" in out and "vCPU-h" in out and "preempt" in out
+    doc = json.loads(_ok(cli("run", "r1", "--json")))
+    rows = {r["layer"]: r for r in doc["layers"]}
+    assert rows[2]["chunks"] == math.prod(SHAPE) and rows[2]["retries"] >= 0
+    assert rows[4]["wall_s"] is None  # never submitted

@@ -27,11 +27,13 @@ def _pipeline(timeout_s: float, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_pipeline_demo_cli_json_summary(tmp_path):
-    """`pipeline demo --json` on a 32^3 volume: every layer built, oracle agrees, exit 0."""
-    work = str(tmp_path / "work")
+    """`pipeline demo --json --report` on a 32^3 volume: every layer built, oracle agrees,
+    exit 0, and the run's report written."""
+    work, report = str(tmp_path / "work"), tmp_path / "demo.html"
     proc = _pipeline(
-        300, "demo", "--size", "32", "--chunk", "8", "--json", "--workdir", work, "--timeout", "240"
-    )
+        300, "demo", "--size", "32", "--chunk", "8", "--json", "--workdir", work, "--timeout",
+        "240", "--report", str(report),
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["ok"] is True and summary["oracle"]["ok"] is True
@@ -40,6 +42,8 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     for key in ("wall_s", "chunk_compute_s", "pods", "retries"):
         assert summary[key] >= 0
     assert summary["pods"] >= 3
+    html = report.read_text()
+    assert "Plotly.newPlot" in html and "ingest-L4" in html and "Pod attempts by layer" in html
 
 
 def test_bad_config_fails_fast_naming_the_field(tmp_path):

@@ -10,18 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from shared.adapters.gke.metrics import parse_pod_metrics
 from shared.adapters.local.cluster.metrics import (
-    MetricsUnavailableError,
-    PodUsage,
-    gke_pod_usage,
     local_pod_usage,
     local_usage,
-    parse_pod_metrics,
     parse_stat_cpu_ticks,
     parse_status_rss_bytes,
     pids_by_log_file,
     read_proc,
 )
+from shared.cluster import PodUsage
 
 # utime is field 14, stime field 15 (here 1000 and 250).
 STAT = "4242 (python3) S 1 4242 4242 0 -1 4194560 900 0 0 0 1000 250 7 3 20 0 1 0 5 1 2"
@@ -138,48 +136,3 @@ def test_pod_metrics_items(containers, cpu, mem_gib):
     items = [{"metadata": {"name": "p-0-abc"}, "containers": containers}]
     usage = parse_pod_metrics(items)["p-0-abc"]
     assert usage == PodUsage(pytest.approx(cpu), pytest.approx(mem_gib))
-
-
-class _FakeCustomObjects:
-    calls: list[tuple] = []
-    answer: object = {"items": []}
-
-    def __init__(self, api_client: object) -> None:
-        self.api_client = api_client
-
-    def list_namespaced_custom_object(self, *args: object, **kwargs: object) -> object:
-        _FakeCustomObjects.calls.append((args, kwargs))
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
-
-
-def test_gke_usage_asks_the_metrics_api_for_the_jobs_pods(monkeypatch):
-    import kubernetes.client
-
-    monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", _FakeCustomObjects)
-    _FakeCustomObjects.calls = []
-    _FakeCustomObjects.answer = {
-        "items": [
-            {
-                "metadata": {"name": "j-0-x"},
-                "containers": [{"name": "worker", "usage": {"cpu": "500m", "memory": "256Mi"}}],
-            }
-        ]
-    }
-    usage = gke_pod_usage(object(), "pcg", "j")
-    assert usage == {"j-0-x": PodUsage(0.5, 0.25)}
-    ((args, kwargs),) = _FakeCustomObjects.calls
-    assert args == ("metrics.k8s.io", "v1beta1", "pcg", "pods")
-    assert kwargs["label_selector"] == "batch.kubernetes.io/job-name=j"
-
-
-@pytest.mark.parametrize("status", [403, 404, 503])
-def test_gke_usage_explains_a_missing_metrics_api(monkeypatch, status):
-    import kubernetes.client
-    from kubernetes.client import ApiException
-
-    monkeypatch.setattr(kubernetes.client, "CustomObjectsApi", _FakeCustomObjects)
-    _FakeCustomObjects.answer = ApiException(status=status, reason="nope")
-    with pytest.raises(MetricsUnavailableError, match="metrics API"):
-        gke_pod_usage(object(), "pcg", "j")

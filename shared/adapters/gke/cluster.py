@@ -11,6 +11,7 @@ their kubeconfig.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ import kubernetes
 from kubernetes.client import ApiClient, ApiException, BatchV1Api, Configuration, CoreV1Api
 
 from shared.adapters.gke.connection import ENV_CA, GoogleTokenHook, _ca_file, translate
+from shared.adapters.gke.metrics import gke_pod_usage
 from shared.adapters.gke.wire import (
     INDEX_KEY,
     JOB_NAME_LABELS,
@@ -30,11 +32,7 @@ from shared.adapters.gke.wire import (
     pod_info,
     sort_events,
 )
-from shared.cluster import (
-    ClusterError,
-    JobStatus,
-    PodInfo,
-)
+from shared.cluster import ClusterError, JobStatus, PodInfo, PodUsage
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 PAGE = 500  # list page size: a big layer's Job keeps many thousands of finished pods
@@ -217,6 +215,22 @@ class GkeCluster:
             self.core.list_namespaced_event, f"list events of job {job_name}", field=selector
         )
         return sort_events(items)
+
+    def pod_events(self, job_name: str) -> list[dict[str, Any]]:
+        # Events of pods `<job>-<index>-<suffix>` (Kubernetes keeps them about an hour); the
+        # API cannot select by name prefix, so every pod event of the namespace is paged.
+        mine = re.compile(rf"^{re.escape(job_name)}-\d+-[a-z0-9]+$")
+        items = self._list(
+            self.core.list_namespaced_event,
+            f"list pod events of job {job_name}",
+            field="involvedObject.kind=Pod",
+        )
+        return sort_events(
+            e for e in items if mine.match((e.get("involvedObject") or {}).get("name", ""))
+        )
+
+    def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
+        return gke_pod_usage(self.api_client, self.namespace, job_name, self.request_timeout)
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -13,10 +13,6 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-# The client's own parser (exact Decimal arithmetic, every SI and binary suffix); the
-# kubernetes package is a controller-side dependency, as is every user of this module.
-from kubernetes.utils.quantity import parse_quantity
-
 from shared.cluster import (
     ClusterError,
     ClusterUnreachableError,
@@ -51,6 +47,15 @@ def parse_time(value: Any) -> datetime | None:
     else:
         stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+
+def parse_quantity(quantity: Any) -> Any:
+    """A Kubernetes quantity as a Decimal, by the client's own parser (exact arithmetic, every
+    SI and binary suffix). Imported on first use: the operator CLI sorts events with this
+    module without the `kubernetes` package (the `controller` extra)."""
+    from kubernetes.utils.quantity import parse_quantity as parse
+
+    return parse(quantity)
 
 
 def cpu_cores(quantity: Any) -> float:

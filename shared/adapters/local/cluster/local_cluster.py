@@ -32,11 +32,12 @@ from typing import Any
 
 from shared.adapters.local.cluster.events import EventSink
 from shared.adapters.local.cluster.jobs import LocalJob
+from shared.adapters.local.cluster.metrics import pods_usage
 from shared.adapters.local.cluster.node import LocalNode
 from shared.adapters.local.cluster.pods import LocalPod
 from shared.adapters.local.cluster.spec import parse_manifest
 from shared.adapters.local.cluster.view import LocalClusterView, SnapshotWriter, read_pod_log
-from shared.cluster import ClusterError, JobStatus, PodInfo
+from shared.cluster import ClusterError, JobStatus, PodInfo, PodUsage
 
 __all__ = ["LocalCluster", "LocalClusterView"]
 
@@ -230,6 +231,13 @@ class LocalCluster:
         with self._lock:
             job = self._jobs.get(job_name)
             return [] if job is None else list(job.events)
+
+    def pod_events(self, job_name: str) -> list[dict[str, Any]]:
+        return []  # pods' events are recorded with the Job's (see job_events)
+
+    def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
+        running = [p.name for p in self.list_pods(job_name) if p.phase == "Running"]
+        return pods_usage(self.pods_dir, running)
 
     # -- chaos hooks ---------------------------------------------------------------------
 

@@ -1,9 +1,7 @@
-"""Per-pod CPU and memory usage, for `pipeline top`: the metrics API on GKE, /proc locally.
+"""Per-pod CPU and memory usage of the local cluster, from /proc (GKE's half, the metrics
+API, is `shared.adapters.gke.metrics`).
 
-GKE: `metrics.k8s.io/v1beta1` PodMetrics (Autopilot runs metrics-server), selected by the
-Job's `batch.kubernetes.io/job-name` label; usage is summed over a pod's containers.
-
-Local cluster: a pod is a process group whose stdout is `<cluster>/pods/<pod>.log`, and the
+ a pod is a process group whose stdout is `<cluster>/pods/<pod>.log`, and the
 state files carry no pids, so `pids_by_log_file` finds a pod's processes as those whose fd 1
 or 2 is that file (children inherit it), and `local_usage` samples each process's
 `/proc/<pid>/stat` (utime + stime) twice for a CPU rate and reads VmRSS from
@@ -17,27 +15,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.adapters.local.cluster.spec import parse_quantity
-from shared.cluster import ClusterError
+from shared.cluster import MetricsUnavailableError, PodUsage
 
 PROC = Path("/proc")
 GIB = 1024**3
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-
-
-@dataclass(frozen=True)
-class PodUsage:
-    cpu: float  # vCPU (cores) in use
-    memory_gib: float  # working set (GKE) or resident set (local)
-    processes: int = 0  # local only: processes sampled
-
-
-class MetricsUnavailableError(ClusterError):
-    """The metrics API cannot be read (not installed, not yet serving, or forbidden)."""
 
 
 # -- /proc parsing (pure) ------------------------------------------------------------------
@@ -145,51 +129,21 @@ def local_pod_usage(
     return local_usage({"pod": pids}, window_s, proc).get("pod")
 
 
-# -- GKE ----------------------------------------------------------------------------------------
-
-
-def parse_pod_metrics(items: Iterable[Mapping[str, Any]]) -> dict[str, PodUsage]:
-    """PodMetrics items (wire form) -> usage by pod name, summed over containers."""
-    out: dict[str, PodUsage] = {}
-    for item in items:
-        name = (item.get("metadata") or {}).get("name", "")
-        cpu = mem = 0.0
-        for container in item.get("containers") or []:
-            usage = container.get("usage") or {}
-            cpu += parse_quantity(usage.get("cpu", 0))
-            mem += parse_quantity(usage.get("memory", 0)) / GIB
-        if name:
-            out[name] = PodUsage(cpu, mem)
-    return out
-
-
-def gke_pod_usage(api_client: Any, namespace: str, job_name: str) -> dict[str, PodUsage]:
-    """Current usage of a Job's pods from the metrics API (pods without a sample are absent:
-    metrics-server reports a pod only after its first scrape, about a minute after start)."""
-    from kubernetes.client import ApiException, CustomObjectsApi
-
-    from shared.adapters.gke.cluster import translate
-
-    action = f"read pod metrics of job {job_name} in namespace {namespace}"
-    try:
-        found = CustomObjectsApi(api_client).list_namespaced_custom_object(
-            "metrics.k8s.io",
-            "v1beta1",
-            namespace,
-            "pods",
-            label_selector=f"{JOB_NAME_LABEL}={job_name}",
-            _request_timeout=30,
+def pods_usage(
+    pods_dir: Path, pod_names: Iterable[str], window_s: float = 0.5
+) -> dict[str, PodUsage]:
+    """Usage of local pods by name, found through their log files under `pods_dir`;
+    MetricsUnavailableError when none of their processes is visible."""
+    names = list(pod_names)
+    if not names:
+        return {}
+    logs = {name: pods_dir / f"{name}.log" for name in names}
+    pids = pids_by_log_file(logs.values())
+    found = {name: pids[path] for name, path in logs.items() if pids.get(path)}
+    usage = local_usage(found, window_s)
+    if not usage:
+        raise MetricsUnavailableError(
+            "none of these local pods' processes is visible in /proc (the local cluster must "
+            "run on this machine, as this user, on Linux)"
         )
-    except Exception as e:
-        if isinstance(e, ApiException) and e.status in (403, 404, 503):
-            raise MetricsUnavailableError(
-                f"{action}: the metrics API (metrics.k8s.io) answered {e.status} {e.reason}; "
-                "on Autopilot it is built in (a pod shows about a minute after it starts), "
-                "elsewhere install metrics-server; 403: your account needs `list` on "
-                "pods.metrics.k8s.io"
-            ) from e
-        error = translate(e, action, api_client.configuration.host)
-        if error is None:
-            raise
-        raise error from e
-    return parse_pod_metrics(found.get("items") or [])
+    return usage

@@ -20,7 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from shared.cluster import ClusterError, JobStatus, PodInfo
+from shared.adapters.local.cluster.metrics import pods_usage
+from shared.cluster import ClusterError, JobStatus, PodInfo, PodUsage
 
 log = logging.getLogger("cave_pipeline.local_cluster")
 
@@ -163,6 +164,13 @@ class LocalClusterView:
     def job_events(self, job_name: str) -> list[dict[str, Any]]:
         data = self._read(job_name) or {"events": []}
         return list(data["events"])
+
+    def pod_events(self, job_name: str) -> list[dict[str, Any]]:
+        return []  # the local cluster records its pods' events with the Job's
+
+    def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
+        running = [p.name for p in self.list_pods(job_name) if p.phase == "Running"]
+        return pods_usage(self.pods_dir, running)
 
     def _read_only(self, what: str) -> ClusterError:
         return ClusterError(

@@ -1,0 +1,162 @@
+"""`pipeline describe RUN STAGE LAYER`: a layer's Job in one screen (counts, conditions, each
+unfinished pod's state and reason, the last warning events), and `pipeline run RUN`: where a
+run's time and money went, by stage and layer. Both only READ Firestore and the cluster."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Console
+
+from scripts import cluster_access
+from scripts.cluster_access import cluster_errors
+from scripts.commands.costs import cost_report
+from scripts.commands.pods import EPOCH, all_events, pod_runtime, scheduling_messages
+from scripts.layer_target import Target, resolve_target, run_config
+from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
+from scripts.run_progress import layer_size
+from scripts.services import connect
+from scripts.views.terminal import console, span, titled_table, when
+from shared import intervals
+from shared.adapters.gke.wire import event_time
+from shared.cluster import Cluster
+from shared.progress import chunks_done
+from shared.state import RunState
+
+LAST_WARNINGS = 5
+MAX_PODS = 12  # unfinished pods listed (the rest are counted)
+
+
+def _describe(out: Console, cluster: Cluster, target: Target) -> None:
+    job = cluster.get_job(target.job)
+    if job is None:
+        raise LookupError(f"no Job {target.job!r} in the cluster (deleted, or not created yet)")
+    head = f"job {job.name}"
+    if target.ls is not None and target.run is not None:
+        ls = target.ls
+        head = f"{ls.key} of run {target.run.run_id} ({ls.phase}) · {head}"
+    out.print(head, markup=False)
+    state = job.condition or ("suspended" if job.suspended else "running")
+    out.print(
+        f"state {state}{f' ({job.reason})' if job.reason else ''} · completions "
+        f"{job.completions} · parallelism {job.parallelism} · active {job.active} · ready "
+        f"{job.ready} · succeeded {job.succeeded} · failed pods {job.failed}",
+        markup=False,
+    )
+    out.print(
+        f"completed indexes {intervals.count(job.completed_indexes)}/{job.completions} · "
+        f"failed indexes {job.failed_indexes or 'none'} · started {when(job.start_time)}"
+        + (f" · finished {when(job.completion_time)}" if job.completion_time else ""),
+        markup=False,
+    )
+    now = datetime.now(UTC)
+    pods = [p for p in cluster.list_pods(target.job) if p.phase in ("Pending", "Running")]
+    pods.sort(key=lambda p: (p.phase != "Pending", p.index, p.created or EPOCH))
+    why = (
+        scheduling_messages(cluster, target.job) if any(p.phase == "Pending" for p in pods) else {}
+    )
+    table = titled_table(
+        f"unfinished pods: {len(pods)}", ("index", "pod", "phase", "node", "runtime", "reason")
+    )
+    for p in pods[:MAX_PODS]:
+        reason = " ".join(x for x in (p.reason or "", why.get(p.name, "")) if x)
+        table.add_row(str(p.index), p.name, p.phase, p.node, span(pod_runtime(p, now)), reason)
+    if len(pods) > MAX_PODS:
+        table.caption = f"... and {len(pods) - MAX_PODS} more (`pipeline pods`)"
+        table.caption_justify = "left"
+    out.print(table)
+    warnings = [e for e in all_events(cluster, target.job) if e.get("type") == "Warning"]
+    events = titled_table(
+        f"last warning events ({len(warnings)} in all)", ("time", "reason", "object", "message")
+    )
+    for e in warnings[-LAST_WARNINGS:]:
+        obj = (e.get("involvedObject") or {}).get("name", "")
+        events.add_row(when(event_time(e)), e.get("reason", ""), obj, e.get("message", ""))
+    out.print(events)
+
+
+@click.command()
+@click.argument("args", nargs=-1, metavar=TARGET)
+@JOB_OPTION
+def describe(args: tuple[str, ...], job: str | None) -> None:
+    """A layer's Job in one screen: its counts and conditions, each unfinished pod's state and
+    reason (why Pending), and the last warning events."""
+    target, _ = resolve_target(args, job, 0, need_job=True)
+    with cluster_errors():
+        cluster = cluster_access.read_cluster(target.namespace)
+        _describe(console(), cluster, target)
+
+
+def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
+    """Per layer: chunks, pods, retries, preemptions, vCPU-h, GiB-h, cost and wall time."""
+    cfg = run_config(run)
+    costs = {(r["stage"], r["layer"]): r for r in cost_report(run, now)["layers"]}
+    rows = []
+    for ls in run.ordered_layers():
+        size = layer_size(cfg, ls.stage, ls.layer)
+        done = size.chunks if ls.phase == "succeeded" else chunks_done(ls.completed_indexes, size)
+        c = costs.get((ls.stage, ls.layer), {})
+        wall = None
+        if ls.submitted_at is not None:
+            wall = ((ls.finished_at or now) - ls.submitted_at).total_seconds()
+        rows.append(
+            {
+                "stage": ls.stage,
+                "layer": ls.layer,
+                "phase": ls.phase,
+                "chunks_done": done,
+                "chunks": size.chunks,
+                "pods": ls.pods_succeeded + ls.pods_failed + ls.pods_preempted,
+                "retries": ls.pods_failed,
+                "preemptions": ls.pods_preempted,
+                "vcpu_hours": c.get("vcpu_hours", 0.0),
+                "gib_hours": c.get("gib_hours", 0.0),
+                "usd": c.get("usd", 0.0),
+                "wall_s": wall,
+            }
+        )
+    return rows
+
+
+@click.command("run")
+@click.argument("run_id")
+@JSON_OPTION
+def run_breakdown(run_id: str, as_json: bool) -> None:
+    """Where a run's time and money went: by stage and layer, chunks, pods, retries,
+    preemptions, vCPU-h, GiB-h, cost (estimate) and wall time, with stage subtotals."""
+    now = datetime.now(UTC)
+    run = connect().store.load_run(run_id)
+    rows = breakdown(run, now)
+    if as_json:
+        click.echo(json.dumps({"run_id": run_id, "status": run.status, "layers": rows}, indent=2))
+        return
+    table = titled_table(
+        f"run {run_id} · {run.graph_id} · {run.status} (cost: estimate)",
+        ("stage", "layer", "phase", "chunks", "pods", "retries", "preempt", "vCPU-h", "GiB-h",
+         "USD", "wall"),
+    )  # fmt: skip
+    for stage in run.stages:
+        mine = [r for r in rows if r["stage"] == stage]
+        for r in mine:
+            table.add_row(
+                stage, str(r["layer"]), r["phase"], f"{r['chunks_done']}/{r['chunks']}",
+                str(r["pods"]), str(r["retries"]), str(r["preemptions"]),
+                f"{r['vcpu_hours']:.3f}", f"{r['gib_hours']:.3f}", f"{r['usd']:.4f}",
+                span(r["wall_s"]),
+            )  # fmt: skip
+        total = {k: sum(r[k] for r in mine) for k in ("pods", "retries", "preemptions")}
+        money = {k: sum(r[k] for r in mine) for k in ("vcpu_hours", "gib_hours", "usd")}
+        table.add_row(
+            f"[bold]{stage}[/]", "", "subtotal",
+            f"{sum(r['chunks_done'] for r in mine)}/{sum(r['chunks'] for r in mine)}",
+            str(total["pods"]), str(total["retries"]), str(total["preemptions"]),
+            f"{money['vcpu_hours']:.3f}", f"{money['gib_hours']:.3f}",
+            f"[bold]{money['usd']:.4f}[/]", "", end_section=True,
+        )  # fmt: skip
+    console().print(table)
+
+
+COMMANDS = (describe, run_breakdown)

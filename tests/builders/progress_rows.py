@@ -1,0 +1,50 @@
+"""A large run's progress for view tests: many layers in every phase, big counts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from shared.progress import (
+    ClusterTotals,
+    LayerPods,
+    LayerSize,
+    RunProgress,
+    layer_progress,
+    run_progress,
+)
+from shared.state import RunState, build_layers
+
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+
+
+def big_run(top: int = 16, running: int = 7) -> tuple[RunState, RunProgress]:
+    """ingest L2..top with layers below `running` done, it running, the rest waiting; meshing
+    and l2cache waiting on ingest. Chunk counts up to 262144 per layer."""
+    stages = ["ingest", "meshing", "l2cache"]
+    tops = {"ingest": top, "meshing": top, "l2cache": 2}
+    run = RunState("pinky-20260301-080000-ab12", "pinky_v2", stages, tops, advance="approve",
+                   created_at=T0, budget_usd=2500.0, layers=build_layers(stages, tops))  # fmt: skip
+    now = T0 + timedelta(hours=30)
+    rows = []
+    for ls in run.ordered_layers():
+        chunks = max(1, 262144 // 8 ** max(0, ls.layer - 2 - 0) if ls.layer < 8 else 1)
+        size = LayerSize(chunks, max(1, 128 // 2 ** (ls.layer - 2)))
+        pods = None
+        if ls.stage == "ingest" and ls.layer < running:
+            ls.phase, ls.approved = "succeeded", True
+            ls.submitted_at = T0 + timedelta(hours=ls.layer)
+            ls.finished_at = ls.submitted_at + timedelta(minutes=50)
+            ls.pods_failed, ls.completions = 37, size.batches
+        elif ls.stage == "ingest" and ls.layer == running:
+            ls.phase, ls.approved = "running", True
+            ls.submitted_at = now - timedelta(minutes=95)
+            ls.completions, ls.active, ls.parallelism = size.batches, 480, 500
+            ls.completed_indexes = f"0-{size.batches // 3}"
+            ls.failed_indexes, ls.pods_failed = "17,204", 1234
+            pods = LayerPods(ready=471, oom=12, nodes=frozenset({"n1"}), pods=480)
+        rows.append(
+            layer_progress(run, ls, size, now, ramp_target=512, cost_usd=123.456, pods=pods)
+        )
+    cluster = ClusterTotals(nodes=61, spot_nodes=58, pods=480, cpu_requested=960.0,
+                            memory_requested_gib=3840.0)  # fmt: skip
+    return run, run_progress(run, rows, now, cost_usd=1234.5678, cluster=cluster)

@@ -1,0 +1,54 @@
+"""`pipeline status`'s screen: fits 100 columns with nothing cut, keeps one height whatever
+the number of layers, and shows the figures an operator steers by."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+
+from scripts.views.status import count, status_view
+from tests.builders.progress_rows import big_run
+
+
+def screen(progress, width: int = 100) -> list[str]:
+    out = Console(width=width, record=True, color_system=None)
+    out.print(status_view(progress))
+    return out.export_text().splitlines()
+
+
+@pytest.mark.parametrize("top", [4, 9, 16])
+def test_fits_100_columns_with_nothing_cut(top):
+    lines = screen(big_run(top=top, running=3)[1])
+    assert max(len(line) for line in lines) <= 100
+    assert not any("…" in line for line in lines)
+
+
+def test_height_is_the_same_for_any_number_of_layers():
+    heights = {len(screen(big_run(top=top, running=3)[1])) for top in (9, 12, 16)}
+    assert len(heights) == 1
+
+
+def test_shows_what_an_operator_steers_by():
+    text = "\n".join(screen(big_run(top=16, running=6)[1]))
+    for words in (
+        "4.1k/4.1k",  # ingest-L4 (4096 chunks) done/total in chunks
+        "480/471",  # active/ready
+        " 0.3 ",  # chunks/min of the slow running layer (24 chunks in 95 min)
+        "500/512",  # parallelism/ramp
+        "chunks 300k/861k (35%) · 1.0k chunks/min · ETA 9.2h",
+        "61 nodes (58 Spot)",
+        "960 vCPU, 3840 GiB",
+        "of $2500 budget",
+        "ingest-L7 waits on ingest-L6 (running)",
+        "meshing-L2 waits on stage ingest",
+        "(+ 23 behind them waiting)",
+        "+ 2 succeeded, 15 waiting not shown",
+    ):
+        assert words in text, words
+
+
+@pytest.mark.parametrize(
+    "n, text", [(None, ""), (0, "0"), (999, "999"), (4096, "4.1k"), (262144, "262k"), (2e6, "2.0M")]
+)
+def test_counts_fit_five_characters(n, text):
+    assert count(n) == text
