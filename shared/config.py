@@ -68,6 +68,11 @@ class JobSettings(_Strict):
     spot: bool = True
     lock_expiry_s: float = Field(default=180.0, gt=0)
     lock_expiry_factor: float = Field(default=2.0, ge=1.0)  # upper layers' chunks take longer
+    # Worker pods (shared/worker_pod.py): PCG_N_PROCESSES = processes_per_vcpu x the layer's
+    # snapped vCPU (1 when parallel is off); burst leaves limits unset so pods may burst.
+    parallel: bool = True
+    processes_per_vcpu: float = Field(default=1.0, gt=0)
+    burst: bool = True
     ramp: Ramp = Ramp()
     resources: Resources = Resources()
 
@@ -83,6 +88,9 @@ class JobOverride(_Strict):
     spot: bool | None = None
     lock_expiry_s: float | None = Field(default=None, gt=0)
     lock_expiry_factor: float | None = Field(default=None, ge=1.0)
+    parallel: bool | None = None
+    processes_per_vcpu: float | None = Field(default=None, gt=0)
+    burst: bool | None = None
     ramp: Ramp | None = None
     resources: Resources | None = None
 

@@ -14,7 +14,8 @@ import math
 import re
 from typing import Any
 
-from shared.autopilot import ResourceLimitError, is_general_purpose, layer_requests
+from shared import worker_pod
+from shared.autopilot import ResourceLimitError, layer_requests
 from shared.build_plan import PlanError, default_stages, top_layer
 from shared.config import STAGES, JobSettings, PipelineConfig
 from shared.grid import layer_batch_size, num_batches
@@ -25,14 +26,14 @@ PREFIX = "cave-pipeline/"
 CONTAINER = "worker"
 DEFAULT_COMMAND = ["python", "-m", "worker"]
 SPOT_NOTICE_S = 25  # Spot gives 25 s between the preemption notice and the kill
-SPOT_KEY = "cloud.google.com/gke-spot"
+SPOT_KEY = worker_pod.SPOT_KEY
 # Pods of an Indexed Job get the hostname "<job name>-<index>", a DNS label (<= 63): keep room
 # for "-" and six index digits (a million batches) so the name alone never breaks pod creation.
 MAX_JOB_NAME = 56
 # Kubernetes batch validation of Indexed Jobs with backoffLimitPerIndex: parallelism and
 # maxFailedIndexes <= 100000, and <= 10000 once completions pass 100000.
 _CAP, _HIGH_COMPLETIONS, _HIGH_CAP = 100_000, 100_000, 10_000
-SPOT_TOLERATION = {"key": SPOT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+SPOT_TOLERATION = worker_pod.SPOT_TOLERATION
 
 POD_FAILURE_POLICY = {
     "rules": [
@@ -94,15 +95,17 @@ def _env(
     run_id: str,
     grid: tuple[int, int, int],
     n_layers: int,
+    n_processes: int,
 ) -> list[dict[str, str]]:
     dataset = cfg.ds.model_dump(mode="json", exclude_none=True)
     pairs = [
         ("PCG_GRAPH_ID", cfg.graph_id),
         ("PCG_LAYER", str(layer)),
         ("PCG_PERM_SEED", str(job.perm_seed)),
-        # The base size, as the predecessor: the worker halves it per layer itself.
-        ("PCG_BATCH_SIZE", str(job.batch_size)),
-        ("PCG_N_PROCESSES", cfg.env.get("PCG_N_PROCESSES", "1")),
+        # The layer's own size (completions were computed from it): PyChunkedGraph images
+        # use PCG_BATCH_SIZE as is, so the base size would starve most upper-layer pods.
+        ("PCG_BATCH_SIZE", str(layer_batch_size(job.batch_size, layer))),
+        ("PCG_N_PROCESSES", str(n_processes)),  # per layer: shared/worker_pod.py
         # Explicit so operator and worker can never disagree on N.
         ("PCG_GRID_SHAPE", ",".join(map(str, grid))),
         ("PCG_STAGE", stage),
@@ -114,30 +117,27 @@ def _env(
         ("BIGTABLE_INSTANCE", cfg.bigtable.instance),
         ("PCG_DATASET_JSON", json.dumps(dataset, separators=(",", ":"), sort_keys=True)),
     ]
-    # env may not shadow what the controller sets (PCG_N_PROCESSES is the operator's to set).
-    reserved = {k for k, _ in pairs} - {"PCG_N_PROCESSES"} | {"PCG_WORKLOAD"}
+    # env may not shadow what the controller sets.
+    reserved = {k for k, _ in pairs} | {"PCG_WORKLOAD"}
     for name in cfg.env:
+        if name == "PCG_N_PROCESSES":
+            raise ManifestError(
+                "env.PCG_N_PROCESSES: set per layer from job.processes_per_vcpu x the layer's "
+                "vCPU; remove it (job.parallel: false for one process)"
+            )
         if name in reserved:
             raise ManifestError(f"env.{name}: set by the controller for every Job; remove it")
         if not name or "=" in name or not all(32 <= ord(c) < 127 for c in name):
             raise ManifestError(f"env.{name}: not a valid environment variable name")
-    pairs += [(k, v) for k, v in cfg.env.items() if k != "PCG_N_PROCESSES"]
+    pairs += list(cfg.env.items())
     return [{"name": k, "value": v} for k, v in pairs]
 
 
 def _scheduling(cfg: PipelineConfig, job: JobSettings) -> tuple[dict[str, str], list[dict]]:
-    selector = {SPOT_KEY: "true"} if job.spot else {}
-    tolerations = [dict(SPOT_TOLERATION)] if job.spot else []
-    # The default class is chosen by naming none: a pod may not select it explicitly.
-    if not is_general_purpose(job.compute_class):
-        if not _LABEL_VALUE.match(job.compute_class):
-            raise ManifestError(f"job.compute_class: {job.compute_class!r} is not a class name")
-        selector["cloud.google.com/compute-class"] = job.compute_class
-    if cfg.zone:
-        if not _LABEL_VALUE.match(cfg.zone):
-            raise ManifestError(f"zone: {cfg.zone!r} is not a zone name")
-        selector["topology.kubernetes.io/zone"] = cfg.zone
-    return selector, tolerations
+    try:
+        return worker_pod.scheduling(job, cfg.zone)
+    except worker_pod.SchedulingError as e:
+        raise ManifestError(str(e)) from None
 
 
 def _check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
@@ -207,14 +207,14 @@ def render_job(
         PREFIX + "grid-shape": ",".join(map(str, grid)),
     }
     meta = {"labels": labels, "annotations": annotations}
-    quantities = {"cpu": req.cpu_str, "memory": req.memory_str}
     container = {
         "name": CONTAINER,
         "image": cfg.images[stage],
         "command": list(cfg.commands.get(stage) or DEFAULT_COMMAND),
-        "env": _env(cfg, stage, layer, job, run_id, grid, n_layers),
-        # Autopilot sets limits equal to requests anyway; saying so keeps the manifest honest.
-        "resources": {"requests": dict(quantities), "limits": dict(quantities)},
+        "env": _env(
+            cfg, stage, layer, job, run_id, grid, n_layers, worker_pod.layer_processes(job, req)
+        ),
+        "resources": worker_pod.resources_block(job, req),
     }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",

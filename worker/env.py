@@ -9,7 +9,7 @@ variable                   default   meaning
 ``PCG_GRAPH_ID``           required  graph id, also the Bigtable table id
 ``PCG_LAYER``              required  layer of this Job (>= 2, <= PCG_N_LAYERS)
 ``PCG_PERM_SEED``          required  shuffle seed (>= 0)
-``PCG_BATCH_SIZE``         required  BASE batch size; the worker applies layer_batch_size
+``PCG_BATCH_SIZE``         required  this layer's batch size, used as is (contract 1)
 ``PCG_GRID_SHAPE``         required  "X,Y,Z" grid of this layer (checked against the dataset)
 ``PCG_N_LAYERS``           required  root layer
 ``PCG_DATASET_JSON``       required  the dataset config as a JSON object
@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.grid import layer_batch_size, num_batches
+from shared.grid import num_batches
 from shared.layers import layer_shape
 from worker.errors import WorkerConfigError
 
@@ -47,7 +47,9 @@ class WorkerEnv:
     graph_id: str
     layer: int
     seed: int
-    batch_size: int  # the base size; this layer's is `layer_batch_size`
+    # This layer's own batch size, `max(1, base // 2**(L-2))` computed by the controller:
+    # PyChunkedGraph images use PCG_BATCH_SIZE as is, so the worker does too.
+    batch_size: int
     n_processes: int
     grid_shape: tuple[int, int, int]
     stage: str
@@ -63,7 +65,8 @@ class WorkerEnv:
 
     @property
     def layer_batch_size(self) -> int:
-        return layer_batch_size(self.batch_size, self.layer)
+        """This layer's batch size: PCG_BATCH_SIZE as given (never halved again here)."""
+        return self.batch_size
 
     @property
     def spatial_bits(self) -> int:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from shared.grid import layer_batch_size
 from shared.layers import layer_count, layer_shape
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 
@@ -26,14 +27,18 @@ def worker_env(
     l2_shape: tuple[int, int, int],
     **extra: str | None,
 ) -> dict[str, str]:
-    """os.environ plus the worker's variables; `extra` overrides them (None removes one)."""
+    """os.environ plus the worker's variables; `extra` overrides them (None removes one).
+
+    `batch_size` is the config's base size; the pod gets the layer's own, as the manifest
+    renders it.
+    """
     env: dict[str, str | None] = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
         "PCG_GRAPH_ID": table_id,
         "PCG_LAYER": str(layer),
         "PCG_PERM_SEED": str(seed),
-        "PCG_BATCH_SIZE": str(batch_size),
+        "PCG_BATCH_SIZE": str(layer_batch_size(batch_size, layer)),
         "PCG_N_PROCESSES": "1",
         "PCG_GRID_SHAPE": ",".join(map(str, layer_shape(l2_shape, layer))),
         "PCG_STAGE": stage,
