@@ -145,6 +145,7 @@ def make_processor(ctx: dict[str, Any], layer: int, env: dict[str, Any]):
                     "pcg_chunk": list(map(int, coord)),
                     "layer": layer,
                     "index": env["index"],
+                    "batch_size": env["batch_size"],  # PCG_BATCH_SIZE as the harness read it
                     "outcome": outcome,
                     "chunk_compute_s": elapsed,
                 }

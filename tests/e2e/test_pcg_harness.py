@@ -75,7 +75,9 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
             {
                 "layer": ls.layer,
                 "pods": ls.completions,
-                "PCG_BATCH_SIZE": layer_batch_size(BATCH, ls.layer),
+                "PCG_BATCH_SIZE": sorted(
+                    {c["batch_size"] for c in chunks if c["layer"] == ls.layer}
+                ),
                 "chunks_per_pod_min": min(sizes.values(), default=0),
                 "chunks_per_pod_max": max(sizes.values(), default=0),
             }
@@ -89,6 +91,9 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
     for ls in layers:
         n = math.prod(layer_shape(l2, ls.layer))
         assert ls.completions == math.ceil(n / layer_batch_size(BATCH, ls.layer))
+        assert {c["batch_size"] for c in chunks if c["layer"] == ls.layer} == {
+            layer_batch_size(BATCH, ls.layer)
+        }
         # Every pod of the layer ran the harness, and every window was non-empty and stable.
         assert sorted(windows[ls.layer]) == list(range(ls.completions)), (ls.layer, figures)
         for index, sizes in windows[ls.layer].items():
