@@ -13,6 +13,7 @@ import click
 
 from scripts.commands import (
     admin,
+    config,
     costs,
     demo,
     describe,
@@ -100,7 +101,7 @@ def main(verbose: bool) -> None:
 
 
 # Building and running first, then looking into a run (debugging, costs), then housekeeping.
-COMMAND_MODULES = (demo, grid, local, run, inspect, describe, pods, costs, report, admin)
+COMMAND_MODULES = (demo, grid, local, run, inspect, describe, pods, costs, report, admin, config)
 for module in COMMAND_MODULES:
     for command in module.COMMANDS:
         main.add_command(command)

@@ -7,14 +7,19 @@ resource curves, env, commands) plus what the event-driven controller adds (`con
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared import config_compat
 from shared.layers import layer2_shape_of
+from shared.precomputed_info import GridUnreadable, read_watershed_size
 from shared.stages import STAGE_NAMES
+
+log = logging.getLogger("cave_pipeline.config")
 
 AdvanceMode = Literal["manual", "approve", "auto"]
 
@@ -69,6 +74,11 @@ class JobSettings(_Strict):
     spot: bool = True
     lock_expiry_s: float = Field(default=180.0, gt=0)
     lock_expiry_factor: float = Field(default=2.0, ge=1.0)  # upper layers' chunks take longer
+    # Worker pods (shared/worker_pod.py): PCG_N_PROCESSES = processes_per_vcpu x the layer's
+    # snapped vCPU (1 when parallel is off); burst leaves limits unset so pods may burst.
+    parallel: bool = True
+    processes_per_vcpu: float = Field(default=1.0, gt=0)
+    burst: bool = True
     ramp: Ramp = Ramp()
     resources: Resources = Resources()
 
@@ -84,6 +94,9 @@ class JobOverride(_Strict):
     spot: bool | None = None
     lock_expiry_s: float | None = Field(default=None, gt=0)
     lock_expiry_factor: float | None = Field(default=None, ge=1.0)
+    parallel: bool | None = None
+    processes_per_vcpu: float | None = Field(default=None, gt=0)
+    burst: bool | None = None
     ramp: Ramp | None = None
     resources: Resources | None = None
 
@@ -121,17 +134,28 @@ class ControllerSettings(_Strict):
 
 
 class DataSource(_Strict):
-    size: tuple[int, int, int]  # volume size in voxels (x, y, z)
+    # Volume size in voxels (x, y, z). Optional in the file: load_config reads it from the
+    # watershed's info file when absent (shared/precomputed_info.py); given, it overrides.
+    size: tuple[int, int, int] | None = None
     watershed: str = ""
     edges: str = ""
     components: str = ""
+    # PyChunkedGraph's other upper-case keys (DATA_VERSION, CV_MIP, ...) pass through.
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     @field_validator("size")
     @classmethod
-    def _positive(cls, v: tuple[int, int, int]) -> tuple[int, int, int]:
-        if min(v) < 1:
+    def _positive(cls, v: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+        if v is not None and min(v) < 1:
             raise ValueError(f"every dimension must be >= 1, got {list(v)}")
         return v
+
+    @model_validator(mode="after")
+    def _only_upper_case_extras(self) -> DataSource:
+        typos = [k for k in (self.model_extra or {}) if k != k.upper()]
+        if typos:
+            raise ValueError(f"unknown key(s) {', '.join(typos)} (typo?)")
+        return self
 
 
 class GraphConfig(_Strict):
@@ -154,6 +178,9 @@ class Dataset(_Strict):
     ingest_config: dict[str, Any] = {}
     mesh_config: MeshConfig | None = None
     l2cache_config: dict[str, Any] | None = None
+    # PyChunkedGraph's own blocks, passed through to the images.
+    backend_client: dict[str, Any] | None = None
+    cave_config: dict[str, Any] | None = None
 
 
 class PipelineConfig(_Strict):
@@ -171,10 +198,14 @@ class PipelineConfig(_Strict):
     commands: dict[str, list[str]] = {}
     workloads: dict[str, str] = {}  # stage -> "package.module:function" per-chunk plugin
     controller: ControllerSettings = ControllerSettings()
+    # Credential files for the worker pods' Secret (file name in the pod -> local file).
+    secret_name: str = "cloud-volume-secrets"
+    secret_files: dict[str, str] = {}
 
     # Filled by load_config; not part of the file.
     dataset_config: Dataset | None = None
     source_path: str = ""
+    compat_notes: tuple[str, ...] = ()  # how a predecessor-style file was read
 
     @model_validator(mode="after")
     def _known_stages(self) -> PipelineConfig:
@@ -196,7 +227,10 @@ class PipelineConfig(_Strict):
 
     def layer2_shape(self) -> tuple[int, int, int]:
         """Grid shape of layer 2: the volume cut into CHUNK_SIZE chunks."""
-        return layer2_shape_of(self.ds.data_source.size, self.ds.graph_config.CHUNK_SIZE)
+        size = self.ds.data_source.size
+        if size is None:
+            raise ConfigError("data_source.size: unknown (load the config with load_config)")
+        return layer2_shape_of(size, self.ds.graph_config.CHUNK_SIZE)
 
 
 def _format_errors(path: Path, err: ValidationError) -> str:
@@ -221,10 +255,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path) -> PipelineConfig:
-    """Load and validate `pipeline.yml` and the dataset file it names (relative to it)."""
+    """Load and validate `pipeline.yml` and the dataset file it names (relative to it).
+
+    Files in the predecessor's shape are read through `shared.config_compat` (the notes are
+    in `compat_notes`); a dataset without `data_source.size` takes it from the watershed.
+    """
     path = Path(path).resolve()
-    raw = _read_yaml(path)
-    for reserved in ("dataset_config", "source_path"):
+    raw, notes = config_compat.map_pipeline(_read_yaml(path))
+    for reserved in ("dataset_config", "source_path", "compat_notes"):
         if reserved in raw:
             raise ConfigError(f"{path}: {reserved}: unknown key (typo?)")
     try:
@@ -232,11 +270,36 @@ def load_config(path: str | Path) -> PipelineConfig:
     except ValidationError as e:
         raise ConfigError(_format_errors(path, e)) from None
     ds_path = (path.parent / cfg.dataset).resolve()
+    ds_raw, ds_notes = config_compat.map_dataset(_read_yaml(ds_path))
     try:
-        dataset = Dataset(**_read_yaml(ds_path))
+        dataset = Dataset(**ds_raw)
     except ValidationError as e:
         raise ConfigError(_format_errors(ds_path, e)) from None
-    return cfg.model_copy(update={"dataset_config": dataset, "source_path": str(path)})
+    dataset = _with_size(dataset, ds_path)
+    for note in (*notes, *ds_notes):
+        log.warning("%s: %s", path.name, note)
+    return cfg.model_copy(
+        update={
+            "dataset_config": dataset,
+            "source_path": str(path),
+            "compat_notes": (*notes, *ds_notes),
+        }
+    )
+
+
+def _with_size(dataset: Dataset, ds_path: Path) -> Dataset:
+    """`dataset` with `data_source.size` read from the watershed when the file has none."""
+    source = dataset.data_source
+    if source.size is not None:
+        return dataset
+    try:
+        size = read_watershed_size(source.watershed, ds_path.parent)
+    except GridUnreadable as e:
+        raise ConfigError(
+            f"{ds_path}: data_source.size: the grid cannot be read from the watershed ({e}); "
+            "set data_source.size: [x, y, z] (voxels at mip 0) in the dataset file"
+        ) from None
+    return dataset.model_copy(update={"data_source": source.model_copy(update={"size": size})})
 
 
 def config_from_dict(raw: dict[str, Any], dataset: dict[str, Any]) -> PipelineConfig:

@@ -11,7 +11,8 @@ import copy
 import re
 from typing import Any
 
-from shared.autopilot import ResourceLimitError, is_general_purpose
+from shared import worker_pod
+from shared.autopilot import ResourceLimitError
 from shared.config import JobSettings, PipelineConfig
 from shared.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
 from shared.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError, default_stages, stage_layers
@@ -21,11 +22,11 @@ MANAGED_BY = "cave-pipeline"
 PREFIX = "cave-pipeline/"
 CONTAINER = "worker"
 SPOT_NOTICE_S = 25  # Spot gives 25 s between the preemption notice and the kill
-SPOT_KEY = "cloud.google.com/gke-spot"
+SPOT_KEY = worker_pod.SPOT_KEY
 # Kubernetes batch validation of Indexed Jobs with backoffLimitPerIndex: parallelism and
 # maxFailedIndexes <= 100000, and <= 10000 once completions pass 100000.
 _CAP, _HIGH_COMPLETIONS, _HIGH_CAP = 100_000, 100_000, 10_000
-SPOT_TOLERATION = {"key": SPOT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+SPOT_TOLERATION = worker_pod.SPOT_TOLERATION
 
 POD_FAILURE_POLICY = {
     "rules": [
@@ -58,19 +59,15 @@ def label_value(text: str) -> str:
 
 def worker_env(cfg: PipelineConfig, spec: LayerSpec, run_id: str) -> WorkerEnv:
     """The worker contract of one layer's pods (JOB_COMPLETION_INDEX is Kubernetes')."""
-    raw = cfg.env.get(N_PROCESSES, "1")
-    try:
-        n_processes = int(raw)
-    except ValueError:
-        n_processes = 0
-    if n_processes < 1:
-        raise ManifestError(f"env.{N_PROCESSES}: {raw!r} must be an integer >= 1")
+    job = cfg.job.for_stage(spec.stage)
     return WorkerEnv(
         graph_id=cfg.graph_id,
         layer=spec.layer,
         seed=spec.seed,
-        batch_size=spec.base_batch_size,  # the base size: the worker halves it per layer
-        n_processes=n_processes,
+        # The layer's own size (completions were computed from it): PyChunkedGraph images use
+        # PCG_BATCH_SIZE as is, so the base size would starve most upper-layer pods.
+        batch_size=spec.batch_size,
+        n_processes=worker_pod.layer_processes(job, spec.requests),  # per layer
         grid_shape=spec.grid_shape,
         stage=spec.stage,
         run_id=run_id,
@@ -87,28 +84,25 @@ def _env(cfg: PipelineConfig, contract: WorkerEnv) -> list[dict[str, str]]:
     """The container env: the worker contract, then the operator's `env` (which may not
     shadow what the controller sets)."""
     for name in cfg.env:
+        if name == N_PROCESSES:
+            raise ManifestError(
+                f"env.{N_PROCESSES}: set per layer from job.processes_per_vcpu x the layer's "
+                "vCPU; remove it (job.parallel: false for one process)"
+            )
         if name in RESERVED:
             raise ManifestError(f"env.{name}: set by the controller for every Job; remove it")
         if not name or "=" in name or not all(32 <= ord(c) < 127 for c in name):
             raise ManifestError(f"env.{name}: not a valid environment variable name")
     pairs = [*contract.to_env().items()]
-    pairs += [(k, v) for k, v in cfg.env.items() if k != N_PROCESSES]
+    pairs += list(cfg.env.items())
     return [{"name": k, "value": v} for k, v in pairs]
 
 
 def _scheduling(cfg: PipelineConfig, job: JobSettings) -> tuple[dict[str, str], list[dict]]:
-    selector = {SPOT_KEY: "true"} if job.spot else {}
-    tolerations = [dict(SPOT_TOLERATION)] if job.spot else []
-    # The default class is chosen by naming none: a pod may not select it explicitly.
-    if not is_general_purpose(job.compute_class):
-        if not _LABEL_VALUE.match(job.compute_class):
-            raise ManifestError(f"job.compute_class: {job.compute_class!r} is not a class name")
-        selector["cloud.google.com/compute-class"] = job.compute_class
-    if cfg.zone:
-        if not _LABEL_VALUE.match(cfg.zone):
-            raise ManifestError(f"zone: {cfg.zone!r} is not a zone name")
-        selector["topology.kubernetes.io/zone"] = cfg.zone
-    return selector, tolerations
+    try:
+        return worker_pod.scheduling(job, cfg.zone)
+    except worker_pod.SchedulingError as e:
+        raise ManifestError(str(e)) from None
 
 
 def _check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
@@ -187,14 +181,12 @@ def render_job(
         PREFIX + "grid-shape": ",".join(map(str, spec.grid_shape)),
     }
     meta = {"labels": labels, "annotations": annotations}
-    quantities = {"cpu": req.cpu_str, "memory": req.memory_str}
     container = {
         "name": CONTAINER,
         "image": cfg.images[stage],
         "command": list(cfg.commands.get(stage) or DEFAULT_COMMAND),
         "env": env,
-        # Autopilot sets limits equal to requests anyway; saying so keeps the manifest honest.
-        "resources": {"requests": dict(quantities), "limits": dict(quantities)},
+        "resources": worker_pod.resources_block(job, req),
     }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",

@@ -13,20 +13,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shared.layers import layer2_shape_of
 
 # The worker imports this module (for LOG) before it blocks SIGTERM in every thread; numpy,
 # which the layer geometry needs, starts OpenBLAS threads at import that would not inherit
 # that mask, and a SIGTERM landing on one kills the pod. So numpy loads on first use only.
-if TYPE_CHECKING:
-    from shared.layer_spec import LayerGeometry
 
 GRAPH_ID = "PCG_GRAPH_ID"
 LAYER = "PCG_LAYER"
 PERM_SEED = "PCG_PERM_SEED"
-BATCH_SIZE = "PCG_BATCH_SIZE"  # the BASE size, as the predecessor: the worker halves it per layer
+# The layer's own batch size, max(1, base // 2**(L-2)): PyChunkedGraph images use it as is.
+BATCH_SIZE = "PCG_BATCH_SIZE"
 N_PROCESSES = "PCG_N_PROCESSES"
 GRID_SHAPE = "PCG_GRID_SHAPE"  # explicit so operator and worker can never disagree on N
 STAGE = "PCG_STAGE"
@@ -41,8 +40,8 @@ TERM_GRACE_S = "PCG_TERM_GRACE_S"  # the operator's knob (config `env`), default
 COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set per pod by Kubernetes, never by the manifest
 
 DEFAULT_TERM_GRACE_S = 15.0
-# What the controller sets for every Job: config `env` may not shadow these. PCG_N_PROCESSES
-# is written too, but it is the operator's to choose.
+# What the controller sets for every Job: config `env` may not shadow these (PCG_N_PROCESSES,
+# set per layer from job.processes_per_vcpu, is refused with its own message).
 RESERVED = frozenset(
     {
         GRAPH_ID,
@@ -97,7 +96,7 @@ class WorkerEnv:
     graph_id: str
     layer: int
     seed: int
-    batch_size: int  # the base size; this layer's is `layer_batch_size`
+    batch_size: int  # this layer's own batch size (what completions were computed from)
     n_processes: int
     grid_shape: tuple[int, int, int]
     stage: str
@@ -112,14 +111,16 @@ class WorkerEnv:
     term_grace_s: float = DEFAULT_TERM_GRACE_S
 
     @property
-    def geometry(self) -> LayerGeometry:
-        from shared.layer_spec import LayerGeometry  # numpy: see the imports
-
-        return LayerGeometry(self.layer, self.grid_shape, self.batch_size)
+    def layer_batch_size(self) -> int:
+        """This layer's batch size: PCG_BATCH_SIZE as given (never halved again here)."""
+        return self.batch_size
 
     @property
-    def layer_batch_size(self) -> int:
-        return self.geometry.batch_size
+    def completions(self) -> int:
+        """Number of batches of this layer (the Job's completions)."""
+        from shared.grid import num_batches  # numpy: see the imports
+
+        return num_batches(self.grid_shape, self.batch_size)
 
     @property
     def spatial_bits(self) -> int:
@@ -192,7 +193,7 @@ class WorkerEnv:
     def _check(self, raw_grid: str) -> None:
         if self.layer > self.n_layers:
             raise WorkerEnvError(f"{LAYER}={self.layer} exceeds {N_LAYERS}={self.n_layers}")
-        n_batches = self.geometry.completions
+        n_batches = self.completions
         if self.index >= n_batches:
             raise WorkerEnvError(
                 f"{COMPLETION_INDEX}={self.index} is past the last batch: the layer has "

@@ -12,7 +12,7 @@ variable                   default   meaning
 ``PCG_GRAPH_ID``           required  graph id, also the Bigtable table id
 ``PCG_LAYER``              required  layer of this Job (>= 2, <= PCG_N_LAYERS)
 ``PCG_PERM_SEED``          required  shuffle seed (>= 0)
-``PCG_BATCH_SIZE``         required  BASE batch size; the worker applies layer_batch_size
+``PCG_BATCH_SIZE``         required  this layer's batch size, used as is (contract 1)
 ``PCG_GRID_SHAPE``         required  "X,Y,Z" grid of this layer (checked against the dataset)
 ``PCG_N_LAYERS``           required  root layer
 ``PCG_DATASET_JSON``       required  the dataset config as a JSON object

@@ -27,14 +27,19 @@ def worker_env(
     l2_shape: tuple[int, int, int],
     **extra: str | None,
 ) -> dict[str, str]:
-    """os.environ plus the worker's variables; `extra` overrides them (None removes one)."""
+    """os.environ plus the worker's variables; `extra` overrides them (None removes one).
+
+    `batch_size` is the config's base size; the pod gets the layer's own, as the manifest
+    renders it.
+    """
+    geometry = layer_geometry(l2_shape, layer, batch_size)
     contract = WorkerEnv(
         graph_id=table_id,
         layer=layer,
         seed=seed,
-        batch_size=batch_size,
+        batch_size=geometry.batch_size,
         n_processes=1,
-        grid_shape=layer_geometry(l2_shape, layer, batch_size).grid_shape,
+        grid_shape=geometry.grid_shape,
         stage=stage,
         run_id=f"test-{stage}",
         # The demo's plugin of the stage (there is no default); not the shell's.

@@ -83,10 +83,12 @@ CONFIGS = {
         {
             "namespace": "pcg",
             "workload_identity": {"ksa": "pcg-worker"},
-            "env": {"PCG_N_PROCESSES": "4", "EXTRA": "x"},
+            "env": {"EXTRA": "x"},
             "commands": {"meshing": ["python", "-m", "pcg.mesh"]},
             "workloads": {"ingest": "worker.workloads.demo:ingest"},
             "job": {
+                "processes_per_vcpu": 2,
+                "burst": False,
                 "resources": {
                     "cpu": {"base": 0.5, "factor": 2, "max": 8},
                     "memory": {"base": 1, "factor": 2},
@@ -98,6 +100,7 @@ CONFIGS = {
         {"mesh_config": {"max_layer": 4, "some_pcg_key": 1}, "l2cache_config": {"x": 1}},
     ),
     "big-grid": ({"job": {"batch_size": 1}}, {"data_source": {"size": [6400, 3200, 1920]}}),
+    "custom-class": ({"job": {"compute_class": "pcg-spot-first"}}, {}),
 }
 
 
@@ -140,12 +143,33 @@ def test_completions_follow_the_layer_grid(tmp_path, layer, grid, batch, complet
     assert spec["backoffLimitPerIndex"] == 3
     env = env_of(m)
     assert env["PCG_GRID_SHAPE"] == ",".join(map(str, grid))
-    assert env["PCG_BATCH_SIZE"] == "15"  # the base size: the worker halves it itself
+    # The layer's own size, used as is by PyChunkedGraph images (contract section 1).
+    assert env["PCG_BATCH_SIZE"] == str(batch)
     assert env["PCG_LAYER"] == str(layer) and env["PCG_N_LAYERS"] == "5"
     notes = m["metadata"]["annotations"]
     assert notes["cave-pipeline/chunks"] == str(math.prod(grid))
     assert notes["cave-pipeline/batch-size"] == str(batch)
     assert notes["cave-pipeline/grid-shape"] == env["PCG_GRID_SHAPE"]
+
+
+@pytest.mark.parametrize("stage", ["ingest", "meshing"])
+def test_every_pod_of_every_layer_gets_chunks(tmp_path, stage):
+    """The predecessor's harness takes window i = positions [i*B, (i+1)*B) with B =
+    PCG_BATCH_SIZE as is: every index below `completions` must own at least one chunk and
+    every chunk an index, so completions == ceil(N / PCG_BATCH_SIZE) at every layer."""
+    cfg = make_config(
+        tmp_path,
+        {"job": {"batch_size": 1000, "workloads": {"meshing": {"batch_size": 12}}}},
+        {"data_source": {"size": [64 * 64, 64 * 64, 32 * 64]}, "mesh_config": {}},
+    )
+    for layer in range(2, 9):
+        m = render_job(cfg, stage, layer, run_id="r", parallelism=1)
+        n, b = (
+            int(m["metadata"]["annotations"]["cave-pipeline/chunks"]),
+            int(env_of(m)["PCG_BATCH_SIZE"]),
+        )
+        assert m["spec"]["completions"] == math.ceil(n / b), layer
+        assert (m["spec"]["completions"] - 1) * b < n  # the last index is not empty
 
 
 def test_job_shape(tmp_path):
@@ -169,8 +193,8 @@ def test_job_shape(tmp_path):
     (container,) = pod["containers"]
     assert container["name"] == "worker" and container["image"] == IMAGE
     assert container["command"] == ["python", "-m", "worker"]
-    assert container["resources"]["requests"] == container["resources"]["limits"]
-    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "1024Mi"}
+    # Requests without limits: pods may burst into the node's spare capacity.
+    assert container["resources"] == {"requests": {"cpu": "500m", "memory": "1024Mi"}}
     assert m["metadata"]["labels"] == spec["template"]["metadata"]["labels"]
     assert m["metadata"]["labels"] == {
         "app.kubernetes.io/managed-by": "cave-pipeline",
@@ -200,6 +224,24 @@ def test_job_shape(tmp_path):
             None,
             False,
         ),
+        (  # a custom ComputeClass decides Spot: GKE rejects it with the Spot selector
+            {"job": {"compute_class": "pcg-spot-first"}},
+            {"cloud.google.com/compute-class": "pcg-spot-first"},
+            False,
+        ),
+        (  # GKE's own ComputeClass objects are custom classes too
+            {"zone": "us-east1-c", "job": {"compute_class": "autopilot-spot"}},
+            {
+                "cloud.google.com/compute-class": "autopilot-spot",
+                "topology.kubernetes.io/zone": "us-east1-c",
+            },
+            False,
+        ),
+        (  # built-in node-based classes take Spot
+            {"job": {"compute_class": "Performance"}},
+            {"cloud.google.com/gke-spot": "true", "cloud.google.com/compute-class": "Performance"},
+            True,
+        ),
     ],
 )
 def test_scheduling(tmp_path, pipeline, selector, tolerated):
@@ -214,7 +256,7 @@ def test_scheduling(tmp_path, pipeline, selector, tolerated):
 def test_env(tmp_path):
     cfg = make_config(tmp_path, *CONFIGS["everything"])
     env = env_of(render_job(cfg, "ingest", 4, run_id="run-7", parallelism=1))
-    assert env["PCG_N_PROCESSES"] == "4" and env["EXTRA"] == "x"
+    assert env["PCG_N_PROCESSES"] == "4" and env["EXTRA"] == "x"  # 2 per vCPU x 2 vCPU
     assert env["PCG_WORKLOAD"] == "worker.workloads.demo:ingest"
     assert env["PCG_PERM_SEED"] == "42" and env["PCG_STAGE"] == "ingest"
     assert env["PCG_RUN_ID"] == "run-7" and env["PCG_GRAPH_ID"] == "toy"
@@ -229,6 +271,42 @@ def test_env(tmp_path):
     assert "PCG_WORKLOAD" not in env_of(meshing)
     assert pod_spec(meshing)["containers"][0]["command"] == ["python", "-m", "pcg.mesh"]
     assert env_of(meshing)["PCG_BATCH_SIZE"] == "4"  # the stage's own override
+
+
+@pytest.mark.parametrize(
+    ("job", "processes"),
+    [
+        # cpu curve 0.5 x 2^(L-2): 0.5, 1, 2, 4 vCPU at layers 2..5
+        ({}, {2: 1, 3: 1, 4: 2, 5: 4}),
+        ({"processes_per_vcpu": 2}, {2: 1, 3: 2, 4: 4, 5: 8}),
+        ({"processes_per_vcpu": 1.5}, {2: 1, 3: 1, 4: 3, 5: 6}),
+        ({"parallel": False, "processes_per_vcpu": 4}, {2: 1, 3: 1, 4: 1, 5: 1}),
+        ({"resources": {"overrides": {4: {"cpu": 1.9}}}}, {2: 1, 3: 1, 4: 2, 5: 4}),  # snapped
+    ],
+)
+def test_n_processes_per_layer(tmp_path, job, processes):
+    resources = {"cpu": {"base": 0.5, "factor": 2}, "memory": {"base": 4}}
+    cfg = make_config(tmp_path, {"job": _merge({"resources": resources}, job)})
+    for layer, expected in processes.items():
+        env = env_of(render_job(cfg, "ingest", layer, run_id="r", parallelism=1))
+        assert env["PCG_N_PROCESSES"] == str(expected), layer
+
+
+def test_stage_override_of_processes_and_burst(tmp_path):
+    stage_job = {"meshing": {"processes_per_vcpu": 3, "burst": False}}
+    cfg = make_config(tmp_path, {"job": {"workloads": stage_job}}, {"mesh_config": {}})
+    ingest = render_job(cfg, "ingest", 3, run_id="r", parallelism=1)
+    meshing = render_job(cfg, "meshing", 3, run_id="r", parallelism=1)
+    assert env_of(ingest)["PCG_N_PROCESSES"] == "1" and env_of(meshing)["PCG_N_PROCESSES"] == "1"
+    assert "limits" not in pod_spec(ingest)["containers"][0]["resources"]
+    resources = pod_spec(meshing)["containers"][0]["resources"]
+    assert resources["limits"] == resources["requests"]  # job.burst: false
+
+
+def test_env_may_not_set_n_processes(tmp_path):
+    cfg = make_config(tmp_path, {"env": {"PCG_N_PROCESSES": "4"}})
+    with pytest.raises(ManifestError, match=r"env\.PCG_N_PROCESSES: .*job\.processes_per_vcpu"):
+        render_job(cfg, "ingest", 2, run_id="r", parallelism=1)
 
 
 @pytest.mark.parametrize("layer", [2, 3, 4, 5])

@@ -1,0 +1,83 @@
+"""`pipeline config import`: an operator's predecessor-style files rewritten in the new shape.
+
+`load_config` already reads the predecessor's keys (shared/config_compat.py); this writes the
+mapped files for operators who want to keep the new shape, and checks they load as written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from shared.config import ConfigError, load_config
+from shared.config_compat import map_dataset, map_pipeline
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _new_name(path: Path) -> Path:
+    return path.with_name(f"{path.stem}.new{path.suffix}")
+
+
+def import_files(old: Path, out: Path | None, force: bool) -> tuple[Path, Path, list[str]]:
+    """Write `old` (and its dataset file) in the new shape; returns both paths and the notes.
+
+    The new dataset file is written next to the new pipeline file, so relative paths in it
+    (a local watershed) resolve as before when both stay beside the old files (the default).
+    """
+    pipeline, notes = map_pipeline(_read(old))
+    old_dataset = old.parent / str(pipeline.get("dataset") or "dataset.yml")
+    dataset, ds_notes = map_dataset(_read(old_dataset))
+    out = out or _new_name(old)
+    new_dataset = out.parent / _new_name(old_dataset).name
+    for path in (out, new_dataset):
+        if path.exists() and not force:
+            raise ConfigError(f"{path}: exists; pass --force to overwrite it")
+    pipeline["dataset"] = new_dataset.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    header = f"# Imported from {old} by `pipeline config import`.\n"
+    out.write_text(header + yaml.safe_dump(pipeline, sort_keys=False))
+    new_dataset.write_text(header + yaml.safe_dump(dataset, sort_keys=False))
+    cfg = load_config(out)  # the written files must load as they are, with nothing to map
+    if cfg.compat_notes:
+        raise ConfigError(f"{out}: still needs mapping: {'; '.join(cfg.compat_notes)}")
+    return out, new_dataset, [*notes, *ds_notes]
+
+
+@click.group("config")
+def config_group() -> None:
+    """Configuration files: import the predecessor's."""
+
+
+@config_group.command("import")
+@click.argument("old_pipeline", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The new pipeline file. Default: OLD_PIPELINE with .new before the suffix.",
+)
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+def import_(old_pipeline: Path, out: Path | None, force: bool) -> None:
+    """Write OLD_PIPELINE (predecessor's shape) and its dataset file in the new shape."""
+    new, dataset, notes = import_files(old_pipeline, out, force)
+    for note in notes:
+        click.echo(f"  {note}")
+    click.echo(f"wrote {new} and {dataset} ({len(notes)} changes); both load as written")
+
+
+COMMANDS = (config_group,)

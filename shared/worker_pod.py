@@ -1,0 +1,81 @@
+"""What one worker pod of a layer asks for: its process count, its resources block and its
+scheduling (node selector and tolerations). Pure: no I/O.
+
+These follow what PyChunkedGraph images expect (reference/pcg-worker-contract.md, section 3):
+
+- `PCG_N_PROCESSES` sizes the images' process pools. Left to themselves they size a pool from
+  the node's cores (`os.cpu_count()` is not cgroup-aware) and throttle a small pod, so the
+  count comes from the pod's own snapped (billed) vCPU: `processes_per_vcpu x vCPU`, floored,
+  at least 1; `job.parallel: false` pins it to 1.
+- Requests without limits let a pod burst into a node's spare capacity (`job.burst`, on by
+  default); `job.burst: false` sets limits equal to requests.
+- A custom ComputeClass decides Spot itself and GKE rejects it together with the Spot node
+  selector, so such a class gets only its class selector. Autopilot's built-in classes
+  (Balanced, Scale-Out, Performance, Accelerator) combine with Spot as before.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from shared.autopilot import Requests, is_general_purpose, normalize_class
+from shared.config import JobSettings
+
+SPOT_KEY = "cloud.google.com/gke-spot"
+CLASS_KEY = "cloud.google.com/compute-class"
+ZONE_KEY = "topology.kubernetes.io/zone"
+SPOT_TOLERATION = {"key": SPOT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+# Autopilot's built-in classes, which take the Spot selector alongside the class selector.
+# Anything else is a ComputeClass object of the cluster (GKE's own `autopilot` and
+# `autopilot-spot` included) whose priorities choose Spot or not.
+BUILT_IN_CLASSES = frozenset(
+    {"general-purpose", "balanced", "scale-out", "performance", "accelerator"}
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# Float noise in processes_per_vcpu x vCPU (e.g. 1.1 x 10) must not lose a whole process.
+_EPS = 1e-9
+
+
+class SchedulingError(ValueError):
+    """A scheduling field the cluster would reject; the message names the config field."""
+
+
+def layer_processes(job: JobSettings, req: Requests) -> int:
+    """`PCG_N_PROCESSES` of a layer whose pods request `req`: 1 without `job.parallel`, else
+    `floor(job.processes_per_vcpu x req.cpu)`, at least 1."""
+    if not job.parallel:
+        return 1
+    return max(1, math.floor(job.processes_per_vcpu * req.cpu + _EPS))
+
+
+def resources_block(job: JobSettings, req: Requests) -> dict[str, dict[str, str]]:
+    """The container's `resources`: requests only (bursting), or limits = requests when
+    `job.burst` is off."""
+    quantities = {"cpu": req.cpu_str, "memory": req.memory_str}
+    if job.burst:
+        return {"requests": quantities}
+    return {"requests": quantities, "limits": dict(quantities)}
+
+
+def is_custom_class(compute_class: str) -> bool:
+    """True for a ComputeClass of the cluster (not one of Autopilot's built-in classes)."""
+    return normalize_class(compute_class) not in BUILT_IN_CLASSES
+
+
+def scheduling(job: JobSettings, zone: str) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """(nodeSelector, tolerations) of a worker pod; SchedulingError names the bad field."""
+    custom = is_custom_class(job.compute_class)
+    spot = job.spot and not custom  # a custom class decides Spot through its priorities
+    selector = {SPOT_KEY: "true"} if spot else {}
+    tolerations = [dict(SPOT_TOLERATION)] if spot else []
+    # The default class is chosen by naming none: a pod may not select it explicitly.
+    if not is_general_purpose(job.compute_class):
+        if not _LABEL_VALUE.match(job.compute_class):
+            raise SchedulingError(f"job.compute_class: {job.compute_class!r} is not a class name")
+        selector[CLASS_KEY] = job.compute_class
+    if zone:
+        if not _LABEL_VALUE.match(zone):
+            raise SchedulingError(f"zone: {zone!r} is not a zone name")
+        selector[ZONE_KEY] = zone
+    return selector, tolerations
