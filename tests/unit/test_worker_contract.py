@@ -30,14 +30,20 @@ CONFIG: dict[str, Any] = {
     "bigtable": {"project": "bt-proj", "instance": "bt-inst"},
     "images": {"ingest": "img:1"},
     "workloads": {"ingest": "pcg.ingest:f"},
-    "job": {"batch_size": 15, "lock_expiry_s": 100, "lock_expiry_factor": 1.5},
-    "env": {"PCG_N_PROCESSES": "3", "EXTRA": "x"},
+    "job": {
+        "batch_size": 15,
+        "lock_expiry_s": 100,
+        "lock_expiry_factor": 1.5,
+        "processes_per_vcpu": 3,
+        "resources": {"cpu": {"base": 1}},
+    },
+    "env": {"EXTRA": "x"},
 }
 ENV = WorkerEnv(
     graph_id="toy",
     layer=3,
     seed=42,
-    batch_size=15,
+    batch_size=7,  # layer 3's own size of base 15
     n_processes=1,
     grid_shape=(4, 3, 2),
     stage="ingest",
@@ -76,7 +82,7 @@ def test_the_manifest_writes_the_contract_the_worker_reads():
         e["name"]: e["value"] for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     parsed = parse_env({**env, wc.COMPLETION_INDEX: "2"})
-    assert (parsed.layer, parsed.grid_shape, parsed.batch_size) == (3, (4, 3, 2), 15)
+    assert (parsed.layer, parsed.grid_shape, parsed.batch_size) == (3, (4, 3, 2), 7)
     assert (parsed.layer_batch_size, parsed.n_processes, parsed.lock_expiry_s) == (7, 3, 150.0)
     assert parsed.dataset == cfg.ds.model_dump(mode="json", exclude_none=True)
     contract_part = {k: v for k, v in env.items() if k != "EXTRA"}
@@ -102,7 +108,7 @@ def test_env_names_and_values_are_the_predecessors():
         "BIGTABLE_INSTANCE",
         "PCG_DATASET_JSON",
     ]
-    assert env["PCG_BATCH_SIZE"] == "15"  # the BASE size; the worker halves it per layer
+    assert env["PCG_BATCH_SIZE"] == "7"  # the layer's own size, used as is (contract 1)
     assert (env["PCG_GRID_SHAPE"], env["PCG_LOCK_EXPIRY_S"]) == ("4,3,2", "150")
     assert "PCG_WORKLOAD" not in replace(ENV, workload="").to_env()
 
