@@ -12,7 +12,7 @@ import sys
 import click
 from google.api_core import exceptions as gexc
 
-from scripts.commands import admin, costs, demo, grid, inspect, local, pods, run
+from scripts.commands import admin, costs, demo, grid, inspect, local, pods, run, simulate
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from shared.adapters.wiring import WiringError
 from shared.cluster import ClusterError, ClusterUnreachableError
@@ -68,7 +68,7 @@ def main(verbose: bool) -> None:
 
 
 # Building and running first, then looking into a run (debugging, costs), then housekeeping.
-COMMAND_MODULES = (demo, grid, local, run, inspect, pods, costs, admin)
+COMMAND_MODULES = (demo, grid, local, run, inspect, pods, costs, admin, simulate)
 for module in COMMAND_MODULES:
     module.register(main)
 

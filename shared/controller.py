@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,7 @@ from typing import Any
 from shared import grid
 from shared.build_plan import plans_for
 from shared.cluster import Cluster, ManifestRejectedError
+from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
 from shared.costs import RunCost, run_cost
 from shared.job_events import JobEvent
@@ -104,10 +106,34 @@ class Controller:
             event.insert_id, now + timedelta(seconds=max_age_s)
         ):
             return None
+        # Coalesce (shared.coalesce): covered events and events for a live holder are acked.
+        holder = uuid.uuid4().hex
+        verdict, seen = self.store.claim_reconcile(run_id, event.timestamp, holder, now)
+        if verdict is not Verdict.ACQUIRE:
+            log.info(
+                json.dumps(
+                    {
+                        "severity": "INFO",
+                        "message": f"job event {verdict.value}",
+                        "run": run_id,
+                        "job": event.job_name,
+                    }
+                )
+            )
+            return None
         try:
-            return self.reconcile(run_id)
+            follow_ups: int | None = 0
+            while follow_ups is not None:
+                read_at = self.clock()
+                result = self.reconcile(run_id)
+                seen = self.store.finish_reconcile(
+                    run_id, holder, seen, read_at, follow_ups, self.clock()
+                )
+                follow_ups = None if seen is None else follow_ups + 1
+            return result
         except Exception:
-            # Not handled after all: let the redelivery through the dedupe.
+            # Not handled after all: let the redelivery through the dedupe and the lease.
+            self.store.abandon_reconcile(run_id, holder)
             if event.insert_id:
                 self.store.forget_sighting(event.insert_id)
             raise

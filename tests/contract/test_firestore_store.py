@@ -10,6 +10,7 @@ import pytest
 
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.build_plan import new_run
+from shared.coalesce import Verdict
 from shared.config import load_config
 from shared.controller import Controller
 from shared.run_store import RunExistsError, RunNotFoundError, StaleStateError
@@ -161,3 +162,36 @@ def test_unreachable_cluster_writes_nothing(store, run):
     with pytest.raises(ClusterUnreachableError):
         Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
     assert store.load_run("r1").version == 0
+
+
+def test_reconcile_lease_coalesces_events(store):
+    """Acquire, mark by a second instance, one follow-up, release, then covered/acquire."""
+    t = lambda s: NOW + timedelta(seconds=s)  # noqa: E731
+    assert store.claim_reconcile("r9", t(0), "a", t(1)) == (Verdict.ACQUIRE, 0)
+    assert store.claim_reconcile("r9", t(1), "b", t(2)) == (Verdict.MARK, 1)
+    assert store.claim_reconcile("r9", t(2), "c", t(2)) == (Verdict.MARK, 2)
+    # a's first reconcile read at t(1.5): two marks since, so exactly one more run for both
+    seen = store.finish_reconcile("r9", "a", 0, t(1.5), 0, t(3))
+    assert seen == 2
+    assert store.finish_reconcile("r9", "a", seen, t(3), 1, t(4)) is None
+    assert store.claim_reconcile("r9", t(0.5), "d", t(5))[0] is Verdict.COVERED
+    assert store.claim_reconcile("r9", t(4), "d", t(5))[0] is Verdict.ACQUIRE
+    store.abandon_reconcile("r9", "d")
+    assert store.claim_reconcile("r9", t(4), "e", t(6))[0] is Verdict.ACQUIRE
+
+
+def test_pod_records_are_paged_and_read_back_once_per_uid(store, run):
+    recs = [
+        {"uid": f"u{i}", "phase": "Succeeded", "started": NOW, "finished": NOW, "seconds": 0.0}
+        for i in range(1500)
+    ]
+    before = store.load_run("r1")
+    after = store.load_run("r1")
+    after.status = "paused"
+    store.commit(before, after, pod_records={"ingest-L2": recs})
+    # a losing racer's page repeats some pods: read back once each
+    store._write_pod_records(store._run("r1"), 7, {"ingest-L2": recs[:10]})
+    got = store.pod_records("r1", "ingest-L2")
+    assert len(got) == 1500 and got[0]["finished"] == NOW
+    pages = store._run("r1").collection("layers").document("ingest-L2").collection("pods")
+    assert len(list(pages.stream())) == 3
