@@ -38,6 +38,7 @@ from shared.adapters.local.stack import LocalStack
 from shared.build_plan import check_stages, new_run
 from shared.config import PipelineConfig
 from shared.controller import spend
+from shared.forecast import forecast, forecast_inputs
 from shared.layers import layer_count, layer_shape
 from shared.manifest import validate_config_renders
 from shared.state import STAGE_DEPENDENCIES, RunState
@@ -59,6 +60,8 @@ class DemoResult:
     alerts: dict[str, int] = field(default_factory=dict)
     cost_usd: float = 0.0  # what the same pods would cost on Autopilot Spot
     chunks: int = 0  # over every layer of every stage
+    # [elapsed_s, predicted_total_wall_s] each time a layer finished (shared.forecast)
+    eta_forecasts: list[list[float]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """The `--json` object."""
@@ -92,6 +95,7 @@ class DemoResult:
             "advance": run.advance,
             "advance_latency_s": round(statistics.median(latencies), 3) if latencies else None,
             "approved_by_demo": sum(ls.approved_by == APPROVER for ls in run.layers.values()),
+            "eta_forecasts": self.eta_forecasts,
         }
 
 
@@ -188,7 +192,8 @@ def run_demo(
                 if advance == "approve" and approve_after_s is not None
                 else None
             )
-            run = _watch(store, run.run_id, timeout_s, on_progress, approver)
+            etas = EtaRecorder(cfg, started)
+            run = _watch(store, run.run_id, timeout_s, etas.wrap(on_progress), approver)
             wall = time.monotonic() - started
             nodes = read_all_nodes(tables[cfg.graph_id])
             rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
@@ -203,7 +208,33 @@ def run_demo(
     ok = oracle["ok"] and run.status == "succeeded"
     cost = spend(cfg, run, run.finished_at or datetime.now(UTC))
     chunks = sum(math.prod(layer_shape(cfg.layer2_shape(), ls.layer)) for ls in run.layers.values())
-    return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
+    result = DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
+    result.eta_forecasts = etas.entries
+    return result
+
+
+class EtaRecorder:
+    """The run's forecast total wall time, recorded each time a layer finishes."""
+
+    def __init__(self, cfg: PipelineConfig, started: float) -> None:
+        self.cfg, self.started = cfg, started
+        self.finished: set[str] = set()
+        self.entries: list[list[float]] = []
+
+    def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
+        def progress(run: RunState) -> None:
+            on_progress(run)
+            done = {k for k, ls in run.layers.items() if ls.phase == "succeeded"}
+            if done - self.finished:
+                self.finished |= done
+                elapsed = time.monotonic() - self.started
+                advance = self.cfg.controller.tick_period_s / 2
+                fc = forecast(
+                    run, *forecast_inputs(self.cfg, run), datetime.now(UTC), 30.0, advance
+                )
+                self.entries.append([round(elapsed, 2), round(elapsed + fc.remaining_s, 2)])
+
+        return progress
 
 
 def _read_pass(stage: str, client: Any) -> dict[int, Any]:

@@ -203,7 +203,7 @@ class Simulation:
         now = 0.0
         while self.heap and self.run.status not in ("succeeded", "failed"):
             now, _, kind, payload = heapq.heappop(self.heap)
-            if now > self.s.max_sim_s:
+            if now > self.s.max_sim_s or self._halted():
                 break
             if kind == "pod":
                 name, index, outcome, run_s = payload
@@ -236,6 +236,14 @@ class Simulation:
                 self.counts["writes"] += 1
                 self.reconcile(now)  # the approval's kick
         return self._report(now)
+
+    def _halted(self) -> bool:
+        """Paused by the budget guard with nothing left running: an operator's call now."""
+        return (
+            self.run.status == "paused"
+            and self.run.budget_alerted
+            and all(job.active == 0 for job in self.cluster.jobs.values())
+        )
 
     def _report(self, now: float) -> SimReport:
         self._account()
