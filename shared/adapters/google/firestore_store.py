@@ -2,11 +2,11 @@
 
 Layout: `runs/{run}` (run fields + `version`), `runs/{run}/layers/{stage}-L{n}`,
 `runs/{run}/alerts/{id}` (the alert outbox), `runs/{run}/layers/{key}/pods/{page}` (pod
-attempts, a page of records per document), `jobs/{job_name}` -> run id, and
-`dedupe/{event_id}` with an `expires_at` TTL field, and `leases/{run}` (shared.coalesce: at most one
-event-driven reconcile per run in flight). Every state transition is one
-atomic batch whose run-document write carries a precondition (the update time of the version
-the caller decided from), so of two racing reconciles exactly one commits.
+attempts, a page of records per document), `jobs/{job_name}` -> run id,
+`dedupe/{event_id}` with an `expires_at` TTL field, and `leases/{run}` (the reconcile lease,
+`reconcile_lease.py`). Every state transition is one atomic batch whose run-document write
+carries a precondition (the update time of the version the caller decided from), so of two
+racing reconciles exactly one commits.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from shared import coalesce
-from shared.coalesce import Lease, Verdict
+from shared.adapters.google.reconcile_lease import ReconcileLeaseMixin
 from shared.run_store import (
     RunExistsError,
     RunNotFoundError,
@@ -32,7 +31,7 @@ from shared.run_store import (
 from shared.state import RunState
 
 RUNS, LAYERS, ALERTS, PODS = "runs", "layers", "alerts", "pods"
-JOBS, DEDUPE, LEASES = "jobs", "dedupe", "leases"
+JOBS, DEDUPE = "jobs", "dedupe"
 # Pod records per page document: ~300 bytes each, well under the 1 MiB document limit.
 POD_PAGE = 1000
 
@@ -53,7 +52,7 @@ def _with_times(rec: dict[str, Any]) -> dict[str, Any]:
     return rec
 
 
-class FirestoreRunStore:
+class FirestoreRunStore(ReconcileLeaseMixin):
     """RunStore on Firestore (or its emulator, found through FIRESTORE_EMULATOR_HOST)."""
 
     def __init__(self, project: str, client: firestore.Client | None = None) -> None:
@@ -241,96 +240,3 @@ class FirestoreRunStore:
             return True
         except gexc.AlreadyExists:
             return False
-
-    # ---- the reconcile lease (shared.coalesce) -------------------------------------------
-    def _lease(self, run_id: str) -> tuple[Lease, Any]:
-        snap = self.db.collection(LEASES).document(run_id).get()
-        if not snap.exists:
-            return Lease(), None
-        d = snap.to_dict()
-        lease = Lease(
-            d.get("holder"), d.get("expires_at"), d.get("requests", 0), d.get("covered_until")
-        )
-        return lease, snap.update_time
-
-    def _put_lease(self, run_id: str, lease: Lease, update_time: Any) -> bool:
-        """Write the lease if nobody wrote it since we read it at `update_time` (None: it
-        did not exist); False if someone did (the caller reads again and decides again)."""
-        ref = self.db.collection(LEASES).document(run_id)
-        doc = {
-            "holder": lease.holder,
-            "expires_at": lease.expires_at,
-            "requests": lease.requests,
-            "covered_until": lease.covered_until,
-        }
-        try:
-            if update_time is None:
-                ref.create(doc)
-            else:
-                ref.update(doc, option=self.db.write_option(last_update_time=update_time))
-            return True
-        except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Aborted):
-            return False
-
-    def claim_reconcile(
-        self, run_id: str, event_time: datetime, holder: str, now: datetime
-    ) -> tuple[Verdict, int]:
-        """Covered, marked for the live holder, or acquired by `holder`; with the requests
-        counter as read (the holder's starting point). A mark is an atomic increment, not a
-        conditional write, so a storm of marks never starves the holder's own writes."""
-        ref = self.db.collection(LEASES).document(run_id)
-        while True:
-            lease, stamp = self._lease(run_id)
-            verdict = coalesce.on_event(lease, event_time, now)
-            if verdict is Verdict.COVERED:
-                return verdict, lease.requests
-            if verdict is Verdict.MARK:
-                ref.update({"requests": firestore.Increment(1)})
-                # Released meanwhile? Its release missed our mark: take the lease instead.
-                after, _ = self._lease(run_id)
-                if after.live(now):
-                    return verdict, after.requests
-                continue
-            new = coalesce.acquired(lease, holder, now)
-            if self._put_lease(run_id, new, stamp):
-                return verdict, new.requests
-
-    def finish_reconcile(
-        self,
-        run_id: str,
-        holder: str,
-        requests_seen: int,
-        read_started_at: datetime,
-        follow_ups: int,
-        now: datetime,
-    ) -> int | None:
-        """After the holder's reconcile: renew and return the requests counter to run once
-        more for, or release (None). The release is conditional (a mark landing meanwhile
-        fails it, and the holder runs again) until the holder has run MAX_FOLLOW_UPS times;
-        then it lets go regardless and later marks fall to the next event or tick."""
-        ref = self.db.collection(LEASES).document(run_id)
-        while True:
-            lease, stamp = self._lease(run_id)
-            if lease.holder != holder:
-                return None  # expired and taken over: the new holder carries on
-            if coalesce.run_again(lease, holder, requests_seen, follow_ups):
-                ref.update({"expires_at": coalesce.renewed(lease, now).expires_at})
-                return lease.requests
-            free = coalesce.released(lease, read_started_at)
-            if self._put_lease(run_id, free, stamp):
-                return None
-            if follow_ups >= coalesce.MAX_FOLLOW_UPS:
-                ref.update(
-                    {"holder": None, "expires_at": None, "covered_until": free.covered_until}
-                )
-                return None
-
-    def abandon_reconcile(self, run_id: str, holder: str) -> None:
-        """Let go of the lease after a failed reconcile, covering nothing new."""
-        while True:
-            lease, stamp = self._lease(run_id)
-            if lease.holder != holder:
-                return
-            free = Lease(None, None, lease.requests, lease.covered_until)
-            if self._put_lease(run_id, free, stamp):
-                return
