@@ -225,14 +225,16 @@ class EtaRecorder:
         def progress(run: RunState) -> None:
             on_progress(run)
             done = {k for k, ls in run.layers.items() if ls.phase == "succeeded"}
-            if done - self.finished:
+            new = done - self.finished
+            if new:
                 self.finished |= done
                 elapsed = time.monotonic() - self.started
                 advance = self.cfg.controller.tick_period_s / 2
                 fc = forecast(
                     run, *forecast_inputs(self.cfg, run), datetime.now(UTC), 30.0, advance
                 )
-                self.entries.append([round(elapsed, 2), round(elapsed + fc.remaining_s, 2)])
+                entry = [round(elapsed, 2), round(elapsed + fc.remaining_s, 2)]
+                self.entries.extend([list(entry) for _ in new])  # one per finished layer
 
         return progress
 

@@ -85,7 +85,8 @@ class Controller:
 
     # ---- triggers -------------------------------------------------------------------
     def on_job_event(self, event: JobEvent, max_age_s: float = 3600.0) -> ReconcileResult | None:
-        """A Job event: dedupe, drop stale ones, reconcile the owning run."""
+        """A Job event: drop stale ones, coalesce (shared.coalesce: covered, marked for the
+        reconcile in flight, or reconciled here), dedupe, reconcile the owning run."""
         now = self.clock()
         if (now - event.timestamp).total_seconds() > max_age_s:
             log.info(
@@ -102,24 +103,19 @@ class Controller:
         run_id = self.store.run_for_job(event.job_name)
         if run_id is None:
             return None  # not ours (another tool's Job) or a run since purged
-        if event.insert_id and not self.store.first_sighting(
-            event.insert_id, now + timedelta(seconds=max_age_s)
-        ):
-            return None
-        # Coalesce (shared.coalesce): covered events and events for a live holder are acked.
+        # Coalesce (shared.coalesce) first: a covered event needs no dedupe write either.
         holder = uuid.uuid4().hex
         verdict, seen = self.store.claim_reconcile(run_id, event.timestamp, holder, now)
-        if verdict is not Verdict.ACQUIRE:
-            log.info(
-                json.dumps(
-                    {
-                        "severity": "INFO",
-                        "message": f"job event {verdict.value}",
-                        "run": run_id,
-                        "job": event.job_name,
-                    }
-                )
-            )
+        duplicate = verdict is not Verdict.COVERED and bool(event.insert_id)
+        duplicate = duplicate and not self.store.first_sighting(
+            event.insert_id, now + timedelta(seconds=max_age_s)
+        )
+        if verdict is Verdict.ACQUIRE and duplicate:
+            self.store.abandon_reconcile(run_id, holder)
+        if verdict is not Verdict.ACQUIRE or duplicate:
+            msg = "duplicate" if duplicate else verdict.value
+            log.info(json.dumps({"severity": "INFO", "message": f"job event {msg}",
+                                 "run": run_id, "job": event.job_name}))  # fmt: skip
             return None
         try:
             follow_ups: int | None = 0

@@ -13,6 +13,7 @@ from shared.build_plan import new_run
 from shared.coalesce import Verdict
 from shared.config import load_config
 from shared.controller import Controller
+from shared.job_events import JobEvent
 from shared.run_store import RunExistsError, RunNotFoundError, StaleStateError
 from tests.builders.fakes import RecordingCluster
 
@@ -195,3 +196,32 @@ def test_pod_records_are_paged_and_read_back_once_per_uid(store, run):
     assert len(got) == 1500 and got[0]["finished"] == NOW
     pages = store._run("r1").collection("layers").document("ingest-L2").collection("pods")
     assert len(list(pages.stream())) == 3
+
+
+def test_job_events_are_coalesced_by_the_controller(store, run):
+    """An event older than the last completed reconcile's read is acknowledged without a
+    reconcile; a newer one reconciles; one arriving while a holder runs marks it instead."""
+    clock = [NOW]
+    controller = Controller(store, RecordingCluster(), lambda *a: None, clock=lambda: clock[0])
+    controller.reconcile("r1")  # creates the layer-2 Job
+    job = store.load_run("r1").layers["ingest-L2"].job_name
+    calls: list[str] = []
+    inner = controller.reconcile
+    controller.reconcile = lambda run_id: calls.append(run_id) or inner(run_id)
+
+    def event(at_s: float, insert_id: str) -> JobEvent:
+        stamp = NOW + timedelta(seconds=at_s)
+        return JobEvent(insert_id, job, "default", "SuccessfulCreate", "", stamp)
+
+    clock[0] = NOW + timedelta(seconds=10)
+    assert controller.on_job_event(event(9, "a")) is not None and len(calls) == 1
+    clock[0] = NOW + timedelta(seconds=20)
+    assert controller.on_job_event(event(5, "b")) is None and len(calls) == 1  # covered
+    assert controller.on_job_event(event(19, "c")) is not None and len(calls) == 2
+    # someone else holds the lease: the event marks it and is acknowledged
+    assert (
+        store.claim_reconcile("r1", NOW + timedelta(seconds=25), "other", clock[0])[0].value
+        == "acquire"
+    )
+    assert controller.on_job_event(event(26, "d")) is None and len(calls) == 2
+    assert store.finish_reconcile("r1", "other", 0, clock[0], 0, clock[0]) is not None

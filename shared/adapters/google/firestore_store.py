@@ -57,6 +57,7 @@ class FirestoreRunStore(ReconcileLeaseMixin):
 
     def __init__(self, project: str, client: firestore.Client | None = None) -> None:
         self.db = client or firestore.Client(project=project)
+        self._job_runs: dict[str, str] = {}
 
     def _run(self, run_id: str) -> firestore.DocumentReference:
         return self.db.collection(RUNS).document(run_id)
@@ -188,8 +189,15 @@ class FirestoreRunStore(ReconcileLeaseMixin):
         raise StaleStateError(f"run {run_id}: too much contention, try again")
 
     def run_for_job(self, job_name: str) -> str | None:
+        # A Job name belongs to one run for good (names are salted with the run id), so a
+        # function instance remembers what it found: an event storm reads it once.
+        if job_name in self._job_runs:
+            return self._job_runs[job_name]
         snap = self.db.collection(JOBS).document(job_name).get()
-        return snap.get("run_id") if snap.exists else None
+        run_id = snap.get("run_id") if snap.exists else None
+        if run_id is not None and len(self._job_runs) < 10_000:
+            self._job_runs[job_name] = run_id
+        return run_id
 
     def active_runs(self) -> list[str]:
         query = self.db.collection(RUNS).where(
