@@ -125,6 +125,15 @@ def storm(project: str, mode: str, args: argparse.Namespace) -> dict[str, float]
                 return result
 
             local.c.reconcile = counted
+            claim = local.c.store.claim_reconcile
+
+            def counted_claim(*a, **kw):
+                verdict, seen = claim(*a, **kw)
+                with stats_lock:
+                    stats[verdict.value] = stats.get(verdict.value, 0) + 1
+                return verdict, seen
+
+            local.c.store.claim_reconcile = counted_claim
         return local.c
 
     waiting = [0, 0]  # queued now, peak
@@ -170,7 +179,6 @@ def storm(project: str, mode: str, args: argparse.Namespace) -> dict[str, float]
             time.sleep(0.05)
         effect_s = time.monotonic() - last_fire
     drained_s = time.monotonic() - last_fire
-    lease = store._lease(run.run_id)[0]
     return {
         "mode": mode,
         "events": args.events,
@@ -179,10 +187,9 @@ def storm(project: str, mode: str, args: argparse.Namespace) -> dict[str, float]
         "stale_retries": stats["stale_retries"] + 5 * stats["stale_errors"],
         "stale_errors": stats["stale_errors"],
         "events_acked_without_reconcile": stats["acked_no_work"],
-        "events_marked_for_holder": lease.requests,
-        "events_dropped_covered": stats["acked_no_work"] - lease.requests
-        if mode != "direct"
-        else 0,
+        "events_marked_for_holder": stats.get("mark", 0),
+        "events_dropped_covered": stats.get("covered", 0),
+        "events_acquiring": stats.get("acquire", 0),
         "peak_backlog": waiting[1],
         "last_event_effect_s": round(effect_s, 2),
         "all_delivered_s": round(drained_s, 2),
