@@ -1,28 +1,40 @@
-"""Reconcile cost per call: Firestore documents read and written, and cluster calls, for a
-running layer of 1,000 vs 100,000 batches with 1,000 active pods (the goal: constant in the
-number of batches; pod records batched).
+"""One reconcile at full size: wall time, peak memory, Firestore reads/writes, cluster calls.
 
-Runs against the real Firestore emulator; the cluster is a scripted fake that plays a layer
-in progress: each step 200 of the 1,000 running pods finish and are replaced, and the Job
-keeps at most 1,000 finished pods (GKE's terminated-pod garbage collection). Counts are taken
+A running layer of `--batches` batches (default 100,000) with `--pods` active pods (default
+5,000), against the real Firestore emulator. The cluster is a scripted fake that plays the
+layer in progress: each step a fifth of the running pods finish and are replaced (a few fail),
+the Job keeps at most `--pods` finished pods (GKE's terminated-pod garbage collection), and
+the Job's completed-index set is heavily fragmented (a random half of the layer done before
+the first step, so `completedIndexes` holds tens of thousands of intervals). Counts are taken
 at the client library boundary (each document a `get` or a query returns, each write in a
-batch). Prints a table and a final JSON line.
+batch); time is the wall time of `Controller.reconcile`; memory is the process's peak RSS.
 
-    python bench/bench_reconcile.py
+    python bench/bench_reconcile.py --pods 5000 --json
+    python bench/bench_reconcile.py --pods 1000 --batches 1000 --profile
+
+The last line is JSON: pods, batches, reconcile_median_s, peak_rss_mib, firestore_reads,
+firestore_writes, cluster_calls (reads/writes/calls are per reconcile, mean over the steps).
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
 import json
+import pstats
+import random
+import resource
+import statistics
+import time
 import uuid
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 from google.cloud.firestore_v1 import base_batch, collection, document, query
 
-from shared import intervals
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.local.emulators import EmulatorSet
 from shared.build_plan import new_run
@@ -31,17 +43,14 @@ from shared.config import load_config
 from shared.controller import Controller
 
 COUNTS: Counter[str] = Counter()
-ACTIVE, FINISH_PER_STEP, GC_KEEP, STEPS = 1000, 200, 1000, 6
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+FAILS_PER_STEP = 3
 
 
 def instrument() -> None:
     """Count document reads and writes where the client library does them."""
-    get, cstream, qstream = (
-        document.DocumentReference.get,
-        collection.CollectionReference.stream,
-        query.Query.stream,
-    )  # noqa: E501
+    get = document.DocumentReference.get
+    cstream, qstream = collection.CollectionReference.stream, query.Query.stream
 
     def counted_get(self, *a, **kw):
         COUNTS["fs_reads"] += 1
@@ -68,19 +77,30 @@ def instrument() -> None:
         setattr(base_batch.BaseBatch, name, write)
 
 
+def index_string(mask: np.ndarray) -> str:
+    """Kubernetes' interval form of a boolean mask (fast, for the fake's own bookkeeping)."""
+    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    starts, ends = edges[0::2], edges[1::2] - 1
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in zip(starts, ends, strict=True))
+
+
 class LayerInProgress:
     """A fake cluster playing one big layer: the Job plus its pods, advanced by step()."""
 
-    def __init__(self) -> None:
+    def __init__(self, active: int, finish_per_step: int, seed: int = 7) -> None:
+        self.active, self.finish_per_step = active, finish_per_step
+        self.rng = random.Random(seed)
         self.job: JobStatus | None = None
         self.pods: list[PodInfo] = []
-        self.done = 0
-        self.next_index = 0
         self.clock = T0
+        self.done: np.ndarray = np.zeros(0, bool)
+        self.failed: np.ndarray = np.zeros(0, bool)
+        self.pending: list[int] = []
 
     def _pod(self, index: int) -> PodInfo:
         return PodInfo(
-            name=f"p-{index}",
+            name=f"p-{index}-{uuid.uuid4().hex[:5]}",
             uid=uuid.uuid4().hex,
             job_name=self.job.name,
             index=index,
@@ -91,26 +111,29 @@ class LayerInProgress:
             started=self.clock,
         )
 
+    def _new(self) -> PodInfo:
+        return self._pod(self.pending.pop())
+
     def step(self) -> None:
-        """FINISH_PER_STEP running pods succeed and are replaced; old pods are GC'd."""
+        """finish_per_step running pods end (a few fail) and are replaced; old pods GC'd."""
         self.clock += timedelta(seconds=60)
-        running = [p for p in self.pods if p.phase == "Running"]
-        for p in running[:FINISH_PER_STEP]:
-            self.pods[self.pods.index(p)] = replace(
-                p, phase="Succeeded", finished=self.clock, exit_code=0
-            )
-            self.done += 1
-        self.pods += [self._new() for _ in range(FINISH_PER_STEP)]
+        running = [i for i, p in enumerate(self.pods) if p.phase == "Running"]
+        for n, i in enumerate(self.rng.sample(running, self.finish_per_step)):
+            p = self.pods[i]
+            ok = n >= FAILS_PER_STEP
+            phase, code = ("Succeeded", 0) if ok else ("Failed", 42)
+            self.pods[i] = replace(p, phase=phase, finished=self.clock, exit_code=code)
+            (self.done if ok else self.failed)[p.index] = True
+        self.pods += [self._new() for _ in range(self.finish_per_step)]
         finished = [p for p in self.pods if p.phase != "Running"]
-        gone = {p.uid for p in finished[: max(0, len(finished) - GC_KEEP)]}
+        gone = {p.uid for p in finished[: max(0, len(finished) - self.active)]}
         self.pods = [p for p in self.pods if p.uid not in gone]
         self.job = replace(
-            self.job, completed_indexes=intervals.format(range(self.done)), active=ACTIVE
+            self.job,
+            completed_indexes=index_string(self.done),
+            failed_indexes=index_string(self.failed),
+            active=self.active,
         )
-
-    def _new(self) -> PodInfo:
-        self.next_index += 1
-        return self._pod(self.next_index)
 
     # ---- the Cluster interface, counted ----
     def validate_job(self, manifest):
@@ -119,16 +142,24 @@ class LayerInProgress:
     def create_job(self, manifest):
         COUNTS["cluster_calls"] += 1
         spec = manifest["spec"]
+        n = spec["completions"]
+        # A random half of the layer is done already (less if the pods need the room): a
+        # fragmented completedIndexes.
+        room = self.active + 10 * self.finish_per_step
+        self.done = np.random.default_rng(1).random(n) < max(0.0, min(0.5, 1 - room / n))
+        self.failed = np.zeros(n, bool)
+        self.pending = [int(i) for i in np.flatnonzero(~self.done)]
+        self.rng.shuffle(self.pending)
         self.job = JobStatus(
             name=manifest["metadata"]["name"],
             labels={},
             annotations={},
-            completions=spec["completions"],
-            parallelism=ACTIVE,
+            completions=n,
+            parallelism=self.active,
             suspended=False,
-            active=ACTIVE,
+            active=self.active,
         )
-        self.pods = [self._new() for _ in range(ACTIVE)]
+        self.pods = [self._new() for _ in range(self.active)]
         return True
 
     def get_job(self, name):
@@ -136,9 +167,10 @@ class LayerInProgress:
         return self.job if self.job and self.job.name == name else None
 
     def list_pods(self, job_name, index=None):
+        pods = self.pods if index is None else [p for p in self.pods if p.index == index]
         # GKE pages list calls at 500 pods: count the pages.
-        COUNTS["cluster_calls"] += max(1, -(-len(self.pods) // 500))
-        return list(self.pods)
+        COUNTS["cluster_calls"] += max(1, -(-len(pods) // 500))
+        return list(pods)
 
     def patch_job(self, name, *, parallelism=None, suspend=None):
         COUNTS["cluster_calls"] += 1
@@ -147,63 +179,95 @@ class LayerInProgress:
         COUNTS["cluster_calls"] += 1
 
     def pod_log(self, pod_name, tail_lines=100):
-        return ""
+        COUNTS["cluster_calls"] += 1
+        return "Traceback ...\nRuntimeError: fatal chunk"
 
     def job_events(self, job_name):
         return []
 
 
-def measure(store: FirestoreRunStore, grid: int) -> dict[str, float]:
+def bench_config(pods: int, batches: int):
+    """The demo config with batch size 1 on a grid of at least `batches` chunks."""
     cfg = load_config(Path(__file__).resolve().parents[1] / "examples/demo/pipeline.yml")
+    side = max(2, round(batches ** (1 / 3)))
+    while side**3 < batches:
+        side += 1
+    chunk = cfg.ds.graph_config.CHUNK_SIZE[0]
     ds = cfg.ds.model_copy(
-        update={"data_source": cfg.ds.data_source.model_copy(update={"size": (grid * 16,) * 3})}
+        update={"data_source": cfg.ds.data_source.model_copy(update={"size": (side * chunk,) * 3})}
     )
-    job = cfg.job.model_copy(
-        update={
-            "batch_size": 1,
-            "ramp": cfg.job.ramp.model_copy(update={"start": ACTIVE, "max": ACTIVE}),
-        }
-    )
-    cfg = cfg.model_copy(update={"dataset_config": ds, "job": job})
-    run = new_run(cfg, f"bench-{grid}-{uuid.uuid4().hex[:6]}", ["ingest"], "auto", T0)
+    ramp = cfg.job.ramp.model_copy(update={"start": pods, "max": pods})
+    job = cfg.job.model_copy(update={"batch_size": 1, "ramp": ramp})
+    return cfg.model_copy(update={"dataset_config": ds, "job": job})
+
+
+def measure(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str, float]:
+    cfg = bench_config(args.pods, args.batches)
+    run = new_run(cfg, f"bench-{uuid.uuid4().hex[:6]}", ["ingest"], "auto", T0)
     store.create_run(run)
-    cluster = LayerInProgress()
+    cluster = LayerInProgress(args.pods, max(FAILS_PER_STEP + 1, args.pods // 5))
     controller = Controller(store, cluster, lambda *a: None, clock=lambda: cluster.clock)
     controller.reconcile(run.run_id)  # creates the layer-2 Job
     batches = store.load_run(run.run_id).layers["ingest-L2"].completions
     per_call: list[Counter[str]] = []
-    for _ in range(STEPS):
+    times: list[float] = []
+    profiler = cProfile.Profile() if args.profile else None
+    for _ in range(args.steps):
         cluster.step()
         COUNTS.clear()
+        t = time.perf_counter()
+        if profiler:
+            profiler.enable()
         controller.reconcile(run.run_id)
+        if profiler:
+            profiler.disable()
+        times.append(time.perf_counter() - t)
         per_call.append(Counter(COUNTS))
+    if profiler:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
     mean = {
-        k: sum(c[k] for c in per_call) / STEPS for k in ("fs_reads", "fs_writes", "cluster_calls")
+        k: sum(c[k] for c in per_call) / args.steps
+        for k in ("fs_reads", "fs_writes", "cluster_calls")
     }
-    layers = len(store.load_run(run.run_id).layers)
-    recorded = len(store.pod_records(run.run_id, "ingest-L2"))
-    return {"batches": batches, "layers": layers, "pod_records": recorded, **mean}
+    layer = store.load_run(run.run_id).layers["ingest-L2"]
+    return {
+        "pods": args.pods,
+        "batches": batches,
+        "completed_intervals": layer.completed_indexes.count(",") + 1,
+        "reconcile_median_s": round(statistics.median(times), 3),
+        "reconcile_max_s": round(max(times), 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "firestore_reads": mean["fs_reads"],
+        "firestore_writes": mean["fs_writes"],
+        "cluster_calls": mean["cluster_calls"],
+        "pods_finished_per_step": cluster.finish_per_step,
+    }
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pods", type=int, default=5000, help="active pods")
+    parser.add_argument("--batches", type=int, default=100_000, help="layer size (batches)")
+    parser.add_argument("--steps", type=int, default=5, help="reconciles measured")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile summary")
+    parser.add_argument("--json", action="store_true", help="only the JSON line")
+    args = parser.parse_args()
     instrument()
     with EmulatorSet(("firestore",)) as emus:
         import os
 
         os.environ.update(emus.env)
         store = FirestoreRunStore(f"bench-{uuid.uuid4().hex[:6]}")
-        rows = [measure(store, grid) for grid in (10, 47)]  # 1,000 and 103,823 batches
-    print(
-        f"per reconcile, {ACTIVE} active pods, {FINISH_PER_STEP} finishing per step "
-        f"(mean of {STEPS} reconciles)"
-    )
-    print(f"{'batches':>8} {'layers':>6} {'fs reads':>9} {'fs writes':>9} {'cluster':>8}")
-    for r in rows:
+        row = measure(store, args)
+    if not args.json:
         print(
-            f"{r['batches']:>8} {r['layers']:>6} {r['fs_reads']:>9.1f} {r['fs_writes']:>9.1f} "
-            f"{r['cluster_calls']:>8.1f}"
+            f"one reconcile, {row['pods']} active pods, {row['pods_finished_per_step']} "
+            f"finishing per step, {row['batches']} batches in {row['completed_intervals']} "
+            f"completed intervals (median of {args.steps})"
         )
-    print(json.dumps({"reconcile_io": rows}))
+        for key, value in row.items():
+            print(f"  {key:>24}: {value}")
+    print(json.dumps(row))
 
 
 if __name__ == "__main__":

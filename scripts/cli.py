@@ -23,6 +23,7 @@ from scripts.commands import (
     pods,
     report,
     run,
+    simulate,
 )
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from shared.cluster import ClusterError, ClusterUnreachableError
@@ -101,7 +102,20 @@ def main(verbose: bool) -> None:
 
 
 # Building and running first, then looking into a run (debugging, costs), then housekeeping.
-COMMAND_MODULES = (demo, grid, local, run, inspect, describe, pods, costs, report, admin, config)
+COMMAND_MODULES = (
+    demo,
+    grid,
+    local,
+    run,
+    inspect,
+    describe,
+    pods,
+    costs,
+    report,
+    admin,
+    config,
+    simulate,
+)
 for module in COMMAND_MODULES:
     for command in module.COMMANDS:
         main.add_command(command)

@@ -37,6 +37,7 @@ from shared.adapters.local.stack import LocalStack
 from shared.build_plan import new_run
 from shared.config import PipelineConfig
 from shared.costs import spend
+from shared.forecast import forecast, forecast_inputs
 from shared.layer_spec import layer_spec
 from shared.layers import layer_count
 from shared.manifest import validate_config_renders
@@ -61,6 +62,8 @@ class DemoResult:
     alerts: dict[str, int] = field(default_factory=dict)
     cost_usd: float = 0.0  # what the same pods would cost on Autopilot Spot
     chunks: int = 0  # over every layer of every stage
+    # [elapsed_s, predicted_total_wall_s] each time a layer finished (shared.forecast)
+    eta_forecasts: list[list[float]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """The `--json` object."""
@@ -94,6 +97,7 @@ class DemoResult:
             "advance": run.advance,
             "advance_latency_s": round(statistics.median(latencies), 3) if latencies else None,
             "approved_by_demo": sum(ls.approved_by == APPROVER for ls in run.layers.values()),
+            "eta_forecasts": self.eta_forecasts,
         }
 
 
@@ -193,7 +197,8 @@ def run_demo(
                 if advance == "approve" and approve_after_s is not None
                 else None
             )
-            run = _watch(store, run.run_id, timeout_s, on_progress, approver)
+            etas = EtaRecorder(cfg, started)
+            run = _watch(store, run.run_id, timeout_s, etas.wrap(on_progress), approver)
             wall = time.monotonic() - started
             nodes = read_all_nodes(tables[cfg.graph_id])
             rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
@@ -210,7 +215,35 @@ def run_demo(
     ok = oracle["ok"] and run.status == "succeeded"
     cost = spend(cfg, run, load_rates(), run.finished_at or datetime.now(UTC))
     chunks = sum(layer_spec(cfg, ls.stage, ls.layer).chunks for ls in run.layers.values())
-    return DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
+    result = DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
+    result.eta_forecasts = etas.entries
+    return result
+
+
+class EtaRecorder:
+    """The run's forecast total wall time, recorded each time a layer finishes."""
+
+    def __init__(self, cfg: PipelineConfig, started: float) -> None:
+        self.cfg, self.started = cfg, started
+        self.finished: set[str] = set()
+        self.entries: list[list[float]] = []
+
+    def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
+        def progress(run: RunState) -> None:
+            on_progress(run)
+            done = {k for k, ls in run.layers.items() if ls.phase == "succeeded"}
+            new = done - self.finished
+            if new:
+                self.finished |= done
+                elapsed = time.monotonic() - self.started
+                advance = self.cfg.controller.tick_period_s / 2
+                fc = forecast(
+                    run, *forecast_inputs(self.cfg, run), datetime.now(UTC), 30.0, advance
+                )
+                entry = [round(elapsed, 2), round(elapsed + fc.remaining_s, 2)]
+                self.entries.extend([list(entry) for _ in new])  # one per finished layer
+
+        return progress
 
 
 def _read_pass(stage: str, client: Any) -> dict[int, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,7 @@ from typing import Any
 from shared.alerts import LOG_TAIL_LINES, alert_body, tail_requests, with_log_tails
 from shared.build_plan import plan_for
 from shared.cluster import Cluster, ManifestRejectedError
+from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
 from shared.job_events import JobEvent
 from shared.manifest import for_create
@@ -86,7 +88,8 @@ class Controller:
 
     # ---- triggers -------------------------------------------------------------------
     def on_job_event(self, event: JobEvent, max_age_s: float = 3600.0) -> ReconcileResult | None:
-        """A Job event: dedupe, drop stale ones, reconcile the owning run."""
+        """A Job event: drop stale ones, coalesce (shared.coalesce: covered, marked for the
+        reconcile in flight, or reconciled here), dedupe, reconcile the owning run."""
         now = self.clock()
         if (now - event.timestamp).total_seconds() > max_age_s:
             _log("INFO", "stale job event dropped", job=event.job_name, reason=event.reason)
@@ -94,14 +97,33 @@ class Controller:
         run_id = self.store.run_for_job(event.job_name)
         if run_id is None:
             return None  # not ours (another tool's Job) or a run since purged
-        if event.insert_id and not self.store.first_sighting(
+        # Coalesce (shared.coalesce) first: a covered event needs no dedupe write either.
+        holder = uuid.uuid4().hex
+        verdict, seen = self.store.claim_reconcile(run_id, event.timestamp, holder, now)
+        duplicate = verdict is not Verdict.COVERED and bool(event.insert_id)
+        duplicate = duplicate and not self.store.first_sighting(
             event.insert_id, now + timedelta(seconds=max_age_s)
-        ):
+        )
+        if verdict is Verdict.ACQUIRE and duplicate:
+            self.store.abandon_reconcile(run_id, holder)
+        if verdict is not Verdict.ACQUIRE or duplicate:
+            msg = "duplicate" if duplicate else verdict.value
+            log.info(json.dumps({"severity": "INFO", "message": f"job event {msg}",
+                                 "run": run_id, "job": event.job_name}))  # fmt: skip
             return None
         try:
-            return self.reconcile(run_id)
+            follow_ups: int | None = 0
+            while follow_ups is not None:
+                read_at = self.clock()
+                result = self.reconcile(run_id)
+                seen = self.store.finish_reconcile(
+                    run_id, holder, seen, read_at, follow_ups, self.clock()
+                )
+                follow_ups = None if seen is None else follow_ups + 1
+            return result
         except Exception:
-            # Not handled after all: let the redelivery through the dedupe.
+            # Not handled after all: let the redelivery through the dedupe and the lease.
+            self.store.abandon_reconcile(run_id, holder)
             if event.insert_id:
                 self.store.forget_sighting(event.insert_id)
             raise

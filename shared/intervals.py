@@ -6,7 +6,8 @@ layer records and alerts. Pure module.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 
 
 def parse(text: str) -> list[int]:
@@ -40,11 +41,22 @@ def format(indexes: Iterable[int]) -> str:  # noqa: A001 - mirrors parse()
     return ",".join(parts)
 
 
-def count(text: str) -> int:
-    """Number of indexes in an interval string, without expanding it."""
-    total = 0
-    for part in (p.strip() for p in (text or "").split(",")):
+def ranges(text: str) -> Iterator[tuple[int, int]]:
+    """The (first, last) pairs of an interval string, in order, without expanding them."""
+    for part in (text or "").split(","):
+        part = part.strip()
         if part:
             lo, sep, hi = part.partition("-")
-            total += (int(hi) - int(lo) + 1) if sep else 1
-    return total
+            yield (int(lo), int(hi)) if sep else (int(lo), int(lo))
+
+
+_RANGE = re.compile(r"(\d+)\s*-\s*(\d+)")
+
+
+def count(text: str) -> int:
+    """Number of indexes in an interval string, without expanding it. Linear in the string
+    at C speed: a fragmented layer of 100,000 batches has tens of thousands of intervals."""
+    if not text:
+        return 0
+    singles = sum(1 for part in text.split(",") if part.strip())
+    return singles + sum(int(hi) - int(lo) for lo, hi in _RANGE.findall(text))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from shared.coalesce import Verdict
 from shared.state import RunState
 
 
@@ -76,3 +77,23 @@ class RunStore(Protocol):
 
     def forget_sighting(self, event_id: str) -> None:
         """Undo `first_sighting` (the event was not handled: its redelivery must pass)."""
+
+    # The reconcile lease (shared.coalesce): at most one event-driven reconcile per run.
+    def claim_reconcile(
+        self, run_id: str, event_time: datetime, holder: str, now: datetime
+    ) -> tuple[Verdict, int]:
+        """Covered, marked for the live holder, or acquired; with the requests counter."""
+
+    def finish_reconcile(
+        self,
+        run_id: str,
+        holder: str,
+        requests_seen: int,
+        read_started_at: datetime,
+        follow_ups: int,
+        now: datetime,
+    ) -> int | None:
+        """Renew and return the counter to run once more for, or release (None)."""
+
+    def abandon_reconcile(self, run_id: str, holder: str) -> None:
+        """Release the lease after a failed reconcile, covering nothing new."""

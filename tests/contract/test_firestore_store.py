@@ -9,8 +9,12 @@ import pytest
 
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.build_plan import new_run
+from shared.coalesce import Verdict
 from shared.config import load_config
+from shared.controller import Controller
+from shared.job_events import JobEvent
 from shared.run_store import RunExistsError, RunNotFoundError, StaleStateError
+from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -74,3 +78,65 @@ def test_active_runs_and_list(store, run):
     store.update_run("r1", lambda r: setattr(r, "status", "succeeded"))
     assert store.active_runs() == []
     assert [r.run_id for r in store.list_runs()] == ["r1"]
+
+
+def test_reconcile_lease_coalesces_events(store):
+    """Acquire, mark by a second instance, one follow-up, release, then covered/acquire."""
+    t = lambda s: NOW + timedelta(seconds=s)  # noqa: E731
+    assert store.claim_reconcile("r9", t(0), "a", t(1)) == (Verdict.ACQUIRE, 0)
+    assert store.claim_reconcile("r9", t(1), "b", t(2)) == (Verdict.MARK, 1)
+    assert store.claim_reconcile("r9", t(2), "c", t(2)) == (Verdict.MARK, 2)
+    # a's first reconcile read at t(1.5): two marks since, so exactly one more run for both
+    seen = store.finish_reconcile("r9", "a", 0, t(1.5), 0, t(3))
+    assert seen == 2
+    assert store.finish_reconcile("r9", "a", seen, t(3), 1, t(4)) is None
+    assert store.claim_reconcile("r9", t(0.5), "d", t(5))[0] is Verdict.COVERED
+    assert store.claim_reconcile("r9", t(4), "d", t(5))[0] is Verdict.ACQUIRE
+    store.abandon_reconcile("r9", "d")
+    assert store.claim_reconcile("r9", t(4), "e", t(6))[0] is Verdict.ACQUIRE
+
+
+def test_pod_records_are_paged_and_read_back_once_per_uid(store, run):
+    recs = [
+        {"uid": f"u{i}", "phase": "Succeeded", "started": NOW, "finished": NOW, "seconds": 0.0}
+        for i in range(1500)
+    ]
+    before = store.load_run("r1")
+    after = store.load_run("r1")
+    after.status = "paused"
+    store.commit(before, after, pod_records={"ingest-L2": recs})
+    # a losing racer's page repeats some pods: read back once each
+    store._write_pod_records(store._run("r1"), 7, {"ingest-L2": recs[:10]})
+    got = store.pod_records("r1", "ingest-L2")
+    assert len(got) == 1500 and got[0]["finished"] == NOW
+    pages = store._run("r1").collection("layers").document("ingest-L2").collection("pods")
+    assert len(list(pages.stream())) == 3
+
+
+def test_job_events_are_coalesced_by_the_controller(store, run):
+    """An event older than the last completed reconcile's read is acknowledged without a
+    reconcile; a newer one reconciles; one arriving while a holder runs marks it instead."""
+    clock = [NOW]
+    controller = Controller(store, RecordingCluster(), lambda *a: None, clock=lambda: clock[0])
+    controller.reconcile("r1")  # creates the layer-2 Job
+    job = store.load_run("r1").layers["ingest-L2"].job_name
+    calls: list[str] = []
+    inner = controller.reconcile
+    controller.reconcile = lambda run_id: calls.append(run_id) or inner(run_id)
+
+    def event(at_s: float, insert_id: str) -> JobEvent:
+        stamp = NOW + timedelta(seconds=at_s)
+        return JobEvent(insert_id, job, "default", "SuccessfulCreate", "", stamp)
+
+    clock[0] = NOW + timedelta(seconds=10)
+    assert controller.on_job_event(event(9, "a")) is not None and len(calls) == 1
+    clock[0] = NOW + timedelta(seconds=20)
+    assert controller.on_job_event(event(5, "b")) is None and len(calls) == 1  # covered
+    assert controller.on_job_event(event(19, "c")) is not None and len(calls) == 2
+    # someone else holds the lease: the event marks it and is acknowledged
+    assert (
+        store.claim_reconcile("r1", NOW + timedelta(seconds=25), "other", clock[0])[0].value
+        == "acquire"
+    )
+    assert controller.on_job_event(event(26, "d")) is None and len(calls) == 2
+    assert store.finish_reconcile("r1", "other", 0, clock[0], 0, clock[0]) is not None

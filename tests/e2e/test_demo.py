@@ -44,6 +44,11 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     assert summary["pods"] >= 3
     html = report.read_text()
     assert "Plotly.newPlot" in html and "ingest-L4" in html and "Pod attempts by layer" in html
+    # one forecast each time a layer finished: [elapsed_s, predicted_total_wall_s]
+    etas = summary["eta_forecasts"]
+    assert len(etas) == summary["layers"]
+    assert all(total >= elapsed > 0 for elapsed, total in etas)
+    assert etas[-1][1] == pytest.approx(etas[-1][0])  # nothing left after the last layer
 
 
 def test_bad_config_fails_fast_naming_the_field(tmp_path):

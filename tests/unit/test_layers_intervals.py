@@ -91,3 +91,12 @@ def test_interval_roundtrip_property(values):
     text = intervals.format(values)
     assert intervals.parse(text) == sorted(values)
     assert intervals.count(text) == len(values)
+
+
+@pytest.mark.parametrize(
+    ("text", "pairs", "n"),
+    [("", [], 0), ("1, 3-5,,9", [(1, 1), (3, 5), (9, 9)], 5), ("0-99999", [(0, 99999)], 100000)],
+)
+def test_interval_ranges_and_count_without_expanding(text, pairs, n):
+    assert list(intervals.ranges(text)) == pairs
+    assert intervals.count(text) == n

@@ -9,7 +9,14 @@ import pytest
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing, layer_cost, run_cost
-from shared.pod_accounting import close_layer, record_pods
+from shared.pod_accounting import (
+    OPEN_PAGE,
+    close_layer,
+    pack_open,
+    pod_key,
+    record_pods,
+    unpack_open,
+)
 from shared.pricing import Rate, RateRow, load_rates
 from shared.reconcile import Alert, LayerPlan, PatchJob, Plan, Snapshot, decide
 from shared.state import LayerState, RunState, build_layers
@@ -46,7 +53,7 @@ def test_records_each_finished_pod_once_across_reconciles():
     ls = LayerState("ingest", 2)
     now = T0 + timedelta(seconds=100)
     first = record_pods(ls, [pod("a"), pod("b")], now)
-    assert first == [] and ls.open_pods == ["a", "b"]
+    assert first == [] and unpack_open(ls.open_pods) == {pod_key("a"), pod_key("b")}
     assert ls.running_cpu_seconds == pytest.approx(2 * 0.5 * 100)
     listing = [
         pod("a", "Succeeded", finished=10),
@@ -191,3 +198,28 @@ def test_budget_guard_needs_rates_and_billing():
         (Plan(plans, billing=Billing("test")), None),
     ]:
         assert decide(Snapshot(run, jobs), plan, rates, T0).state.status == "running"
+
+
+def test_open_pods_pack_into_few_strings_and_read_back():
+    keys = [pod_key(f"uid-{i}") for i in range(OPEN_PAGE * 2 + 1)]
+    packed = pack_open(reversed(keys))
+    assert len(packed) == 3 and unpack_open(packed) == set(keys)
+    assert packed == pack_open(keys)  # order-independent: an unchanged set compares equal
+
+
+def test_open_pods_of_an_older_document_are_still_recognised():
+    """Layer documents written before packing hold one raw uid per entry."""
+    ls = LayerState("ingest", 2, open_pods=["a"], pods_watermark=T0 + timedelta(seconds=99))
+    done = record_pods(ls, [pod("a", "Succeeded", finished=10)], T0 + timedelta(seconds=100))
+    assert [r.uid for r in done] == ["a"]
+
+
+def test_many_running_pods_are_recorded_once_each_when_they_finish():
+    ls = LayerState("ingest", 2)
+    now = T0 + timedelta(seconds=100)
+    running = [pod(f"u{i}") for i in range(5000)]
+    assert record_pods(ls, running, now) == []
+    assert len(ls.open_pods) == 3
+    finished = [pod(f"u{i}", "Succeeded", finished=20) for i in range(5000)]
+    assert len(record_pods(ls, finished, now)) == 5000
+    assert record_pods(ls, finished, now) == [] and ls.open_pods == []

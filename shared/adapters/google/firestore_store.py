@@ -1,14 +1,17 @@
 """Firestore adapter of the run store.
 
 Layout: `runs/{run}` (run fields + `version`), `runs/{run}/layers/{stage}-L{n}`,
-`runs/{run}/alerts/{id}` (the alert outbox), `jobs/{job_name}` -> run id, and
-`dedupe/{event_id}` with an `expires_at` TTL field. Every state transition is one
-atomic batch whose run-document write carries a precondition (the update time of the version
-the caller decided from), so of two racing reconciles exactly one commits.
+`runs/{run}/alerts/{id}` (the alert outbox), `runs/{run}/layers/{key}/pods/{page}` (pod
+attempts, a page of records per document), `jobs/{job_name}` -> run id,
+`dedupe/{event_id}` with an `expires_at` TTL field, and `leases/{run}` (the reconcile lease,
+`reconcile_lease.py`). Every state transition is one atomic batch whose run-document write
+carries a precondition (the update time of the version the caller decided from), so of two
+racing reconciles exactly one commits.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -18,6 +21,7 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
+from shared.adapters.google.reconcile_lease import ReconcileLeaseMixin
 from shared.run_store import (
     RunExistsError,
     RunNotFoundError,
@@ -28,13 +32,32 @@ from shared.state import RunState
 
 RUNS, LAYERS, ALERTS, PODS = "runs", "layers", "alerts", "pods"
 JOBS, DEDUPE = "jobs", "dedupe"
+# Pod records per page document: ~300 bytes each, well under the 1 MiB document limit.
+POD_PAGE = 1000
 
 
-class FirestoreRunStore:
+POD_TIMES = ("created", "started", "finished")
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot store {type(value).__name__} in a pod record")
+
+
+def _with_times(rec: dict[str, Any]) -> dict[str, Any]:
+    for key in POD_TIMES:
+        if isinstance(rec.get(key), str):
+            rec[key] = datetime.fromisoformat(rec[key])
+    return rec
+
+
+class FirestoreRunStore(ReconcileLeaseMixin):
     """RunStore on Firestore (or its emulator, found through FIRESTORE_EMULATOR_HOST)."""
 
     def __init__(self, project: str, client: firestore.Client | None = None) -> None:
         self.db = client or firestore.Client(project=project)
+        self._job_runs: dict[str, str] = {}
 
     def _run(self, run_id: str) -> firestore.DocumentReference:
         return self.db.collection(RUNS).document(run_id)
@@ -86,7 +109,7 @@ class FirestoreRunStore:
             raise StaleStateError(
                 f"run {before.run_id}: version {stored} != {before.version} (changed)"
             )
-        self._write_pod_records(run_ref, pod_records or {})
+        self._write_pod_records(run_ref, before.version, pod_records or {})
         batch = self.db.batch()
         batch.update(
             run_ref, run_doc, option=self.db.write_option(last_update_time=snap.update_time)
@@ -108,26 +131,48 @@ class FirestoreRunStore:
         after.version = before.version + 1
 
     def _write_pod_records(
-        self, run_ref: firestore.DocumentReference, records: dict[str, list[dict[str, Any]]]
+        self,
+        run_ref: firestore.DocumentReference,
+        version: int,
+        records: dict[str, list[dict[str, Any]]],
     ) -> None:
-        """Pod attempts, keyed by uid, in batches of Firestore's 500-write limit. Written
-        before the state commit and idempotent: if that commit loses a race, the next
-        reconcile records the same pods again under the same ids and counts them once."""
-        writes = [
-            (run_ref.collection(LAYERS).document(key).collection(PODS).document(rec["uid"]), rec)
-            for key, recs in records.items()
-            for rec in recs
-        ]
+        """Pod attempts in pages of POD_PAGE records (one document each), so a reconcile that
+        sees a thousand pods finish writes a handful of documents, not a thousand. Written
+        before the state commit; the page id names the version decided from and the pods it
+        holds, so a retry of the same decision rewrites the same page, and a page written by
+        a reconcile that then lost its commit only repeats pods a later page records again:
+        `pod_records` keeps one record per uid."""
+        writes = []
+        for key, recs in records.items():
+            pods = run_ref.collection(LAYERS).document(key).collection(PODS)
+            for start in range(0, len(recs), POD_PAGE):
+                page = recs[start : start + POD_PAGE]
+                digest = hashlib.blake2b("".join(r["uid"] for r in page).encode(), digest_size=8)
+                page_id = f"v{version:010d}-{digest.hexdigest()}"
+                # One JSON string, not an array of maps: the client library encodes each
+                # value of a document separately, which costs more than the round trip.
+                body = json.dumps(page, default=_iso)
+                writes.append((pods.document(page_id), {"records_json": body, "count": len(page)}))
         for start in range(0, len(writes), 500):
             batch = self.db.batch()
-            for ref, rec in writes[start : start + 500]:
-                batch.set(ref, rec)
+            for ref, doc in writes[start : start + 500]:
+                batch.set(ref, doc)
             batch.commit()
 
     def pod_records(self, run_id: str, key: str) -> list[dict[str, Any]]:
-        """Every recorded pod attempt of one layer."""
+        """Every recorded pod attempt of one layer, one per uid (pages and the older
+        one-document-per-pod layout alike)."""
         pods = self._run(run_id).collection(LAYERS).document(key).collection(PODS)
-        return [d.to_dict() for d in pods.stream()]
+        by_uid: dict[str, dict[str, Any]] = {}
+        for snap in pods.stream():
+            doc = snap.to_dict()
+            if "records_json" in doc:
+                page = [_with_times(rec) for rec in json.loads(doc["records_json"])]
+            else:
+                page = [doc]
+            for rec in page:
+                by_uid[rec["uid"]] = rec
+        return list(by_uid.values())
 
     def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
         for _ in range(10):
@@ -144,8 +189,15 @@ class FirestoreRunStore:
         raise StaleStateError(f"run {run_id}: too much contention, try again")
 
     def run_for_job(self, job_name: str) -> str | None:
+        # A Job name belongs to one run for good (names are salted with the run id), so a
+        # function instance remembers what it found: an event storm reads it once.
+        if job_name in self._job_runs:
+            return self._job_runs[job_name]
         snap = self.db.collection(JOBS).document(job_name).get()
-        return snap.get("run_id") if snap.exists else None
+        run_id = snap.get("run_id") if snap.exists else None
+        if run_id is not None and len(self._job_runs) < 10_000:
+            self._job_runs[job_name] = run_id
+        return run_id
 
     def active_runs(self) -> list[str]:
         query = self.db.collection(RUNS).where(

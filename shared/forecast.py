@@ -1,0 +1,145 @@
+"""Forecasts: when a run will finish and what it will cost, from what it has observed. Pure.
+
+The model is the simulator's (shared.simulation), in closed form: a layer's remaining pods
+run at the ramp's parallelism (start x factor^steps every period, capped at `max` and at the
+batches left), each for the mean pod runtime observed in that layer, or, before the layer
+has run a pod, the per-chunk time observed in the nearest finished layer of the stage
+scaled to the layer's batch (the run's first layer: `default_chunk_s`). Layers of a stage
+follow each other; stages run once the stages they depend on are done, in parallel with
+their siblings (ingest, then meshing and l2cache side by side). Each advance adds
+`advance_s` (about half a tick). Costs are pod-seconds times requests at the layer's rate,
+plus the cluster fee over the remaining time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from shared import intervals
+from shared.build_plan import layer_plan
+from shared.config import PipelineConfig, Ramp
+from shared.grid import layer_batch_size
+from shared.layers import layer_shape
+from shared.pricing import Rate, load_rates, pod_cost, rate_for
+from shared.reconcile import LayerPlan
+from shared.stages import dependencies
+from shared.state import LayerState, RunState
+
+
+@dataclass(frozen=True)
+class LayerForecast:
+    key: str
+    remaining_s: float  # from now until the layer is done (0 if done)
+    finishes_in_s: float  # from now, its wait for the layers before it included
+    projected_usd: float  # what its remaining pods will cost
+
+
+@dataclass(frozen=True)
+class RunForecast:
+    remaining_s: float
+    projected_usd: float
+    layers: list[LayerForecast]
+
+
+def drain_seconds(pods: int, pod_s: float, ramp: Ramp, ramp_elapsed_s: float) -> float:
+    """Time to run `pods` pods of `pod_s` each under the ramp, starting `ramp_elapsed_s`
+    into it: the work is spread over the ramp's parallelism step by step, then runs in
+    whole waves once the ramp is capped."""
+    if pods <= 0:
+        return 0.0
+    work = pods * pod_s  # pod-seconds
+    t = 0.0
+    for _ in range(128):  # the ramp reaches its cap in at most 64 steps
+        steps = math.floor((ramp_elapsed_s + t) / ramp.period)
+        par = max(1, min(ramp.max, pods, int(ramp.start * ramp.factor ** min(steps, 64))))
+        until_next = (steps + 1) * ramp.period - (ramp_elapsed_s + t)
+        capped = par >= min(ramp.max, pods)
+        if capped or work <= par * until_next:
+            if capped:  # whole waves of `par` pods from here on
+                return t + math.ceil(work / (par * pod_s) - 1e-9) * pod_s
+            return t + max(work / par, pod_s)
+        work -= par * until_next
+        t += until_next
+    return t + work / max(1, min(ramp.max, pods))
+
+
+def _chunk_seconds(run: RunState, ls: LayerState, batch_chunks: dict[str, int]) -> float | None:
+    """Per-chunk time observed in this layer, else the nearest layer below of its stage,
+    else any finished layer of the run."""
+    below = sorted(
+        (o for o in run.layers.values() if o.stage == ls.stage and o.layer <= ls.layer),
+        key=lambda o: -o.layer,
+    )
+    others = [o for o in run.layers.values() if o.stage != ls.stage]
+    for o in below + others:
+        if o.pods_succeeded:
+            return o.succeeded_runtime_s / o.pods_succeeded / max(1, batch_chunks[o.key])
+    return None
+
+
+def forecast(
+    run: RunState,
+    plans: dict[str, LayerPlan],
+    batch_chunks: dict[str, int],
+    rates: dict[str, Rate],
+    now: datetime,
+    default_chunk_s: float = 30.0,
+    advance_s: float = 30.0,
+) -> RunForecast:
+    """ETA and projected cost of every unfinished layer and of the rest of the run.
+    `batch_chunks` maps each layer key to the chunks one of its pods processes, `rates` each
+    stage to its price."""
+    done_at: dict[str, float] = {}  # layer key -> seconds from now until it is done
+    out: list[LayerForecast] = []
+    for ls in run.ordered_layers():
+        plan = plans[ls.key]
+        below = run.layers.get(f"{ls.stage}-L{ls.layer - 1}")
+        if below is not None:
+            start = done_at[below.key]
+        else:
+            deps = [d for d in dependencies(ls.stage) if d in run.stages]
+            start = max((done_at[f"{d}-L{run.top_layers[d]}"] for d in deps), default=0.0)
+        if ls.phase in ("succeeded", "failed"):
+            done_at[ls.key] = start
+            continue
+        left = plan.completions - intervals.count(ls.completed_indexes)
+        per_chunk = _chunk_seconds(run, ls, batch_chunks) or default_chunk_s
+        pod_s = (
+            ls.succeeded_runtime_s / ls.pods_succeeded
+            if ls.pods_succeeded
+            else per_chunk * batch_chunks[ls.key]
+        )
+        if ls.phase == "running" and ls.ramp_started_at is not None:
+            ramp_elapsed = max(0.0, (now - ls.ramp_started_at).total_seconds())
+            remaining = drain_seconds(left, pod_s, plan.ramp, ramp_elapsed)
+        else:
+            start += advance_s
+            remaining = drain_seconds(left, pod_s, plan.ramp, 0.0)
+        done_at[ls.key] = start + remaining
+        rate = rates[ls.stage]
+        usd = pod_cost(rate, plan.cpu, plan.memory_gib, left * pod_s)
+        out.append(LayerForecast(ls.key, remaining, start + remaining, usd))
+    total = max(done_at.values(), default=0.0)
+    # The cluster fee runs while any Job does: the rest of the run, at one cluster.
+    fee = max((r.cluster_fee_hr for r in rates.values()), default=0.0) * total / 3600
+    return RunForecast(total, sum(lf.projected_usd for lf in out) + fee, out)
+
+
+def forecast_inputs(
+    cfg: PipelineConfig, run: RunState
+) -> tuple[dict[str, LayerPlan], dict[str, int], dict[str, Rate]]:
+    """(plans, chunks per pod, rate per stage) of a run, from its config."""
+    plans = {k: layer_plan(cfg, run.run_id, ls, render=False) for k, ls in run.layers.items()}
+    chunks: dict[str, int] = {}
+    for key, ls in run.layers.items():
+        per_pod = layer_batch_size(cfg.job.for_stage(ls.stage).batch_size, ls.layer)
+        chunks[key] = min(per_pod, math.prod(layer_shape(cfg.layer2_shape(), ls.layer)))
+    rates = {
+        s: rate_for(
+            load_rates(), cfg.region, cfg.job.for_stage(s).compute_class, cfg.job.for_stage(s).spot
+        )
+        for s in run.stages
+    }
+    return plans, chunks, rates

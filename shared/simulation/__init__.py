@@ -1,0 +1,1 @@
+"""Build simulation: the real decision against a simulated Autopilot cluster. Pure package."""
