@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from shared.adapters.local.cluster.events import EventSettings
 from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.adapters.local.cluster.spec import parse_quantity
 from shared.adapters.local.cluster.view import LocalClusterView
@@ -146,6 +147,8 @@ def make_cluster(tmp_path: Path) -> Iterator[Callable[..., tuple[LocalCluster, l
     def make(**kwargs: Any) -> tuple[LocalCluster, list[dict[str, Any]]]:
         published: list[dict[str, Any]] = []
         kwargs.setdefault("on_event", published.append)
+        # GKE's recorder model, but no sink delay: these tests read what was published.
+        kwargs.setdefault("events", EventSettings(sink_delay_s=(0.0, 0.0)))
         cluster = LocalCluster(tmp_path / f"cluster{len(made)}", **kwargs).start()
         made.append(cluster)
         return cluster, published
@@ -446,7 +449,13 @@ def test_job_events_are_published_as_gke_log_entries_outside_the_lock(make_clust
         if len(seen) == 1:
             raise RuntimeError("a broken subscriber must not break the cluster")
 
-    c, _ = make_cluster(on_event=on_event, project="proj", cluster_name="cl", location="loc")
+    c, _ = make_cluster(
+        on_event=on_event,
+        project="proj",
+        cluster_name="cl",
+        location="loc",
+        events=EventSettings.instant(),
+    )
     holder["c"] = c
     c.create_job(manifest("events", completions=2, parallelism=2))
     finished(c, "events")

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.adapters.local.cluster.events import EventSink
+from shared.adapters.local.cluster.events import EventSettings, EventSink
 from shared.adapters.local.cluster.jobs import LocalJob
 from shared.adapters.local.cluster.node import LocalNode
 from shared.adapters.local.cluster.pods import LocalPod
@@ -60,7 +60,10 @@ class LocalCluster:
         namespace: str = "default",
         poll_interval: float = 0.05,
         stop_grace_seconds: float = 10.0,
+        events: EventSettings | None = None,
     ) -> None:
+        """`events`: how events travel (default: GKE's recorder limits and a 5-60 s sink
+        delay; `EventSettings.instant()` is the opt-out for tests that need every event)."""
         self.state_dir = Path(state_dir)
         self.pods_dir = self.state_dir / "pods"
         self.jobs_dir = self.state_dir / "jobs"
@@ -72,6 +75,7 @@ class LocalCluster:
             cluster_name=cluster_name,
             location=location,
             namespace=namespace,
+            settings=events,
         )
         self.node = LocalNode(
             pods_dir=self.pods_dir,
