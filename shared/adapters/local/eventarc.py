@@ -4,8 +4,9 @@ Each subscription's messages are pulled from the Pub/Sub emulator and POSTed, as
 does, to a functions-framework app built from `functions/main.py` (binary-mode CloudEvent,
 type `google.cloud.pubsub.topic.v1.messagePublished`). A 2xx response acks the message;
 anything else nacks it so Pub/Sub redelivers, exactly the at-least-once contract the
-functions are written for. Deliveries are serialised, like a deployment with one instance
-and concurrency 1.
+functions are written for. As in production (each function deployed with max_instances 1 and
+concurrency 1), each function handles one message at a time, and the three functions run
+in parallel with each other: a kick may be reconciled while a tick is still running.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ class Dispatcher:
             target: functions_framework.create_app(target, source, "cloudevent").test_client()
             for _, target in routes.values()
         }
-        self._serial = threading.Lock()
+        # one in flight per function (max_instances = 1, concurrency 1), functions in parallel
+        self._in_flight = {target: threading.Lock() for _, target in routes.values()}
         self._futures: list[Any] = []
 
     def start(self) -> Dispatcher:
@@ -87,7 +89,7 @@ class Dispatcher:
     def _callback(self, topic: str, sub: str, target: str) -> Callable[[Any], None]:
         def deliver(message: pubsub_v1.subscriber.message.Message) -> None:
             headers, body = cloud_event_request(self.project, topic, sub, message)
-            with self._serial:
+            with self._in_flight[target]:
                 try:
                     status = self.clients[target].post("/", headers=headers, data=body).status_code
                 except Exception as e:  # the app itself crashed: redeliver
@@ -110,27 +112,3 @@ class Dispatcher:
             except Exception:  # cancelled futures raise; that is the normal end
                 pass
         self.subscriber.close()
-
-
-class Ticker:
-    """Local stand-in for Cloud Scheduler: publishes `{"at": ...}` to `ticks` periodically."""
-
-    def __init__(self, publish: Callable[[], None], period_s: float) -> None:
-        self.publish, self.period_s = publish, period_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ticker", daemon=True)
-
-    def start(self) -> Ticker:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            try:
-                self.publish()
-            except Exception as e:  # a missed tick is harmless; the next one comes
-                log.warning("tick not published: %s", e)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)

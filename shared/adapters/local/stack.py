@@ -22,7 +22,8 @@ from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
 from shared.adapters.local.cluster.events import EventSettings
 from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.adapters.local.emulators import EmulatorSet
-from shared.adapters.local.eventarc import Dispatcher, Ticker
+from shared.adapters.local.eventarc import Dispatcher
+from shared.adapters.local.scheduler import Ticker
 
 log = logging.getLogger("cave_pipeline.local_stack")
 
@@ -94,6 +95,8 @@ class LocalStack:
             "PIPELINE_PROJECT": self.project,
             "GOOGLE_CLOUD_PROJECT": self.project,
             "PIPELINE_CLUSTER": "local",
+            # the tick function watches tail layers until shortly before the next tick
+            "PIPELINE_TICK_PERIOD_S": str(self.tick_period_s),
         }
         for key, value in self.env.items():
             self._saved_env[key] = os.environ.get(key)
