@@ -10,11 +10,13 @@ in the same process:
 - `before`: Job events and ticks only (PIPELINE_WATCH_BUDGET_S=0);
 - `after`: the tick function also watches layers about to finish (shared/advance_watch.py).
 
-Workers run a no-op chunk function, so the figures are the controller's, not the
-workload's. `--runs` runs per design are started `--stagger` seconds apart (so layers end at
-every phase of the tick). Prints a table and a final JSON line.
+Workers run a chunk function that only sleeps `--chunk-s` seconds (62 by default: longer
+than the sink's delay, as production chunks are, so the late `SuccessfulCreate` entries of
+the last pods do not stand in for the lost `Completed`), so the figures are the
+controller's, not the workload's. `--runs` runs per design are started `--stagger` seconds
+apart (so layers end at every phase of the tick). Prints a table and a final JSON line.
 
-    python bench/bench_advance.py [--runs 6] [--tick 60] [--json]
+    python bench/bench_advance.py [--runs 6] [--tick 60] [--chunk-s 62] [--json]
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ GRID = 3  # chunks per axis at layer 2: 27 pods > the bucket's 25
 
 
 def bench_config(tick_s: float, parallelism: int):
-    """The demo config on a 3^3 grid of no-op chunks, one chunk per index (27 pods at layer
-    2, 8 at layer 3, 1 at layer 4) and a fixed parallelism (no ramp)."""
+    """The demo config on a 3^3 grid of sleeping chunks, one chunk per index (27 pods at
+    layer 2, 8 at layer 3, 1 at layer 4) and a fixed parallelism (no ramp)."""
     cfg = load_config(ROOT / "examples" / "demo" / "pipeline.yml")
     size = 16 * GRID
     ds = cfg.ds.model_copy(
@@ -59,7 +61,7 @@ def bench_config(tick_s: float, parallelism: int):
             "dataset_config": ds,
             "job": job,
             "controller": controller,
-            "workloads": {"ingest": "tests.builders.plugins:ok"},
+            "workloads": {"ingest": "tests.builders.plugins:slow"},
         }
     )
 
@@ -88,7 +90,8 @@ def measure(
     else:
         os.environ.pop("PIPELINE_WATCH_BUDGET_S", None)
     out: list[tuple[int, float]] = []
-    with LocalStack(cfg.project, workdir, tick_s, capacity_cpu=4.0) as stack:
+    stack = LocalStack(cfg.project, workdir, tick_s, capacity_cpu=16.0, capacity_memory_gib=32.0)
+    with stack:
         ensure_table(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance)
         store, bus = FirestoreRunStore(cfg.project), PubSubBus(cfg.project)
         ids = []
@@ -126,11 +129,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=6, help="runs per design")
     parser.add_argument("--tick", type=float, default=60.0, help="tick period (Cloud Scheduler)")
-    parser.add_argument("--stagger", type=float, default=13.0, help="seconds between run starts")
-    parser.add_argument("--parallelism", type=int, default=8)
+    parser.add_argument("--stagger", type=float, default=25.0, help="seconds between run starts")
+    parser.add_argument("--parallelism", type=int, default=14)
+    parser.add_argument("--chunk-s", type=float, default=62.0, help="seconds each chunk sleeps")
     parser.add_argument("--json", action="store_true", help="(the JSON line is always last)")
     parser.add_argument("--designs", default="before,after")
     args = parser.parse_args()
+    os.environ["TEST_PLUGIN_SLEEP_S"] = str(args.chunk_s)  # the pods inherit it
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for design in args.designs.split(","):
@@ -143,7 +148,7 @@ def main() -> None:
             }
             results[design] = {"by_pods": by_size, "events_dropped": dropped}
     print(f"advance latency: lower layer's Job complete -> next Job created; tick {args.tick}s,")
-    print("Kubernetes event recorder model on, log sink delay 5-60 s")
+    print(f"Kubernetes event recorder model on, log sink delay 5-60 s, chunks {args.chunk_s}s")
     print(f"{'design':<8}{'pods':>6}{'n':>4}{'median s':>10}{'p95 s':>8}{'max s':>8}{'dropped':>9}")
     for design, r in results.items():
         for pods, s in r["by_pods"].items():
@@ -156,6 +161,8 @@ def main() -> None:
     line = {
         "event_model": "kubernetes",
         "tick_s": args.tick,
+        "chunk_s": args.chunk_s,
+        "parallelism": args.parallelism,
         "sink_delay_s": [5, 60],
         "realistic_pods_per_layer": GRID**3,
         "realistic_median_s": final["by_pods"][big]["median_s"],
