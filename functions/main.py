@@ -97,9 +97,10 @@ def on_job_event(cloud_event: CloudEvent) -> None:
 @functions_framework.cloud_event
 def on_tick(cloud_event: CloudEvent) -> None:
     """The heartbeat (Cloud Scheduler, every minute): reconcile every active run."""
+    started = time.monotonic()
     for result in controller().on_tick():
         _reconciled(result, "tick")
-    _watch_tails()
+    _watch_tails(started)
 
 
 def watch_policy() -> WatchPolicy:
@@ -110,7 +111,7 @@ def watch_policy() -> WatchPolicy:
     return policy if budget is None else WatchPolicy(policy.poll_s, float(budget), policy.horizon_s)
 
 
-def _watch_tails() -> None:
+def _watch_tails(started: float) -> None:
     """Fast advances without Job events (shared.advance_watch): watch the layers about to
     finish until shortly before the next tick."""
     policy = watch_policy()
@@ -132,7 +133,16 @@ def _watch_tails() -> None:
             runs.append(ctrl.store.load_run(run_id))
         except RunNotFoundError:  # purged since the query
             continue
-    watch(runs, ctrl.cluster.get_job, reconcile, time.sleep, time.monotonic, ctrl.clock, policy)
+    watch(
+        runs,
+        ctrl.cluster.get_job,
+        reconcile,
+        time.sleep,
+        time.monotonic,
+        ctrl.clock,
+        policy,
+        started,
+    )
 
 
 @functions_framework.cloud_event

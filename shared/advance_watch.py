@@ -6,8 +6,8 @@ only at the next tick (up to a minute later). This works for every workload, PyC
 images included, because it needs nothing from the pods: after its reconciles, the tick
 function keeps watching the Jobs of layers that may finish before the next tick but one
 (in their tail: every remaining index already has a pod; or, at the rate of progress seen
-since the Job was submitted, done within `horizon_s`) with one Job GET every `poll_s`, for
-at most `budget_s` (ending before the next tick), and reconciles a run as soon as one of its
+since the Job was submitted, done within `horizon_s`) with one Job GET every `poll_s`, until
+`budget_s` after the tick started (ending before the next tick), and reconciles a run as soon as one of its
 watched Jobs has finished. Kubernetes API GETs are free; Firestore is read once per tick for
 the watch list and again only when a Job has finished. Logic only: the I/O is injected.
 """
@@ -24,15 +24,16 @@ from shared.state import LayerState, RunState
 
 # The tick must be over before Cloud Scheduler's next one (a function with max_instances 1
 # refuses overlapping deliveries), with room for the tick's own reconciles.
-TICK_MARGIN_S = 15.0
-MAX_BUDGET_S = 45.0
+TICK_MARGIN_S = 10.0
+MAX_BUDGET_S = 50.0
 
 
 @dataclass(frozen=True)
 class WatchPolicy:
-    """`poll_s` between Job GETs; `budget_s` of watching after a tick (0: no watch)."""
+    """`poll_s` between Job GETs; `budget_s` from the tick's start to the watch's end (0: no
+    watch); `horizon_s`: how soon a layer must be able to finish to be watched."""
 
-    poll_s: float = 5.0
+    poll_s: float = 3.0
     budget_s: float = MAX_BUDGET_S
     horizon_s: float = 120.0
 
@@ -44,7 +45,7 @@ class WatchPolicy:
             )
 
     @classmethod
-    def for_tick_period(cls, tick_period_s: float, poll_s: float = 5.0) -> WatchPolicy:
+    def for_tick_period(cls, tick_period_s: float, poll_s: float = 3.0) -> WatchPolicy:
         """Watch until `TICK_MARGIN_S` before the next tick, at most `MAX_BUDGET_S`; a tick
         period that leaves no room for two polls needs no watch (the ticks are fast enough)."""
         budget = min(MAX_BUDGET_S, tick_period_s - TICK_MARGIN_S)
@@ -91,13 +92,15 @@ def watch(
     monotonic: Callable[[], float],
     clock: Callable[[], datetime],
     policy: WatchPolicy,
+    started: float | None = None,
 ) -> list[str]:
     """Poll the tail layers' Jobs until the budget is spent or nothing is left to watch;
     reconcile a run when one of its watched Jobs has finished (`reconcile` returns the run's
     fresh state, or None once it needs no more watching). Returns the run ids reconciled, in
     order. `reconcile` handles (logs) its own errors and returns None after one: the next
-    tick retries that run."""
-    deadline = monotonic() + policy.budget_s
+    tick retries that run. The budget runs from `started` (the tick's start on the
+    `monotonic` clock; now if None), so a slow tick watches less, never into the next one."""
+    deadline = (monotonic() if started is None else started) + policy.budget_s
     targets = jobs_to_watch(runs, clock(), policy.horizon_s)
     reconciled: list[str] = []
     while targets and monotonic() + policy.poll_s <= deadline:

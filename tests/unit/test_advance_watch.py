@@ -167,7 +167,13 @@ def test_a_deleted_job_counts_as_finished() -> None:
 
 @pytest.mark.parametrize(
     ("tick_s", "budget", "horizon"),
-    [(60.0, 45.0, 120.0), (120.0, 45.0, 240.0), (30.0, 15.0, 60.0), (20.0, 0.0, 40.0)],
+    [
+        (60.0, 50.0, 120.0),
+        (120.0, 50.0, 240.0),
+        (30.0, 20.0, 60.0),
+        (15.0, 0.0, 30.0),  # 5 s of budget: not two polls, the ticks are fast enough
+        (2.0, 0.0, 4.0),
+    ],
 )
 def test_policy_for_tick_period_ends_before_the_next_tick(
     tick_s: float, budget: float, horizon: float
@@ -179,3 +185,19 @@ def test_policy_for_tick_period_ends_before_the_next_tick(
 def test_bad_policy_names_the_settings() -> None:
     with pytest.raises(ValueError, match="PIPELINE_WATCH_BUDGET_S"):
         WatchPolicy(poll_s=5.0, budget_s=-1.0)
+
+
+def test_the_budget_counts_from_the_ticks_start() -> None:
+    script = Script({"job-l2": 100.0})
+    script.t = 30.0  # the tick's reconciles took 30 s
+    watch(
+        [run_state("a", "running", layer(2, completed="0-95"))],
+        script.get_job,
+        lambda run_id: None,
+        script.sleep,
+        lambda: script.t,
+        lambda: NOW,
+        WatchPolicy(poll_s=5.0, budget_s=45.0),
+        started=0.0,
+    )
+    assert script.t == 45.0
