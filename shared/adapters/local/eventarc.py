@@ -65,15 +65,24 @@ def cloud_event_request(
 class Dispatcher:
     """Streams each subscription to one function target of `functions/main.py`."""
 
-    def __init__(self, project: str, routes: dict[str, tuple[str, str]]) -> None:
-        """`routes`: subscription name -> (topic, function target)."""
+    def __init__(
+        self,
+        project: str,
+        routes: dict[str, tuple[str, str]],
+        clients: dict[str, Any] | None = None,
+    ) -> None:
+        """`routes`: subscription name -> (topic, function target). `clients`: target ->
+        an object with `post(path, headers=, data=)` returning a response with
+        `status_code`; by default functions-framework test clients of `functions/main.py`."""
         self.project, self.routes = project, routes
         self.subscriber = pubsub_v1.SubscriberClient()
-        source = str(functions_source())
-        self.clients = {
-            target: functions_framework.create_app(target, source, "cloudevent").test_client()
-            for _, target in routes.values()
-        }
+        if clients is None:
+            source = str(functions_source())
+            clients = {
+                target: functions_framework.create_app(target, source, "cloudevent").test_client()
+                for _, target in routes.values()
+            }
+        self.clients = clients
         # one in flight per function (max_instances = 1, concurrency 1), functions in parallel
         self._in_flight = {target: threading.Lock() for _, target in routes.values()}
         self._futures: list[Any] = []
