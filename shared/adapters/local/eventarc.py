@@ -86,6 +86,7 @@ class Dispatcher:
         # one in flight per function (max_instances = 1, concurrency 1), functions in parallel
         self._in_flight = {target: threading.Lock() for _, target in routes.values()}
         self._futures: list[Any] = []
+        self._stopping = threading.Event()
 
     def start(self) -> Dispatcher:
         flow = pubsub_v1.types.FlowControl(max_messages=10)
@@ -99,6 +100,11 @@ class Dispatcher:
         def deliver(message: pubsub_v1.subscriber.message.Message) -> None:
             headers, body = cloud_event_request(self.project, topic, sub, message)
             with self._in_flight[target]:
+                if self._stopping.is_set():
+                    # Queued behind a delivery while the stack stops: the emulators are
+                    # going away, so calling the function would only retry into the void.
+                    message.nack()
+                    return
                 try:
                     status = self.clients[target].post("/", headers=headers, data=body).status_code
                 except Exception as e:  # the app itself crashed: redeliver
@@ -113,6 +119,8 @@ class Dispatcher:
         return deliver
 
     def stop(self) -> None:
+        """Stop pulling; deliveries still queued are nacked, not run."""
+        self._stopping.set()
         for future in self._futures:
             future.cancel()
         for future in self._futures:
