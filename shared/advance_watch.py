@@ -4,12 +4,13 @@ On GKE a Job of more than 25 pods has usually spent its event bucket on `Success
 by the time it completes, so its `Completed` event is dropped and the layer would advance
 only at the next tick (up to a minute later). This works for every workload, PyChunkedGraph
 images included, because it needs nothing from the pods: after its reconciles, the tick
-function keeps watching the Jobs of layers that may finish before the next tick but one
-(in their tail: every remaining index already has a pod; or, at the rate of progress seen
-since the Job was submitted, done within `horizon_s`) with one Job GET every `poll_s`, until
-`budget_s` after the tick started (ending before the next tick), and reconciles a run as soon as one of its
-watched Jobs has finished. Kubernetes API GETs are free; Firestore is read once per tick for
-the watch list and again only when a Job has finished. Logic only: the I/O is injected.
+function keeps watching the Jobs of layers that may finish before the tick after next (in
+their tail: every remaining index already has a pod; or, at the rate of progress seen since
+the Job was submitted, done within `horizon_s`) with one Job GET every `poll_s`, until
+`budget_s` after the tick started (ending before the next tick), and reconciles a run as
+soon as one of its watched Jobs has finished. Kubernetes API GETs are free; Firestore is
+read once per tick for the watch list and again only when a Job has finished. Logic only:
+the I/O is injected.
 """
 
 from __future__ import annotations
