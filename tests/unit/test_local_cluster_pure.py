@@ -141,3 +141,13 @@ def test_an_updated_event_replaces_the_stored_one() -> None:
     j.put_event({"metadata": {"name": "e2"}, "count": 1})
     j.put_event({"metadata": {"name": "e1"}, "count": 2})
     assert [(e["metadata"]["name"], e["count"]) for e in j.events] == [("e1", 2), ("e2", 1)]
+
+
+def test_the_demo_shortens_the_sink_delay_unless_told_otherwise(monkeypatch) -> None:
+    from shared.adapters.local.stack import SINK_DELAY_ENV, demo_event_settings
+
+    monkeypatch.delenv(SINK_DELAY_ENV, raising=False)
+    assert demo_event_settings().sink_delay_s == (0.0, 1.0)
+    assert demo_event_settings().recorder is not None
+    monkeypatch.setenv(SINK_DELAY_ENV, "5-60")
+    assert demo_event_settings().sink_delay_s == (5.0, 60.0)
