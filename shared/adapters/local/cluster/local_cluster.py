@@ -300,11 +300,11 @@ class LocalCluster:
         Bigtable (a partitioned node); otherwise they are SIGKILLed. Returns the pods lost."""
         with self._lock:
             names = None if pod_names is None else set(pod_names)
-            lost = lose_node(self._jobs.values(), names, _now(), keep_running)
-            self._lost += lost
+            gone, running = lose_node(self._jobs.values(), names, _now(), keep_running)
+            self._lost += running
             self._persist_locked()
         self._after_change()
-        return [p.name for p in lost]
+        return gone
 
     # -- internals (callers hold self._lock unless the name says otherwise) ----------------
 

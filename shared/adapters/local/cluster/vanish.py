@@ -78,13 +78,14 @@ def collect_garbage(jobs: Iterable[LocalJob], threshold: int) -> list[str]:
 
 def lose_node(
     jobs: Iterable[LocalJob], names: set[str] | None, now: datetime, keep_running: bool
-) -> list[LocalPod]:
+) -> tuple[list[str], list[LocalPod]]:
     """A lost node: its pods (all pods holding resources, or those named) are marked Failed
     with DisruptionTarget, accounted by their Job, and deleted with their logs. Returns the
     pods whose processes still run (`keep_running`: a node cut off from the API but not from
-    Bigtable); otherwise they are SIGKILLed. The caller reaps the returned pods' processes
-    without accounting them (`reap_lost`)."""
-    lost = []
+    Bigtable); otherwise they are SIGKILLed. Returns the names of the pods lost, and those
+    of them with a process, which the caller reaps without accounting them (`reap_lost`)."""
+    gone: list[str] = []
+    lost: list[LocalPod] = []
     for job in jobs:
         for pod in [p for p in job.pods if not p.terminal]:
             if names is not None and pod.name not in names:
@@ -99,7 +100,8 @@ def lose_node(
             if pod.proc is not None:
                 lost.append(pod)
             forget(job, pod)
-    return lost
+            gone.append(pod.name)
+    return gone, lost
 
 
 def reap_lost(pods: list[LocalPod]) -> None:
