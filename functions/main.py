@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,9 +27,11 @@ from cloudevents.http import CloudEvent
 from shared import dead_letters
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.wiring import controller, project_from_env
+from shared.advance_watch import WatchPolicy, watch
 from shared.controller import ReconcileResult
 from shared.job_events import BadEventError, parse_log_entry
 from shared.run_store import RunNotFoundError
+from shared.state import RunState
 
 logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
 log = logging.getLogger("cave_pipeline.functions")
@@ -102,8 +105,55 @@ def on_job_event(cloud_event: CloudEvent) -> None:
 @functions_framework.cloud_event
 def on_tick(cloud_event: CloudEvent) -> None:
     """The heartbeat (Cloud Scheduler, every minute): reconcile every active run."""
+    started = time.monotonic()
     for result in controller().on_tick():
         _reconciled(result, "tick")
+    _watch_tails(started)
+
+
+def watch_policy() -> WatchPolicy:
+    """From the tick period (`PIPELINE_TICK_PERIOD_S`, 60 s as Cloud Scheduler's job);
+    `PIPELINE_WATCH_BUDGET_S` overrides the budget (0 turns the watch off)."""
+    policy = WatchPolicy.for_tick_period(float(os.environ.get("PIPELINE_TICK_PERIOD_S", "60")))
+    budget = os.environ.get("PIPELINE_WATCH_BUDGET_S")
+    return policy if budget is None else WatchPolicy(policy.poll_s, float(budget), policy.horizon_s)
+
+
+def _watch_tails(started: float) -> None:
+    """Fast advances without Job events (shared.advance_watch): watch the layers about to
+    finish until shortly before the next tick."""
+    policy = watch_policy()
+    if policy.budget_s <= 0:
+        return
+    ctrl = controller()
+
+    def reconcile(run_id: str) -> RunState | None:
+        try:
+            _reconciled(ctrl.reconcile(run_id), "tail-watch")
+            return ctrl.store.load_run(run_id)
+        except Exception as e:  # the next tick retries this run; the others go on
+            _log("ERROR", "tail-watch reconcile failed", run=run_id, error=repr(e))
+            return None
+
+    try:
+        runs = []
+        for run_id in ctrl.store.active_runs():
+            try:
+                runs.append(ctrl.store.load_run(run_id))
+            except RunNotFoundError:  # purged since the query
+                continue
+        watch(
+            runs,
+            ctrl.cluster.get_job,
+            reconcile,
+            time.sleep,
+            time.monotonic,
+            ctrl.clock,
+            policy,
+            started,
+        )
+    except Exception as e:  # the watch only speeds things up: the tick itself has succeeded
+        _log("ERROR", "tail watch stopped", error=repr(e))
 
 
 @functions_framework.cloud_event

@@ -33,7 +33,7 @@ from shared import intervals
 from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.stack import LocalStack
+from shared.adapters.local.stack import LocalStack, demo_event_settings
 from shared.build_plan import new_run
 from shared.config import PipelineConfig
 from shared.costs import spend
@@ -175,7 +175,10 @@ def run_demo(
     save_volume(workdir / "volume.npy", volume)
     n_layers = layer_count(cfg.layer2_shape())
     passes = [s for s in stages if s in STAGE_TABLE_SUFFIX]
-    with LocalStack(cfg.project, workdir / "stack", cfg.controller.tick_period_s) as stack:
+    events = demo_event_settings()  # the event model, with a sink delay of a demo's scale
+    with LocalStack(
+        cfg.project, workdir / "stack", cfg.controller.tick_period_s, events=events
+    ) as stack:
         expiry = timedelta(seconds=cfg.job.lock_expiry_s)
         names = [cfg.graph_id] + [stage_table_id(cfg.graph_id, s) for s in passes]
         tables = {

@@ -4,8 +4,9 @@ Each subscription's messages are pulled from the Pub/Sub emulator and POSTed, as
 does, to a functions-framework app built from `functions/main.py` (binary-mode CloudEvent,
 type `google.cloud.pubsub.topic.v1.messagePublished`). A 2xx response acks the message;
 anything else nacks it so Pub/Sub redelivers, exactly the at-least-once contract the
-functions are written for. Deliveries are serialised, like a deployment with one instance
-and concurrency 1.
+functions are written for. As in production (each function deployed with max_instances 1 and
+concurrency 1), each function handles one message at a time, and the three functions run
+in parallel with each other: a kick may be reconciled while a tick is still running.
 """
 
 from __future__ import annotations
@@ -64,17 +65,28 @@ def cloud_event_request(
 class Dispatcher:
     """Streams each subscription to one function target of `functions/main.py`."""
 
-    def __init__(self, project: str, routes: dict[str, tuple[str, str]]) -> None:
-        """`routes`: subscription name -> (topic, function target)."""
+    def __init__(
+        self,
+        project: str,
+        routes: dict[str, tuple[str, str]],
+        clients: dict[str, Any] | None = None,
+    ) -> None:
+        """`routes`: subscription name -> (topic, function target). `clients`: target ->
+        an object with `post(path, headers=, data=)` returning a response with
+        `status_code`; by default functions-framework test clients of `functions/main.py`."""
         self.project, self.routes = project, routes
         self.subscriber = pubsub_v1.SubscriberClient()
-        source = str(functions_source())
-        self.clients = {
-            target: functions_framework.create_app(target, source, "cloudevent").test_client()
-            for _, target in routes.values()
-        }
-        self._serial = threading.Lock()
+        if clients is None:
+            source = str(functions_source())
+            clients = {
+                target: functions_framework.create_app(target, source, "cloudevent").test_client()
+                for _, target in routes.values()
+            }
+        self.clients = clients
+        # one in flight per function (max_instances = 1, concurrency 1), functions in parallel
+        self._in_flight = {target: threading.Lock() for _, target in routes.values()}
         self._futures: list[Any] = []
+        self._stopping = threading.Event()
 
     def start(self) -> Dispatcher:
         flow = pubsub_v1.types.FlowControl(max_messages=10)
@@ -87,7 +99,12 @@ class Dispatcher:
     def _callback(self, topic: str, sub: str, target: str) -> Callable[[Any], None]:
         def deliver(message: pubsub_v1.subscriber.message.Message) -> None:
             headers, body = cloud_event_request(self.project, topic, sub, message)
-            with self._serial:
+            with self._in_flight[target]:
+                if self._stopping.is_set():
+                    # Queued behind a delivery while the stack stops: the emulators are
+                    # going away, so calling the function would only retry into the void.
+                    message.nack()
+                    return
                 try:
                     status = self.clients[target].post("/", headers=headers, data=body).status_code
                 except Exception as e:  # the app itself crashed: redeliver
@@ -102,6 +119,8 @@ class Dispatcher:
         return deliver
 
     def stop(self) -> None:
+        """Stop pulling; deliveries still queued are nacked, not run."""
+        self._stopping.set()
         for future in self._futures:
             future.cancel()
         for future in self._futures:
@@ -110,27 +129,3 @@ class Dispatcher:
             except Exception:  # cancelled futures raise; that is the normal end
                 pass
         self.subscriber.close()
-
-
-class Ticker:
-    """Local stand-in for Cloud Scheduler: publishes `{"at": ...}` to `ticks` periodically."""
-
-    def __init__(self, publish: Callable[[], None], period_s: float) -> None:
-        self.publish, self.period_s = publish, period_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ticker", daemon=True)
-
-    def start(self) -> Ticker:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            try:
-                self.publish()
-            except Exception as e:  # a missed tick is harmless; the next one comes
-                log.warning("tick not published: %s", e)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)

@@ -19,9 +19,11 @@ from typing import Any
 
 from shared.adapters import wiring
 from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.local.cluster.events import EventSettings
 from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.adapters.local.emulators import EmulatorSet
-from shared.adapters.local.eventarc import Dispatcher, Ticker
+from shared.adapters.local.eventarc import Dispatcher
+from shared.adapters.local.scheduler import Ticker
 
 log = logging.getLogger("cave_pipeline.local_stack")
 
@@ -31,6 +33,28 @@ ROUTES = {
     "ticks-fn": ("ticks", "on_tick"),
     "kick-fn": ("kick", "on_kick"),
 }
+
+
+SINK_DELAY_ENV = "PIPELINE_LOCAL_SINK_DELAY_S"
+
+
+def event_settings_from_env() -> EventSettings:
+    """The realistic event model; only the sink delay may be set (`PIPELINE_LOCAL_SINK_DELAY_S`)."""
+    text = os.environ.get(SINK_DELAY_ENV, "").strip()
+    try:
+        return EventSettings.with_delay(text) if text else EventSettings()
+    except ValueError as e:
+        raise ValueError(f"{SINK_DELAY_ENV}: {e}") from None
+
+
+DEMO_SINK_DELAY = "0-1"
+
+
+def demo_event_settings() -> EventSettings:
+    """For the demo: Kubernetes' recorder limits as always, but a log sink delay of 0 to 1 s
+    (a demo of seconds cannot wait a minute for each event) unless `PIPELINE_LOCAL_SINK_DELAY_S`
+    asks for another. Layers of more than 25 pods still lose their `Completed` event."""
+    return EventSettings.with_delay(os.environ.get(SINK_DELAY_ENV, "").strip() or DEMO_SINK_DELAY)
 
 
 class LocalStack:
@@ -44,14 +68,18 @@ class LocalStack:
         capacity_cpu: float = 4.0,
         capacity_memory_gib: float = 16.0,
         job_events: bool = True,
+        events: EventSettings | None = None,
     ) -> None:
         """`job_events=False` leaves the job-events topic without a function (as if the log
-        sink were missing): the controller then advances on ticks alone."""
+        sink were missing): the controller then advances on ticks alone. `events`: how Job
+        events travel; by default GKE's (recorder limits, sink delay 5-60 s), the delay taken
+        from `PIPELINE_LOCAL_SINK_DELAY_S` ("LOW-HIGH" or one number of seconds) if set."""
         self.project, self.tick_period_s = project, tick_period_s
         self.routes = {s: r for s, r in ROUTES.items() if job_events or r[1] != "on_job_event"}
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="cave-local-")
         self.state_dir = Path(state_dir or self._tmp.name)  # type: ignore[union-attr]
         self.capacity = (capacity_cpu, capacity_memory_gib)
+        self.events = events or event_settings_from_env()
         self.emulators = EmulatorSet()
         self.env: dict[str, str] = {}
         self._saved_env: dict[str, str | None] = {}
@@ -77,6 +105,8 @@ class LocalStack:
             "PIPELINE_PROJECT": self.project,
             "GOOGLE_CLOUD_PROJECT": self.project,
             "PIPELINE_CLUSTER": "local",
+            # the tick function watches tail layers until shortly before the next tick
+            "PIPELINE_TICK_PERIOD_S": str(self.tick_period_s),
         }
         for key, value in self.env.items():
             self._saved_env[key] = os.environ.get(key)
@@ -93,6 +123,7 @@ class LocalStack:
             capacity_cpu=self.capacity[0],
             capacity_memory_gib=self.capacity[1],
             project=self.project,
+            events=self.events,
         )
         self.cluster.start()
         wiring.use_cluster(self.cluster)

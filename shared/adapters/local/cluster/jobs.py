@@ -65,6 +65,16 @@ class LocalJob:
         del self.events[:-MAX_EVENTS_PER_JOB]
         self.dirty = True
 
+    def put_event(self, payload: dict[str, Any]) -> None:
+        """Keep an Event; an update of a stored one (same name) replaces it in place."""
+        name = (payload.get("metadata") or {}).get("name")
+        for i in range(len(self.events) - 1, -1, -1):
+            if (self.events[i].get("metadata") or {}).get("name") == name:
+                self.events[i] = payload
+                self.dirty = True
+                return
+        self.add_event(payload)
+
     def live_pods(self) -> list[LocalPod]:
         return [p for p in self.pods if not p.terminal]
 

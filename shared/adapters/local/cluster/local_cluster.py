@@ -10,12 +10,15 @@ One background thread polls pods and reconciles Jobs every `poll_interval`; ever
 method is thread-safe (one lock around the state), and `on_event` is only ever called with
 the lock released. Other processes read the state through `local_view.LocalClusterView`.
 
+Pods vanish as in Kubernetes (see `vanish`): pods the Job controller deletes (scale-down,
+suspend, Job failure) are gone once terminated, the pod GC deletes the oldest terminated pods
+beyond `pod_gc_threshold`, and `lose_node` deletes a node's pods; their logs go with them.
+
 Deliberate differences from Kubernetes: retries start without the exponential back-off
-delay; pods deleted by the Job controller (scale-down, suspend, Job failure) stay listed as
-Failed with reason "Deleted" (Kubernetes removes them) and count in neither `.status.failed`
-nor any retry budget; a preempted pod ends Failed with reason DisruptionTarget whatever its
-exit code (as after a graceful node shutdown); the Failed condition is set as soon as the
-failure is decided (Kubernetes 1.31+ sets FailureTarget first and Failed once pods are gone).
+delay; deleted pods count in neither `.status.failed` nor any retry budget; a preempted pod
+ends Failed with reason DisruptionTarget whatever its exit code (as after a graceful node
+shutdown); the Failed condition is set as soon as the failure is decided (Kubernetes 1.31+
+sets FailureTarget first and Failed once pods are gone).
 """
 
 from __future__ import annotations
@@ -30,12 +33,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.adapters.local.cluster.events import EventSink
+from shared.adapters.local.cluster.events import EventSettings, EventSink
 from shared.adapters.local.cluster.jobs import LocalJob
 from shared.adapters.local.cluster.metrics import pods_usage
 from shared.adapters.local.cluster.node import LocalNode
 from shared.adapters.local.cluster.pods import LocalPod
 from shared.adapters.local.cluster.spec import parse_manifest
+from shared.adapters.local.cluster.vanish import (
+    GKE_POD_GC_THRESHOLD,
+    collect_garbage,
+    lose_node,
+    reap_lost,
+    remove_deleted,
+)
 from shared.adapters.local.cluster.view import LocalClusterView, SnapshotWriter, read_pod_log
 from shared.cluster import ClusterError, JobStatus, PodInfo, PodUsage
 
@@ -61,7 +71,12 @@ class LocalCluster:
         namespace: str = "default",
         poll_interval: float = 0.05,
         stop_grace_seconds: float = 10.0,
+        events: EventSettings | None = None,
+        pod_gc_threshold: int = GKE_POD_GC_THRESHOLD,
     ) -> None:
+        """`events`: how events travel (default: GKE's recorder limits and a 5-60 s sink
+        delay; `EventSettings.instant()` is the opt-out for tests that need every event).
+        `pod_gc_threshold`: terminated pods kept before the pod GC deletes the oldest."""
         self.state_dir = Path(state_dir)
         self.pods_dir = self.state_dir / "pods"
         self.jobs_dir = self.state_dir / "jobs"
@@ -73,6 +88,7 @@ class LocalCluster:
             cluster_name=cluster_name,
             location=location,
             namespace=namespace,
+            settings=events,
         )
         self.node = LocalNode(
             pods_dir=self.pods_dir,
@@ -88,6 +104,8 @@ class LocalCluster:
         self._lock = threading.Lock()
         self._jobs: dict[str, LocalJob] = {}
         self._orphans: list[LocalPod] = []  # pods of deleted Jobs, still shutting down
+        self._lost: list[LocalPod] = []  # pods of a lost node whose processes may still run
+        self.pod_gc_threshold = pod_gc_threshold
         self._names = random.Random()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -116,7 +134,13 @@ class LocalCluster:
             self._thread = None
         with self._lock:
             pods = [p for p in self._all_pods() if p.holds_resources]
+            for pod in self._lost:  # cut off from the API, but ours to stop on this machine
+                pod.signal_group(signal.SIGKILL)
             self.node.shut_down(pods, self.stop_grace_seconds, self._reap_locked)
+            for pod in self._lost:
+                if pod.proc is not None:
+                    pod.proc.wait(timeout=5)
+            self._lost.clear()
             self._persist_locked()
         self.events.flush()
 
@@ -275,6 +299,21 @@ class LocalCluster:
         self._wake.set()
         return pod.name
 
+    def lose_node(
+        self, pod_names: list[str] | None = None, keep_running: bool = False
+    ) -> list[str]:
+        """Lose the node under the given pods (default: every pod running): they are marked
+        Failed (DisruptionTarget), replaced by their Jobs, and deleted from the API with their
+        logs. With `keep_running` their processes go on, cut off from the API but not from
+        Bigtable (a partitioned node); otherwise they are SIGKILLed. Returns the pods lost."""
+        with self._lock:
+            names = None if pod_names is None else set(pod_names)
+            gone, running = lose_node(self._jobs.values(), names, _now(), keep_running)
+            self._lost += running
+            self._persist_locked()
+        self._after_change()
+        return gone
+
     # -- internals (callers hold self._lock unless the name says otherwise) ----------------
 
     def _all_pods(self) -> list[LocalPod]:
@@ -316,6 +355,12 @@ class LocalCluster:
 
     def _reap_locked(self) -> None:
         self.node.reap(list(self._jobs.values()), self._orphans, _now())
+        reap_lost(self._lost)
+        if self._stopping.is_set():
+            return  # stopping the stack is not Kubernetes deleting pods: keep them and their logs
+        # Deleted pods that have terminated vanish, then the pod GC keeps its threshold.
+        remove_deleted(self._jobs.values())
+        collect_garbage(self._jobs.values(), self.pod_gc_threshold)
 
     def _sync_job_locked(self, job: LocalJob, now: datetime) -> None:
         verdict = job.check_terminal(now)
@@ -340,6 +385,10 @@ class LocalCluster:
         else:
             pod.deleting = True
             pod.terminate(pod.grace_seconds)
+            message = f"Stopping container {job.spec.container_name}"
+            self.events.record_pod_event(
+                job, pod, "Killing", message, component="kubelet", event_type="Normal"
+            )
         job.dirty = True
 
     def _persist_locked(self) -> None:

@@ -82,6 +82,7 @@ class LocalNode:
             if code is not None:
                 pod.phase, pod.reason, pod.exit_code, pod.finished = "Failed", "Deleted", code, now
                 orphans.remove(pod)
+                pod.log_path.unlink(missing_ok=True)  # the pod object is gone, its logs too
 
     def schedule(self, jobs: list[LocalJob], orphans: list[LocalPod], now: datetime) -> None:
         """Start the Pending pods that fit; report the others once as FailedScheduling."""
