@@ -3,22 +3,18 @@ against the Firestore and Pub/Sub emulators (the cluster is the recording fake).
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import functions_framework
 import pytest
 
 from shared.adapters import wiring
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
-from shared.adapters.local.eventarc import functions_source
-from shared.build_plan import new_run
-from shared.config import load_config
 from shared.job_events import make_log_entry
+from tests.builders.cloud_events import client, envelope, kick, start_run
 from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
@@ -38,38 +34,6 @@ def env(firestore_project, monkeypatch):
     yield store, cluster, bus, alerts_sub
     wiring.use_cluster(None)
     bus.close()
-
-
-def client(target: str):
-    app = functions_framework.create_app(target, str(functions_source()), "cloudevent")
-    return app.test_client()
-
-
-def envelope(data: bytes, topic: str, attributes: dict | None = None, message_id: str = "m1"):
-    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    body = {
-        "message": {
-            "data": base64.b64encode(data).decode(),
-            "attributes": attributes or {},
-            "messageId": message_id,
-            "publishTime": now,
-        },
-        "subscription": f"projects/p/subscriptions/{topic}-sub",
-    }
-    headers = {
-        "ce-id": message_id,
-        "ce-specversion": "1.0",
-        "ce-source": f"//pubsub.googleapis.com/projects/p/topics/{topic}",
-        "ce-type": "google.cloud.pubsub.topic.v1.messagePublished",
-        "Content-Type": "application/json",
-    }
-    return headers, json.dumps(body)
-
-
-def start_run(store: FirestoreRunStore, advance: str = "auto") -> str:
-    run = new_run(load_config(DEMO), "r-fn", ["ingest"], advance, datetime.now(UTC))
-    store.create_run(run)
-    return run.run_id
 
 
 def test_kick_creates_the_first_layer_job(env):
@@ -134,12 +98,6 @@ def completed_event(job_name: str, message: str, **extra: Any) -> dict[str, Any]
         message=message,
         **extra,
     )
-
-
-def kick(run_id: str) -> int:
-    """An operator's kick for `run_id`, delivered to on_kick; the HTTP status."""
-    headers, body = envelope(json.dumps({"run_id": run_id}).encode(), "kick")
-    return client("on_kick").post("/", headers=headers, data=body).status_code
 
 
 def load_plan_completions(store, run_id) -> int:

@@ -14,8 +14,8 @@ from shared.adapters import wiring
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
 from shared.cluster import JobStatus
+from tests.builders.cloud_events import client, envelope, kick, start_run
 from tests.builders.fakes import RecordingCluster
-from tests.contract.test_functions import client, envelope, kick, start_run
 
 
 class CompletesAfterGets(RecordingCluster):

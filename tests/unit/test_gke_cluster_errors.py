@@ -29,7 +29,7 @@ from tests.builders.gke_api import (
     fake_gke,
     status_body,
 )
-from tests.unit.test_k8s_mapping import INVALID
+from tests.builders.k8s_objects import INVALID
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,7 @@ from tests.builders.gke_api import (
     query,
     status_body,
 )
-from tests.unit.test_k8s_mapping import job, pod
+from tests.builders.k8s_objects import job, pod
 
 
 @pytest.fixture(autouse=True)

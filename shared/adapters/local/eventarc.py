@@ -12,9 +12,9 @@ in parallel with each other: a kick may be reconciled while a tick is still runn
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -27,12 +27,22 @@ log = logging.getLogger("cave_pipeline.dispatch")
 PUBSUB_EVENT_TYPE = "google.cloud.pubsub.topic.v1.messagePublished"
 
 
+# The functions are a file the runtime loads (stage_functions.sh ships it as main.py), not a
+# package `shared` imports: the stand-in finds it beside `shared`, where a checkout or an
+# install of this project has it (PIPELINE_FUNCTIONS_SOURCE overrides).
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+FUNCTIONS_SOURCE_ENV = "PIPELINE_FUNCTIONS_SOURCE"
+
+
 def functions_source() -> Path:
-    """Path of `functions/main.py` (located, not imported: functions stay a separate tree)."""
-    spec = importlib.util.find_spec("functions")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the `functions` package is not installed: pip install -e .")
-    return Path(next(iter(spec.submodule_search_locations))) / "main.py"
+    """Path of the functions' source, `functions/main.py`."""
+    path = Path(os.environ.get(FUNCTIONS_SOURCE_ENV) or PROJECT_ROOT / "functions" / "main.py")
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: the functions' source is not there; reinstall this project "
+            f"(pip install -e .) or set {FUNCTIONS_SOURCE_ENV} to functions/main.py"
+        )
+    return path
 
 
 def cloud_event_request(
