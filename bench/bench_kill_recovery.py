@@ -1,0 +1,188 @@
+"""Extra wall time per SIGKILL of a worker, with and without claim takeover.
+
+Builds the demo graph (ingest, every layer) on the Bigtable emulator with workers as
+subprocesses, one per Job index, all indexes at once; an index whose pod exits non-zero is
+started again as soon as the pod is gone (``podReplacementPolicy: Failed``). Runs the build
+three ways: no kill; K kills with claim takeover (this project: the next attempt takes over
+the dead attempt's claim at once); K kills with ``PCG_CLAIM_TAKEOVER=0`` (before: the next
+attempt waits out the lock expiry). A kill hits a worker of layer 2 right after it logged
+the ``kill_after``-th finished chunk, i.e. while it holds the next chunk's claim. Each
+chunk sleeps ``--chunk-sleep`` seconds on top of the real ingest so kills land mid-window.
+Every build is checked by the oracle.
+
+    PYTHONPATH=$PWD python3 bench/bench_kill_recovery.py --kills 3 --expiry 20
+
+Prints one line per build and the extra seconds per kill. Figures, not assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from demo.graph_table import read_all_nodes  # noqa: E402
+from demo.ingest import process_chunk  # noqa: E402
+from demo.oracle import compare, expected_stats, observed_stats  # noqa: E402
+from demo.volume import generate_volume, save_volume  # noqa: E402
+from shared.adapters.bigtable.chunk_ledger import (  # noqa: E402
+    close_bigtable_client,
+    open_bigtable_client,
+)
+from shared.adapters.local.emulators import EmulatorSet  # noqa: E402
+from shared.grid import layer_batch_size, num_batches  # noqa: E402
+from shared.layers import layer_count, layer_shape  # noqa: E402
+
+PROJECT, INSTANCE = "bench", "bench"
+
+
+def slow_ingest(ctx: Any) -> None:
+    """The demo ingest plus a fixed sleep (``BENCH_CHUNK_SLEEP_S``): chunks that take a while."""
+    process_chunk(ctx)
+    time.sleep(float(os.environ.get("BENCH_CHUNK_SLEEP_S", "0.2")))
+
+
+def _env(base: dict[str, str], table: str, layer: int, index: int, args: Any) -> dict[str, str]:
+    l2 = tuple(s // c for s, c in zip(args.size, args.chunk, strict=True))
+    return {
+        **base,
+        "PYTHONPATH": str(REPO),
+        "PCG_GRAPH_ID": table,
+        "PCG_LAYER": str(layer),
+        "PCG_PERM_SEED": "7",
+        "PCG_BATCH_SIZE": str(args.batch),
+        "PCG_GRID_SHAPE": ",".join(map(str, layer_shape(l2, layer))),
+        "PCG_STAGE": "ingest",
+        "PCG_RUN_ID": table,
+        "PCG_N_LAYERS": str(layer_count(l2)),
+        "PCG_LOCK_EXPIRY_S": str(args.expiry),
+        "BIGTABLE_PROJECT": PROJECT,
+        "BIGTABLE_INSTANCE": INSTANCE,
+        "PCG_DATASET_JSON": json.dumps(args.dataset),
+        "JOB_COMPLETION_INDEX": str(index),
+        "PCG_WORKLOAD": "bench.bench_kill_recovery:slow_ingest",
+        "BENCH_CHUNK_SLEEP_S": str(args.chunk_sleep),
+        "PCG_LOG_LEVEL": "DEBUG",  # a line per finished chunk: where the kills aim
+    }
+
+
+def _run_index(env: dict[str, str], kill_after: int | None, stats: dict[str, int]) -> None:
+    """One Job index: attempts until one exits 0; the first is SIGKILLed if planned."""
+    attempt = 0
+    while True:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "worker"],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdout is not None
+        done = 0
+        for line in proc.stdout:
+            if kill_after is not None and attempt == 0 and '"chunk ' in line and ' done"' in line:
+                done += 1
+                if done == kill_after:
+                    proc.send_signal(signal.SIGKILL)
+                    stats["kills"] += 1
+                    break
+        proc.stdout.close()
+        if proc.wait() == 0:
+            return
+        attempt += 1
+        stats["retries"] += 1
+        if attempt > 5:
+            raise RuntimeError(f"index {env['JOB_COMPLETION_INDEX']} keeps failing")
+
+
+def build(args: Any, base: dict[str, str], kills: int, takeover: bool) -> dict[str, Any]:
+    """One demo build; returns wall time, kills and retries, and the oracle verdict."""
+    table = f"bench-{int(time.time() * 1000) % 10**9}-{kills}-{int(takeover)}"
+    client = open_bigtable_client(table, PROJECT, INSTANCE, _td(args.expiry), create=True)
+    l2 = tuple(s // c for s, c in zip(args.size, args.chunk, strict=True))
+    n2 = num_batches(layer_shape(l2, 2), layer_batch_size(args.batch, 2))
+    plan = {i * n2 // max(kills, 1): args.kill_after for i in range(kills)}  # spread
+    stats = {"kills": 0, "retries": 0}
+    env = {**base, "PCG_CLAIM_TAKEOVER": "1" if takeover else "0"}
+    t0 = time.monotonic()
+    for layer in range(2, layer_count(l2) + 1):
+        n = num_batches(layer_shape(l2, layer), layer_batch_size(args.batch, layer))
+        threads = [
+            threading.Thread(
+                target=_run_index,
+                args=(
+                    _env(env, table, layer, i, args),
+                    plan.get(i) if layer == 2 else None,
+                    stats,
+                ),
+            )
+            for i in range(n)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    wall = time.monotonic() - t0
+    result = compare(args.expected, observed_stats(read_all_nodes(client), layer_count(l2)))
+    close_bigtable_client(client)
+    return {"wall_s": round(wall, 1), **stats, "oracle_ok": result.ok}
+
+
+def _td(seconds: float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(seconds=seconds)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--kills", type=int, default=3, help="SIGKILLs per build (distinct indexes)")
+    p.add_argument("--expiry", type=float, default=20.0, help="lock expiry, seconds")
+    p.add_argument("--size", type=int, nargs=3, default=[32, 32, 32])
+    p.add_argument("--chunk", type=int, nargs=3, default=[8, 8, 8])
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--chunk-sleep", type=float, default=0.2)
+    p.add_argument("--kill-after", type=int, default=3, help="finished chunks before the kill")
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-kill-"))
+    vol = generate_volume(tuple(args.size), seed=3)
+    save_volume(tmp / "volume.npy", vol)
+    args.dataset = {
+        "data_source": {"size": list(args.size), "watershed": str(tmp / "volume.npy")},
+        "graph_config": {"CHUNK_SIZE": list(args.chunk), "SPATIAL_BITS": 10},
+    }
+    l2 = tuple(s // c for s, c in zip(args.size, args.chunk, strict=True))
+    args.expected = expected_stats(vol, tuple(args.chunk), layer_count(l2))
+    with EmulatorSet(["bigtable"]) as emus:
+        base = {**os.environ, **emus.env}
+        os.environ.update(emus.env)
+        print(
+            f"demo {args.size} / {args.chunk} chunks, batch {args.batch}, lock expiry "
+            f"{args.expiry:g} s, {args.chunk_sleep:g} s per chunk, {args.kills} kills",
+            flush=True,
+        )
+        none = build(args, base, 0, True)
+        print(f"no kill                      : {none}", flush=True)
+        after = build(args, base, args.kills, True)
+        print(f"kills, takeover (now)        : {after}", flush=True)
+        before = build(args, base, args.kills, False)
+        print(f"kills, no takeover (before)  : {before}", flush=True)
+    for name, run in (("now", after), ("before", before)):
+        extra = (run["wall_s"] - none["wall_s"]) / max(run["kills"], 1)
+        print(f"extra wall time per kill ({name}): {extra:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
