@@ -5,8 +5,9 @@ subprocesses, one per Job index, all indexes at once; an index whose pod exits n
 started again as soon as the pod is gone (``podReplacementPolicy: Failed``). Runs the build
 three ways: no kill; K kills with claim takeover (this project: the next attempt takes over
 the dead attempt's claim at once); K kills with ``PCG_CLAIM_TAKEOVER=0`` (before: the next
-attempt waits out the lock expiry). A kill hits a worker of layer 2 right after it logged
-the ``kill_after``-th finished chunk, i.e. while it holds the next chunk's claim. Each
+attempt waits out the lock expiry). The kills hit index 0 of layer 2, one per attempt, one
+after another (so their costs add up instead of overlapping), each right after the attempt
+logged its ``kill_after``-th finished chunk, i.e. while it holds the next chunk's claim. Each
 chunk sleeps ``--chunk-sleep`` seconds on top of the real ingest so kills land mid-window.
 Every build is checked by the oracle.
 
@@ -77,8 +78,8 @@ def _env(base: dict[str, str], table: str, layer: int, index: int, args: Any) ->
     }
 
 
-def _run_index(env: dict[str, str], kill_after: int | None, stats: dict[str, int]) -> None:
-    """One Job index: attempts until one exits 0; the first is SIGKILLed if planned."""
+def _run_index(env: dict[str, str], kills: int, kill_after: int, stats: dict[str, int]) -> None:
+    """One Job index: attempts until one exits 0; the first ``kills`` are SIGKILLed."""
     attempt = 0
     while True:
         proc = subprocess.Popen(
@@ -92,7 +93,7 @@ def _run_index(env: dict[str, str], kill_after: int | None, stats: dict[str, int
         assert proc.stdout is not None
         done = 0
         for line in proc.stdout:
-            if kill_after is not None and attempt == 0 and '"chunk ' in line and ' done"' in line:
+            if attempt < kills and '"chunk ' in line and ' done"' in line:
                 done += 1
                 if done == kill_after:
                     proc.send_signal(signal.SIGKILL)
@@ -103,7 +104,7 @@ def _run_index(env: dict[str, str], kill_after: int | None, stats: dict[str, int
             return
         attempt += 1
         stats["retries"] += 1
-        if attempt > 5:
+        if attempt > kills + 3:
             raise RuntimeError(f"index {env['JOB_COMPLETION_INDEX']} keeps failing")
 
 
@@ -112,8 +113,8 @@ def build(args: Any, base: dict[str, str], kills: int, takeover: bool) -> dict[s
     table = f"bench-{int(time.time() * 1000) % 10**9}-{kills}-{int(takeover)}"
     client = open_bigtable_client(table, PROJECT, INSTANCE, _td(args.expiry), create=True)
     l2 = tuple(s // c for s, c in zip(args.size, args.chunk, strict=True))
-    n2 = num_batches(layer_shape(l2, 2), layer_batch_size(args.batch, 2))
-    plan = {i * n2 // max(kills, 1): args.kill_after for i in range(kills)}  # spread
+    if (kills + 1) * args.kill_after > layer_batch_size(args.batch, 2):
+        raise SystemExit("--kills x --kill-after must leave chunks for the last attempt")
     stats = {"kills": 0, "retries": 0}
     env = {**base, "PCG_CLAIM_TAKEOVER": "1" if takeover else "0"}
     t0 = time.monotonic()
@@ -124,7 +125,8 @@ def build(args: Any, base: dict[str, str], kills: int, takeover: bool) -> dict[s
                 target=_run_index,
                 args=(
                     _env(env, table, layer, i, args),
-                    plan.get(i) if layer == 2 else None,
+                    kills if layer == 2 and i == 0 else 0,
+                    args.kill_after,
                     stats,
                 ),
             )
