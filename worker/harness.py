@@ -36,13 +36,13 @@ from google.api_core.exceptions import NotFound
 from shared.adapters.bigtable.chunk_ledger import ChunkLedger, ClaimResult
 from shared.grid import batch_coords
 from shared.layers import chunk_id
+from worker.chunk_attempt import begin_attempt
 from worker.env import WorkerEnv
 from worker.errors import (
     EXIT_FATAL,
     EXIT_OK,
     EXIT_PREEMPTED,
     EXIT_TRANSIENT,
-    ClaimLostError,
     FatalChunkError,
 )
 from worker.fault_points import pause_point
@@ -302,45 +302,10 @@ class BatchRunner:
     def _begin(
         self, cid: int, coord: tuple[int, int, int], clog: JsonLogger, cancel: threading.Event
     ) -> ChunkContext:
-        """Read the prior unfinished attempt, record this one (fenced) and build the
-        plugin's context."""
-        env = self.env
-        pause_point("after_claim", clog)
-        prior = self.ledger.prior_attempt(cid, self.token)
-        if not self.ledger.begin(cid, self.token):
-            raise ClaimLostError(f"chunk {cid}: the claim was lost before the work began")
-        pause_point("after_begin", clog)
-        if prior is not None:
-            self.stats.recovered += 1
-            clog.warning(
-                f"chunk {env.layer}_{coord}: an earlier attempt (token {prior.token}) did not "
-                "finish; the workload recomputes it and cleans up after that attempt",
-                previous_token=prior.token,
-                recovering=True,
-            )
-
-        def save_note(note: bytes) -> None:
-            if not self.ledger.save_note(cid, self.token, note):
-                raise ClaimLostError(f"chunk {cid}: the claim was lost; note not saved")
-
-        return ChunkContext(
-            graph_id=env.graph_id,
-            stage=env.stage,
-            layer=env.layer,
-            coord=coord,
-            chunk_id=cid,
-            n_layers=env.n_layers,
-            dataset=env.dataset,
-            client=self.client,
-            logger=clog,
-            run_id=env.run_id,
-            token=self.token,
-            recovering=prior is not None,
-            previous_token=prior.token if prior is not None else None,
-            note=prior.note if prior is not None else None,
-            save_note=save_note,
-            cancelled=cancel,
-        )
+        ctx = begin_attempt(self.ledger, self.env, self.client, self.token, cid, coord, clog)
+        ctx.cancelled = cancel
+        self.stats.recovered += int(ctx.recovering)
+        return ctx
 
     def _expired(self, clog: JsonLogger, name: str) -> int:
         """The chunk's claim could not be renewed in time: end the attempt and the pod."""
