@@ -89,7 +89,7 @@ def test_without_takeover_the_retry_waits_out_the_dead_claim(bigtable_table, dem
     """The knob off (``PCG_CLAIM_TAKEOVER=0``): the same kill costs a lock expiry."""
     _, table_id = bigtable_table
     _kill_at(table_id, demo, 2, "after_begin")
-    expiry = 6
+    expiry = 20  # must outlast the retry's start-up (up to 10 s on a loaded machine)
     run = _run(
         _env(
             table_id,
