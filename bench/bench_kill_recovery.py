@@ -7,13 +7,16 @@ three ways: no kill; K kills with claim takeover (this project: the next attempt
 the dead attempt's claim at once); K kills with ``PCG_CLAIM_TAKEOVER=0`` (before: the next
 attempt waits out the lock expiry). The kills hit index 0 of layer 2, one per attempt, one
 after another (so their costs add up instead of overlapping), each right after the attempt
-logged its ``kill_after``-th finished chunk, i.e. while it holds the next chunk's claim. Each
+logged its ``kill_after``-th finished chunk plus half a chunk's sleep, i.e. while it holds
+the next chunk's claim. Each
 chunk sleeps ``--chunk-sleep`` seconds on top of the real ingest so kills land mid-window.
 Every build is checked by the oracle.
 
     PYTHONPATH=$PWD python3 bench/bench_kill_recovery.py --kills 3 --expiry 20
 
-Prints one line per build and the extra seconds per kill. Figures, not assertions.
+Prints one line per build and, per kill: the extra wall time against the no-kill build (noisy
+on a shared machine), the time the retry waited for the dead attempt's claim, and the time
+from the kill to the retry's first finished chunk. Figures, not assertions.
 """
 
 from __future__ import annotations
@@ -78,9 +81,13 @@ def _env(base: dict[str, str], table: str, layer: int, index: int, args: Any) ->
     }
 
 
-def _run_index(env: dict[str, str], kills: int, kill_after: int, stats: dict[str, int]) -> None:
-    """One Job index: attempts until one exits 0; the first ``kills`` are SIGKILLed."""
-    attempt = 0
+def _run_index(env: dict[str, str], kills: int, kill_after: int, stats: dict[str, Any]) -> None:
+    """One Job index: attempts until one exits 0; the first ``kills`` are SIGKILLed.
+
+    Per retry it records how long the retry waited for the dead attempt's claim (between
+    its "held by another worker" and "claimed after waiting" lines; 0 when it took the claim
+    over) and how long from the kill to its first finished chunk (start-up included)."""
+    attempt, killed_at = 0, None
     while True:
         proc = subprocess.Popen(
             [sys.executable, "-m", "worker"],
@@ -91,12 +98,23 @@ def _run_index(env: dict[str, str], kills: int, kill_after: int, stats: dict[str
             text=True,
         )
         assert proc.stdout is not None
-        done = 0
+        done, held_at = 0, None
         for line in proc.stdout:
-            if attempt < kills and '"chunk ' in line and ' done"' in line:
+            now = time.monotonic()
+            if "held by another worker; waiting" in line:
+                held_at = now
+            elif "claimed after waiting" in line and held_at is not None:
+                stats["claim_wait_s"] += now - held_at
+            if '"chunk ' in line and ' done"' in line:
                 done += 1
-                if done == kill_after:
+                if killed_at is not None and done == 1:
+                    stats["kill_to_progress_s"] += now - killed_at
+                    killed_at = None
+                if attempt < kills and done == kill_after:
+                    # Mid-way through the next chunk's sleep: its claim is held for sure.
+                    time.sleep(float(env["BENCH_CHUNK_SLEEP_S"]) / 2)
                     proc.send_signal(signal.SIGKILL)
+                    killed_at = time.monotonic()
                     stats["kills"] += 1
                     break
         proc.stdout.close()
@@ -115,7 +133,12 @@ def build(args: Any, base: dict[str, str], kills: int, takeover: bool) -> dict[s
     l2 = tuple(s // c for s, c in zip(args.size, args.chunk, strict=True))
     if (kills + 1) * args.kill_after > layer_batch_size(args.batch, 2):
         raise SystemExit("--kills x --kill-after must leave chunks for the last attempt")
-    stats = {"kills": 0, "retries": 0}
+    stats: dict[str, Any] = {
+        "kills": 0,
+        "retries": 0,
+        "claim_wait_s": 0.0,
+        "kill_to_progress_s": 0.0,
+    }
     env = {**base, "PCG_CLAIM_TAKEOVER": "1" if takeover else "0"}
     t0 = time.monotonic()
     for layer in range(2, layer_count(l2) + 1):
@@ -139,7 +162,8 @@ def build(args: Any, base: dict[str, str], kills: int, takeover: bool) -> dict[s
     wall = time.monotonic() - t0
     result = compare(args.expected, observed_stats(read_all_nodes(client), layer_count(l2)))
     close_bigtable_client(client)
-    return {"wall_s": round(wall, 1), **stats, "oracle_ok": result.ok}
+    rounded = {k: round(v, 1) if isinstance(v, float) else v for k, v in stats.items()}
+    return {"wall_s": round(wall, 1), **rounded, "oracle_ok": result.ok}
 
 
 def _td(seconds: float) -> Any:
@@ -182,8 +206,12 @@ def main() -> None:
         before = build(args, base, args.kills, False)
         print(f"kills, no takeover (before)  : {before}", flush=True)
     for name, run in (("now", after), ("before", before)):
-        extra = (run["wall_s"] - none["wall_s"]) / max(run["kills"], 1)
-        print(f"extra wall time per kill ({name}): {extra:.1f} s")
+        k = max(run["kills"], 1)
+        print(
+            f"per kill ({name}): extra wall {(run['wall_s'] - none['wall_s']) / k:.1f} s, "
+            f"claim wait {run['claim_wait_s'] / k:.1f} s, kill to the retry's first chunk "
+            f"{run['kill_to_progress_s'] / k:.1f} s"
+        )
 
 
 if __name__ == "__main__":
