@@ -30,14 +30,18 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-from google.api_core.exceptions import AlreadyExists
 from google.cloud.bigtable.data import ReadRowsQuery
 from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn, SetCell
 from google.cloud.bigtable.data.row_filters import RowFilterUnion
-from kvdbclient import BigTableClient, BigTableConfig, attributes, serializers
+from kvdbclient import BigTableClient, attributes, serializers
 
+from shared.adapters.bigtable.client import (
+    DEFAULT_TABLE_VERSION,
+    close_bigtable_client,
+    ensure_table,
+    open_bigtable_client,
+)
 from shared.adapters.bigtable.ledger_filters import (
     column_filter,
     held_by,
@@ -55,7 +59,9 @@ __all__ = [
     "ClaimResult",
     "PriorAttempt",
     "chunk_row_key",
+    "DEFAULT_TABLE_VERSION",
     "close_bigtable_client",
+    "ensure_table",
     "open_bigtable_client",
     "random_token",
 ]
@@ -75,8 +81,6 @@ STARTED = attributes._Attribute(
 )
 #: The workload's recovery note (raw bytes; cleared by the done marker).
 NOTE = attributes._Attribute(key=b"chunk_note", family_id="0", serializer=serializers.String())
-#: Written as the table version by ``open_bigtable_client(create=True)`` unless told otherwise.
-DEFAULT_TABLE_VERSION = "cave-pipeline"
 _MAX_KEYS_PER_READ = 10_000
 
 
@@ -277,54 +281,3 @@ class ChunkLedger:
             self.release(chunk_id, token)
         except Exception:  # the original error matters more
             log.exception("could not release the claim on chunk %d", chunk_id)
-
-
-def open_bigtable_client(
-    table_id: str,
-    project: str,
-    instance: str,
-    lock_expiry: timedelta,
-    create: bool = False,
-    *,
-    meta: Any = None,
-    version: str = DEFAULT_TABLE_VERSION,
-) -> BigTableClient:
-    """Build a kvdbclient ``BigTableClient`` for ``table_id`` with ``lock_expiry``.
-
-    With ``create=True`` the table is created with kvdbclient's default column families (and
-    ``meta``/``version`` written) unless it exists already. Honors ``BIGTABLE_EMULATOR_HOST``.
-    Close the client with :func:`close_bigtable_client` (or ``client.close()``).
-    """
-    config = BigTableConfig(PROJECT=project, INSTANCE=instance, ADMIN=True, READ_ONLY=False)
-    if create:
-        creator = BigTableClient(table_id, config, lock_expiry=lock_expiry)
-        try:
-            creator.create_table(meta, version)
-        except ValueError as exc:  # kvdbclient: "<table> already exists."
-            if "already exists" not in str(exc):
-                raise
-        except AlreadyExists:  # lost a race with another creator
-            pass
-        finally:
-            close_bigtable_client(creator)
-    return BigTableClient(table_id, config, lock_expiry=lock_expiry)
-
-
-def ensure_table(table_id: str, project: str, instance: str) -> None:
-    """Create a graph table (kvdbclient's column families) unless it exists: the `setup`
-    step, which every Job of the graph needs before its first claim."""
-    close_bigtable_client(
-        open_bigtable_client(table_id, project, instance, timedelta(seconds=60), create=True)
-    )
-
-
-def close_bigtable_client(client: BigTableClient) -> None:
-    """Close the data client and, if kvdbclient created one, its admin client (which
-    ``client.close()`` leaves open)."""
-    client.close()
-    admin_table = getattr(client, "_Client__admin_table", None)
-    if admin_table is not None:
-        try:
-            admin_table._instance._client.close()
-        except Exception:  # best effort
-            log.debug("closing the Bigtable admin client failed", exc_info=True)
