@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 from google.cloud.bigtable.data import ReadRowsQuery, RowRange
+from google.cloud.bigtable.data.mutations import DeleteAllFromRow, RowMutationEntry
 from google.cloud.bigtable.data.row_filters import (
     CellsColumnLimitFilter,
     ColumnRangeFilter,
@@ -34,6 +35,7 @@ from demo.graph_rows import (
 
 __all__ = [
     "allocate_node_ids",
+    "delete_node_ids",
     "read_all_nodes",
     "read_chunk_nodes",
     "read_chunks_nodes",
@@ -125,3 +127,16 @@ def write_nodes(
         rows.append(client.mutate_row(serialize_uint64(child), {PARENT: np.uint64(parent)}))
     if rows:
         client.write(rows)
+
+
+def delete_node_ids(client: BigTableClient, ranges: Iterable[tuple[int, int]]) -> int:
+    """Delete the node rows with ids in the inclusive ``ranges`` (a dead attempt's nodes;
+    rows that were never written are no-ops). Returns how many keys were deleted."""
+    rows = [
+        RowMutationEntry(serialize_uint64(nid), [DeleteAllFromRow()])
+        for first, last in ranges
+        for nid in range(int(first), int(last) + 1)
+    ]
+    if rows:
+        client.write(rows)
+    return len(rows)

@@ -12,21 +12,38 @@ of the volume has one node per layer up to the root.
 
 Node ids come from kvdbclient's id counter, so building a chunk twice leaves extra nodes
 (deliberately not idempotent, like PyChunkedGraph). The oracle counts them.
+
+Crash safety: before writing, the chunk saves its allocated id range as its recovery note in
+the chunk's ledger row (``ctx.save_note``, fenced). An attempt that finds an unfinished prior
+one (``ctx.recovering``) first deletes the node rows of the ranges in that attempt's note,
+then allocates and notes its own: a crash at any point leaves either no note (nothing
+written yet) or a note covering everything written. The ``parents`` cells a dead attempt
+wrote on the children are overwritten by the new attempt (reads take the newest cell), which
+gives every child a parent again.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
 
 from demo.common import Vec, chunk_bounds, geometry, label_chunk, volume
 from demo.graph_rows import NodeRecord
-from demo.graph_table import allocate_node_ids, read_chunks_nodes, write_nodes
+from demo.graph_table import allocate_node_ids, delete_node_ids, read_chunks_nodes, write_nodes
 from shared.layers import children, chunk_id, layer_shape, segment_bits
 from worker.errors import FatalChunkError
+from worker.fault_points import pause_point
 
-__all__ = ["chunk_bounds", "layer2_nodes", "merge_children", "process_chunk"]
+__all__ = [
+    "chunk_bounds",
+    "decode_note",
+    "encode_note",
+    "layer2_nodes",
+    "merge_children",
+    "process_chunk",
+]
 
 
 def layer2_nodes(vol: np.ndarray, lo: Vec, hi: Vec) -> list[NodeRecord]:
@@ -126,6 +143,34 @@ def merge_children(
     return out, int(np.count_nonzero(~matched))
 
 
+def encode_note(ranges: list[tuple[int, int]]) -> bytes:
+    """The recovery note of an attempt: the inclusive node id ranges it may write."""
+    return json.dumps({"node_ids": [[int(a), int(b)] for a, b in ranges]}).encode()
+
+
+def decode_note(note: bytes | None) -> list[tuple[int, int]]:
+    """The id ranges in a recovery note (none for no note); a note that is not ours is
+    fatal, since deleting the wrong rows would be worse than stopping."""
+    if not note:
+        return []
+    try:
+        return [(int(a), int(b)) for a, b in json.loads(note)["node_ids"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FatalChunkError(f"unreadable ingest recovery note {note[:80]!r}: {exc!r}") from exc
+
+
+def _undo_prior_attempt(ctx: Any) -> None:
+    """Delete the node rows of the unfinished earlier attempt(s) whose ranges the note lists."""
+    ranges = decode_note(getattr(ctx, "note", None))
+    deleted = delete_node_ids(ctx.client, ranges)
+    ctx.logger.warning(
+        f"chunk {ctx.layer}_{tuple(ctx.coord)}: deleted {deleted} node ids of an unfinished "
+        f"earlier attempt (token {getattr(ctx, 'previous_token', None)})",
+        deleted_node_ids=deleted,
+        ranges=[list(r) for r in ranges],
+    )
+
+
 def process_chunk(ctx: Any) -> None:
     """The per-chunk plugin (``demo.ingest:process_chunk``)."""
     size, chunk_size, bits = geometry(ctx.dataset)
@@ -151,8 +196,21 @@ def process_chunk(ctx: Any) -> None:
                 f"{unmatched} contacts inside chunk {ctx.layer}_{tuple(ctx.coord)} match no "
                 "child node: is the layer below complete?"
             )
+    if getattr(ctx, "recovering", False):
+        _undo_prior_attempt(ctx)
     ids = allocate_node_ids(ctx.client, ctx.chunk_id, len(nodes))
+    if len(ids) and hasattr(ctx, "save_note"):
+        # Before the first write: a crash from here on leaves a note covering every row.
+        ctx.save_note(encode_note([(int(ids[0]), int(ids[-1]))]))
+        pause_point("ingest_after_note", ctx.logger)
     for node, nid in zip(nodes, ids, strict=True):
         node.node_id = int(nid)
         parents.update((int(c), node.node_id) for c in node.children)
-    write_nodes(ctx.client, nodes, parents)
+    # Two writes, the second after a cancellation check: a lost claim stops half-way (and the
+    # crash tests can kill a worker with half the rows written).
+    half = len(nodes) // 2
+    write_nodes(ctx.client, nodes[:half])
+    pause_point("ingest_mid_write", ctx.logger)
+    if hasattr(ctx, "check_cancelled"):
+        ctx.check_cancelled()
+    write_nodes(ctx.client, nodes[half:], parents)

@@ -4,7 +4,8 @@ For each layer-2 chunk the L2 nodes are read from the graph table and each is ma
 connected component in the chunk (re-derived from the volume, :func:`match_nodes`); its voxel
 count, bounding box and centroid are written, one row per node id, into the cache table
 ``<graph_id>-l2cache`` (``demo.stage_rows``). Idempotent: a chunk run twice overwrites
-its rows with the same values.
+its rows with the same values (every column of a row is written), so an attempt recovering
+from a dead one (``ctx.recovering``) needs no note and no cleanup.
 
 Node -> component, robustly: ingest stores no representative voxel, but it stores every
 node's *open contacts*, whose ``p`` voxels lie inside the node's own component. A node with

@@ -20,6 +20,10 @@ as 0 faces and is recorded in the parent's ``mesh_missing`` cell with a warning:
 ingest, meshing does not paper over a gating error, so the oracle sees it. Rows live in
 ``<graph_id>-meshes`` (the pass's claims are its own rows in the graph table, see
 ``demo_l2cache``); idempotent.
+
+Crash safety: every write sets all of a row's columns, keyed by node id, so an attempt that
+recovers from a dead one (``ctx.recovering``) simply overwrites what it wrote: no note, no
+cleanup.
 """
 
 from __future__ import annotations

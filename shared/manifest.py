@@ -207,6 +207,9 @@ def render_job(
             "completions": completions,
             "parallelism": min(parallelism, completions, cap),
             "backoffLimitPerIndex": job.task_retries,
+            # The next attempt of an index starts only once the previous pod is terminal, so
+            # it may take over that attempt's chunk claims at once (worker.claim_tokens).
+            "podReplacementPolicy": "Failed",
             "maxFailedIndexes": min(job.max_failed_tasks, completions, cap),
             "suspend": suspend,
             "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),

@@ -98,7 +98,8 @@ def main() -> int:
     log = log.bind(run=env.run_id, stage=env.stage, layer=env.layer, index=env.index)
     state.update(log=log, grace_s=env.term_grace_s)
 
-    from shared.adapters.bigtable.chunk_ledger import open_bigtable_client, random_token
+    from shared.adapters.bigtable.chunk_ledger import open_bigtable_client
+    from worker.claim_tokens import attempt_token, lineage, lineage_range, takeover_enabled
     from worker.harness import BatchRunner
     from worker.plugins import load_workload
 
@@ -117,14 +118,28 @@ def main() -> int:
         return EXIT_TRANSIENT
     client.logger.handlers[:] = [JsonLogHandler(log)]  # kvdbclient prints to stdout otherwise
     client.logger.propagate = False
+    try:
+        takeover = takeover_enabled(env_vars)
+    except ValueError as exc:
+        log.error(f"bad worker environment: {exc}", exit_code=EXIT_FATAL)
+        return EXIT_FATAL
+    # Tokens say whose they are: this Job index's lineage plus random attempt bits.
+    own = lineage(env.graph_id, env.stage, env.layer, env.run_id, env.index)
+    token = attempt_token(own)
     runner = BatchRunner(
         env,
         client,
         fn,
         log,
-        token=random_token(),
+        token=token,
         stop=stop,
-        summary_fields={"startup_s": _process_age_s(), "n_processes": env.n_processes},
+        summary_fields={
+            "startup_s": _process_age_s(),
+            "n_processes": env.n_processes,
+            "token": token,
+        },
+        lineage=lineage_range(own) if takeover else None,
+        hard_exit=lambda code: _exit(log, code),
     )
     state["runner"] = runner
     return runner.run()

@@ -12,6 +12,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_PREEMPTED",
     "EXIT_TRANSIENT",
+    "ClaimLostError",
     "FatalChunkError",
     "WorkerConfigError",
 ]
@@ -30,3 +31,9 @@ class FatalChunkError(Exception):
 class WorkerConfigError(Exception):
     """The worker's environment is missing or malformed (exit 42); the message names the
     variable and what a valid value looks like."""
+
+
+class ClaimLostError(Exception):
+    """The worker no longer holds (or can no longer keep) the chunk's claim: raised by
+    ``ChunkContext.check_cancelled`` and ``ChunkContext.save_note``. Transient: the chunk is
+    not marked done and is retried by another attempt."""

@@ -2,14 +2,28 @@
 
 The per-chunk work is a plugin named by import path (``PCG_WORKLOAD``,
 ``package.module:function``) and called as ``fn(ctx)`` with a :class:`ChunkContext`; the
-harness owns everything else (DESIGN 4.2): the window from ``shared.grid.batch_coords``, one
-claim per chunk in the ledger (done chunks skipped, a chunk held by another pod waited for up
-to the lock expiry), lock renewal every ``lock_expiry / 3`` on a background thread, the done
-marker on success, release on failure, and the exit code.
+harness owns everything else (DESIGN 4.2):
+
+- the window from ``shared.grid.batch_coords``, worked to its end: a failed chunk is logged
+  and the next one started; the pod then exits 1 if any chunk was transient, else 42 if any
+  was fatal, else 0 (as the predecessor's harness);
+- one claim per chunk in the ledger: done chunks skipped; a chunk held by another pod waited
+  for up to the lock expiry (once per window: later held chunks are left for a retry); a live
+  claim of an earlier attempt of this Job index taken over at once (``worker.claim_tokens``);
+- crash safety: before the plugin runs, the chunk's prior unfinished attempt is read and this
+  attempt recorded (``chunk_started``); the plugin learns of the prior one through
+  ``ctx.recovering``/``previous_token``/``note`` and cleans up after it;
+- the claim kept alive by ``worker.lock_keeper``: a claim lost or not renewed within the
+  margin is logged as ``claim_lost`` (ERROR), never marked done, and counted transient; an
+  expiring claim also ends the pod (exit 1), through ``os._exit`` if the plugin does not
+  return in time;
+- the done marker written fenced (one conditional mutation while the claim is ours), release
+  on failure.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -22,6 +36,7 @@ from google.api_core.exceptions import NotFound
 from shared.adapters.bigtable.chunk_ledger import ChunkLedger, ClaimResult
 from shared.grid import batch_coords
 from shared.layers import chunk_id
+from worker.chunk_attempt import begin_attempt
 from worker.env import WorkerEnv
 from worker.errors import (
     EXIT_FATAL,
@@ -30,7 +45,8 @@ from worker.errors import (
     EXIT_TRANSIENT,
     FatalChunkError,
 )
-from worker.lock_keeper import LockKeeper
+from worker.fault_points import pause_point
+from worker.lock_keeper import CLAIM_LOST, LockKeeper
 from worker.logs import JsonLogger
 from worker.plugins import ChunkContext
 
@@ -42,6 +58,9 @@ class BatchStats:
     chunks: int = 0
     processed: int = 0
     skipped: int = 0
+    transient: int = 0
+    fatal: int = 0
+    recovered: int = 0
     chunk_compute_s: float = 0.0
     started: float = field(default_factory=time.monotonic)
 
@@ -51,12 +70,20 @@ def _is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, FatalChunkError) or type(exc).__name__ == "FatalChunkError"
 
 
+def _leave(log: JsonLogger, code: int) -> None:
+    log.flush()
+    os._exit(code)
+
+
 class BatchRunner:
     """Runs the chunks of one batch through the plugin; :meth:`run` returns the exit code.
 
     ``stop`` is set on SIGTERM: no further chunk is started. :meth:`abort` (called by the
     signal thread when the current chunk outlives the grace period) releases the held claims
     and settles the exit code at 143; the caller then leaves with ``os._exit``.
+    ``lineage``: the inclusive token range of this Job index's attempts, whose live claims
+    are taken over (None: never). ``hard_exit(code)`` leaves the process at once (default
+    ``os._exit`` after flushing the log); the lock keeper calls it through :meth:`_overdue`.
     """
 
     def __init__(
@@ -69,16 +96,23 @@ class BatchRunner:
         stop: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         summary_fields: dict[str, Any] | None = None,
+        lineage: tuple[int, int] | None = None,
+        hard_exit: Callable[[int], None] | None = None,
     ) -> None:
         self.env, self.client, self.fn, self.log, self.token = env, client, fn, log, token
+        self.lineage = lineage
         self.ledger = ChunkLedger(client, env.stage)
         self.stop = stop if stop is not None else threading.Event()
         self.clock = clock
         self.stats = BatchStats()
         self.summary_fields = summary_fields if summary_fields is not None else {}
-        self.keeper = LockKeeper(self.ledger, token, env.lock_expiry_s / 3, log)
+        self.hard_exit = hard_exit if hard_exit is not None else (lambda c: _leave(log, c))
+        self.keeper = LockKeeper(
+            self.ledger, token, env.lock_expiry_s, log, on_overdue=self._overdue, clock=clock
+        )
         self._state = threading.Lock()  # done-marking vs abort vs the final exit code
         self._final: int | None = None
+        self._waited_out = False  # a held chunk was waited for in vain: wait no more
 
     # ------------------------------------------------------------------ whole batch
 
@@ -115,7 +149,9 @@ class BatchRunner:
             code = self._chunk(coord)  # type: ignore[arg-type]
             if code is not None:
                 return code
-        return EXIT_OK
+        if self.stats.transient:
+            return EXIT_TRANSIENT
+        return EXIT_FATAL if self.stats.fatal else EXIT_OK
 
     def finish(self, code: int) -> int:
         """Settle the exit code once (releasing any claim still held) and log the summary."""
@@ -143,6 +179,27 @@ class BatchRunner:
                 self._summary(EXIT_PREEMPTED)
             return self._final
 
+    def _overdue(self, cid: int) -> None:
+        """The lock keeper cancelled ``cid``'s claim and the plugin is still running: leave
+        now (exit 1), before the claim can lapse and another worker take the chunk."""
+        got = self._state.acquire(timeout=2.0)  # never wait on a stuck main thread
+        try:
+            if self._final is None:
+                self.log.error(
+                    f"chunk {cid} is still running after its claim was cancelled: leaving "
+                    "now (exit 1) so no other worker computes it alongside",
+                    event=CLAIM_LOST,
+                    chunk_id=cid,
+                    exit_code=EXIT_TRANSIENT,
+                )
+                self._final = EXIT_TRANSIENT
+                self.stats.transient += 1
+                self._summary(EXIT_TRANSIENT)
+        finally:
+            if got:
+                self._state.release()
+        self.hard_exit(EXIT_TRANSIENT)
+
     def _summary(self, code: int) -> None:
         s = self.stats
         self.log.info(
@@ -150,6 +207,9 @@ class BatchRunner:
             chunks=s.chunks,
             processed=s.processed,
             skipped=s.skipped,
+            transient=s.transient,
+            fatal=s.fatal,
+            recovered=s.recovered,
             chunk_compute_s=round(s.chunk_compute_s, 6),
             elapsed_s=round(time.monotonic() - s.started, 6),
             exit_code=code,
@@ -164,85 +224,135 @@ class BatchRunner:
 
     # ------------------------------------------------------------------ one chunk
 
+    def _count(self, code: int) -> None:
+        if code == EXIT_FATAL:
+            self.stats.fatal += 1
+        else:
+            self.stats.transient += 1
+
     def _chunk(self, coord: tuple[int, int, int]) -> int | None:
-        """Claim, run and mark one chunk; an exit code ends the batch, None continues."""
+        """Claim, run and mark one chunk. A failure is counted and None returned (the window
+        goes on); an exit code ends the batch now (SIGTERM, an expiring claim, a missing
+        table)."""
         env = self.env
         cid = chunk_id(env.layer, coord, env.n_layers, env.spatial_bits)
         name = f"{env.layer}_{coord}"
         clog = self.log.bind(chunk=name, coord=list(coord), chunk_id=cid)
         try:
-            claim = self._claim(cid, name, clog)
+            claim, sent = self._claim(cid, name, clog)
         except Exception as exc:  # noqa: BLE001
-            return self._fail(exc, clog, f"chunk {name}")
+            return self._failed(exc, clog, name)
         if claim is None:
-            return EXIT_PREEMPTED if self.stop.is_set() else EXIT_TRANSIENT
+            if self.stop.is_set():
+                return EXIT_PREEMPTED
+            self.stats.transient += 1
+            return None
         if claim is ClaimResult.ALREADY_DONE:
             self.stats.skipped += 1
             clog.debug(f"chunk {name} already done: skipped")
             return None
-        self.keeper.hold(cid)
-        ctx = ChunkContext(
-            graph_id=env.graph_id,
-            stage=env.stage,
-            layer=env.layer,
-            coord=coord,
-            chunk_id=cid,
-            n_layers=env.n_layers,
-            dataset=env.dataset,
-            client=self.client,
-            logger=clog,
-            run_id=env.run_id,
-        )
+        cancel = self.keeper.hold(cid, sent)
+        if claim is ClaimResult.TAKEN_OVER:
+            clog.info(f"chunk {name}: took over the claim of an earlier attempt of this index")
+        try:
+            ctx = self._begin(cid, coord, clog, cancel)
+        except Exception as exc:  # noqa: BLE001
+            self._release(cid, clog)
+            return self._failed(exc, clog, name)
         t0 = time.perf_counter()
         try:
             self.fn(ctx)
+            pause_point("before_done", clog)
         except BaseException as exc:  # noqa: BLE001 - classified below (SystemExit: transient)
             self.stats.chunk_compute_s += time.perf_counter() - t0
             self._release(cid, clog)
-            return self._fail(exc, clog, f"chunk {name}")
+            if cid in self.keeper.expiring:
+                return self._expired(clog, name)
+            return self._failed(exc, clog, name)
         spent = time.perf_counter() - t0
         self.stats.chunk_compute_s += spent
         with self._state:
             if self._final is not None:  # aborted meanwhile: the claim is already released
                 return self._final
+            if self.keeper.troubled(cid):
+                self.keeper.drop(cid)
+                if cid in self.keeper.expiring:
+                    return self._expired(clog, name)
+                self.stats.transient += 1
+                return None  # claim_lost is logged already; never a silent done
             self.keeper.drop(cid)  # before marking: a renewal racing the unlock is no loss
             try:
-                self.ledger.mark_done(cid, self.token)
+                marked = self.ledger.mark_done(cid, self.token)
             except Exception as exc:  # noqa: BLE001
                 self._release(cid, clog)
-                return self._fail(exc, clog, f"chunk {name}")
-        if cid in self.keeper.lost:
-            clog.error(f"chunk {name} finished after its claim lapsed: it may be built twice")
+                return self._failed(exc, clog, name)
+        if not marked:
+            clog.error(
+                f"{CLAIM_LOST}: chunk {name} finished but its claim was no longer ours: not "
+                "marked done (transient: it is built again)",
+                event=CLAIM_LOST,
+                exit_code=EXIT_TRANSIENT,
+            )
+            self.stats.transient += 1
+            return None
         clog.debug(f"chunk {name} done", compute_s=round(spent, 6))
         self.stats.processed += 1
         return None
 
-    def _claim(self, cid: int, name: str, clog: JsonLogger) -> ClaimResult | None:
+    def _begin(
+        self, cid: int, coord: tuple[int, int, int], clog: JsonLogger, cancel: threading.Event
+    ) -> ChunkContext:
+        ctx = begin_attempt(self.ledger, self.env, self.client, self.token, cid, coord, clog)
+        ctx.cancelled = cancel
+        self.stats.recovered += int(ctx.recovering)
+        return ctx
+
+    def _expired(self, clog: JsonLogger, name: str) -> int:
+        """The chunk's claim could not be renewed in time: end the attempt and the pod."""
+        self.stats.transient += 1
+        clog.error(
+            f"chunk {name}: its claim could not be renewed within the safety margin; ending "
+            "the pod (exit 1) before it can lapse",
+            event=CLAIM_LOST,
+            exit_code=EXIT_TRANSIENT,
+        )
+        return EXIT_TRANSIENT
+
+    def _failed(self, exc: BaseException, clog: JsonLogger, name: str) -> int | None:
+        """Log and count a failed chunk; the batch goes on, unless the table is missing."""
+        code = self._fail(exc, clog, f"chunk {name}")
+        self._count(code)
+        return code if isinstance(exc, NotFound) else None
+
+    def _claim(self, cid: int, name: str, clog: JsonLogger) -> tuple[ClaimResult | None, float]:
         """Claim ``cid``, waiting (with backoff) while another worker holds it, up to the
-        lock expiry: its claim lapses by then unless it is alive and renewing. None: gave up
-        (or SIGTERM)."""
+        lock expiry: its claim lapses by then unless it is alive and renewing. Returns the
+        result (None: gave up, or SIGTERM) and when its successful request was sent."""
         expiry = self.env.lock_expiry_s
-        deadline = self.clock() + expiry * 1.05 + 1.0
+        patience = 0.0 if self._waited_out else expiry * 1.05 + 1.0
+        deadline = self.clock() + patience
         delay, waited = 0.2, False
         while True:
-            result = self.ledger.claim(cid, self.token)
+            sent = self.clock()
+            result = self.ledger.claim(cid, self.token, self.lineage)
             if result is not ClaimResult.HELD_BY_OTHER:
                 if waited:
                     clog.info(f"chunk {name} claimed after waiting for another worker")
-                return result
+                return result, sent
             if not waited:
-                clog.info(f"chunk {name} is held by another worker; waiting up to {expiry:g} s")
+                clog.info(f"chunk {name} is held by another worker; waiting up to {patience:g} s")
                 waited = True
             left = deadline - self.clock()
             if left <= 0:
+                self._waited_out = True
                 clog.error(
                     f"chunk {name} is still held by another worker after the lock expiry "
-                    f"({expiry:g} s); exiting for a retry",
+                    f"({expiry:g} s); leaving it for a retry (transient)",
                     exit_code=EXIT_TRANSIENT,
                 )
-                return None
+                return None, sent
             if self.stop.wait(min(delay, left)):
-                return None
+                return None, sent
             delay = min(delay * 2, 5.0)
 
     def _release(self, cid: int, clog: JsonLogger) -> None:

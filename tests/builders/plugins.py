@@ -40,3 +40,38 @@ def fatal_at_origin(ctx: Any) -> None:
 def nap(ctx: Any) -> None:
     """Sleeps ``TEST_PLUGIN_SLEEP_S`` seconds (default 0.3): a chunk that takes a while."""
     time.sleep(float(os.environ.get("TEST_PLUGIN_SLEEP_S", "0.3")))
+
+
+def mixed(ctx: Any) -> None:
+    """Fatal at ``TEST_FATAL_COORD``, transient at ``TEST_BOOM_COORD`` ("x,y,z"), else fine."""
+    here = ",".join(map(str, ctx.coord))
+    if here == os.environ.get("TEST_FATAL_COORD"):
+        raise FatalChunkError(f"bad input in chunk {ctx.layer}_{tuple(ctx.coord)}")
+    if here == os.environ.get("TEST_BOOM_COORD"):
+        raise RuntimeError("transient boom")
+
+
+def _renewals_fail() -> None:
+    """From now on every lock renewal of this process raises (Bigtable unreachable)."""
+    from shared.adapters.bigtable.chunk_ledger import ChunkLedger
+
+    def unreachable(self: Any, chunk_id: int, token: int) -> bool:
+        raise ConnectionError("Bigtable unreachable (test)")
+
+    ChunkLedger.renew = unreachable  # type: ignore[method-assign]
+
+
+def stuck_unrenewable(ctx: Any) -> None:
+    """Renewals fail, and the chunk cannot be interrupted: sleeps 60 s."""
+    _renewals_fail()
+    ctx.logger.info("slow chunk started")
+    time.sleep(60)
+
+
+def cooperative_unrenewable(ctx: Any) -> None:
+    """Renewals fail; the chunk checks for cancellation between steps."""
+    _renewals_fail()
+    ctx.logger.info("slow chunk started")
+    for _ in range(600):
+        ctx.check_cancelled()
+        time.sleep(0.1)

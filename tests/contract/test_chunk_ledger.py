@@ -125,3 +125,90 @@ def test_stages_keep_separate_done_markers(bigtable_table):
     assert meshing.claim(7, 2) is ClaimResult.ACQUIRED  # ingest's marker is not meshing's
     meshing.mark_done(7, 2)
     assert ingest.done_among([7, 8]) == meshing.done_among([7, 8]) == {7}
+
+
+# ------------------------------------------------------------------ fencing (DESIGN 4.2)
+
+
+def test_done_marker_is_fenced_on_a_live_claim(
+    bigtable_table: tuple[Any, str], bigtable_client: Callable[..., Any]
+) -> None:
+    _, table_id = bigtable_table
+    ledger = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
+    assert not ledger.mark_done(20, A)  # never claimed: nothing written
+    assert not ledger.is_done(20)
+    assert ledger.claim(20, A) is ClaimResult.ACQUIRED
+    time.sleep(1.5)  # A's claim lapses ...
+    assert not ledger.mark_done(20, A)  # ... so A may no longer mark it, even untaken
+    assert ledger.claim(20, B) is ClaimResult.ACQUIRED
+    assert not ledger.mark_done(20, A)  # taken: A's done marker is refused
+    assert not ledger.is_done(20)
+    assert _cells(ledger, 20, b"lock")  # and B's claim is intact
+    assert ledger.renew(20, B) and ledger.mark_done(20, B)
+    assert ledger.is_done(20)
+    assert _cells(ledger, 20, b"lock") == []
+
+
+def test_a_lapsed_holder_cannot_release_the_new_holders_claim(
+    bigtable_table: tuple[Any, str], bigtable_client: Callable[..., Any]
+) -> None:
+    _, table_id = bigtable_table
+    ledger = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
+    assert ledger.claim(21, A) is ClaimResult.ACQUIRED
+    ledger.renew(21, A)  # two cells of A: kvdbclient's filters would match the old one
+    time.sleep(1.5)
+    assert ledger.claim(21, B) is ClaimResult.ACQUIRED
+    assert ledger.release(21, A) is False
+    assert ledger.claim(21, A) is ClaimResult.HELD_BY_OTHER
+
+
+def test_takeover_only_within_the_lineage(ledger: ChunkLedger) -> None:
+    lineage = (A & ~0xFFFFFF, A | 0xFFFFFF)  # A's index (worker.claim_tokens: 24 bits)
+    sibling = (A & ~0xFFFFFF) | 0x42  # another attempt of A's index
+    assert ledger.claim(30, A) is ClaimResult.ACQUIRED
+    b_lineage = (B & ~0xFFFFFF, B | 0xFFFFFF)
+    assert ledger.claim(30, B, b_lineage) is ClaimResult.HELD_BY_OTHER  # another index
+    assert ledger.claim(30, sibling) is ClaimResult.HELD_BY_OTHER  # no lineage: waits
+    assert ledger.claim(30, sibling, lineage) is ClaimResult.TAKEN_OVER
+    assert not ledger.renew(30, A) and not ledger.mark_done(30, A)  # A is fenced out
+    assert ledger.mark_done(30, sibling)
+    assert ledger.claim(30, A, lineage) is ClaimResult.ALREADY_DONE
+
+
+def test_attempt_record_and_note(ledger: ChunkLedger) -> None:
+    assert ledger.claim(40, A) is ClaimResult.ACQUIRED
+    assert ledger.prior_attempt(40, A) is None  # a fresh chunk
+    assert ledger.begin(40, A) and ledger.save_note(40, A, b"ids 1-9")
+    assert not ledger.save_note(40, B, b"x") and not ledger.begin(40, B)  # fenced
+    ledger.release(40, A)  # e.g. the plugin raised after writing
+    assert ledger.claim(40, B) is ClaimResult.ACQUIRED
+    prior = ledger.prior_attempt(40, B)
+    assert prior is not None and prior.token == A and prior.note == b"ids 1-9"
+    assert ledger.begin(40, B)
+    assert ledger.mark_done(40, B)
+    for cell in (b"chunk_started", b"chunk_note", b"lock"):  # done clears the record
+        assert _cells(ledger, 40, cell) == []
+
+
+def test_a_predecessor_attempt_that_died_is_seen_through_its_lock_cell(
+    bigtable_table: tuple[Any, str], bigtable_client: Callable[..., Any]
+) -> None:
+    """The predecessor writes no chunk_started; its dead claim's lock cell tells instead."""
+    _, table_id = bigtable_table
+    ledger = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
+    assert ledger.client.lock_by_row_key(chunk_row_key(50), A)  # kvdbclient, as it does
+    time.sleep(1.5)
+    assert ledger.claim(50, B) is ClaimResult.ACQUIRED
+    prior = ledger.prior_attempt(50, B)
+    assert prior is not None and prior.token == A and prior.note is None
+
+
+def test_a_predecessor_can_finish_what_we_started(ledger: ChunkLedger) -> None:
+    """Our rows in its eyes: a released claim is free to kvdbclient, our done marker is a
+    `chunk_done` cell."""
+    assert ledger.claim(60, A) is ClaimResult.ACQUIRED and ledger.begin(60, A)
+    ledger.release(60, A)
+    key = chunk_row_key(60)
+    assert ledger.client.lock_by_row_key(key, B)  # the predecessor's claim
+    ledger.client.write([ledger.client.mutate_row(key, {CHUNK_DONE: B})])
+    assert ledger.claim(60, A) is ClaimResult.ALREADY_DONE

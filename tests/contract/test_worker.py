@@ -369,3 +369,59 @@ def test_a_chunk_held_by_another_pod_is_waited_for(
     else:
         assert run.code == 0 and run.summary()["processed"] == 1
         assert holder.is_done(cid)
+
+
+# ------------------------------------------------------------------------------- the window
+
+
+@pytest.mark.parametrize("transient", [True, False], ids=["fatal+transient", "fatal-only"])
+def test_the_window_is_worked_to_its_end(bigtable_table, demo, transient):
+    """Like the predecessor: a failed chunk does not stop the window; 1 if any chunk was
+    transient, else 42."""
+    client, table_id = bigtable_table
+    window = [tuple(int(v) for v in c) for c in batch_coords(0, L2_SHAPE, SEED, BATCH)]
+    extra = {"TEST_FATAL_COORD": ",".join(map(str, window[0]))}
+    if transient:
+        extra["TEST_BOOM_COORD"] = ",".join(map(str, window[1]))
+    run = _run({**_env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:mixed"), **extra})
+    failed = 2 if transient else 1
+    assert run.code == (1 if transient else 42)
+    summary = run.summary()
+    assert summary["processed"] == BATCH - failed
+    assert (summary["fatal"], summary["transient"]) == (1, int(transient))
+    ids = [chunk_id(2, c, N_LAYERS, 10) for c in window]
+    assert ChunkLedger(client).done_among(ids) == set(ids[failed:])
+
+
+# ------------------------------------------------------------------------------- claim loss
+
+
+@pytest.mark.parametrize(
+    "plugin, overdue",
+    [("stuck_unrenewable", True), ("cooperative_unrenewable", False)],
+    ids=["uninterruptible", "cooperative"],
+)
+def test_a_claim_that_cannot_be_renewed_ends_the_pod_before_it_lapses(
+    bigtable_table, demo, plugin, overdue
+):
+    client, table_id = bigtable_table
+    env = _env(
+        table_id,
+        demo,
+        PCG_WORKLOAD=f"tests.builders.plugins:{plugin}",
+        PCG_LOCK_EXPIRY_S="4",
+    )
+    proc = _start(env)
+    head = _wait_for(proc, "slow chunk started")
+    run = _finish(proc, time.monotonic(), timeout=60)
+    lines = _parse("".join(head)) + run.lines
+    assert run.code == 1, (run.messages(), run.stderr[-2000:])
+    assert run.seconds < 30  # not the plugin's 60 s: ended at about expiry - margin
+    lost = [x for x in lines if x.get("event") == "claim_lost"]
+    assert lost and all(x["severity"] == "ERROR" for x in lost)
+    assert any("still running after its claim was cancelled" in x["message"] for x in lost) is (
+        overdue
+    )
+    summary = next(x for x in lines if x["message"].startswith("batch summary"))
+    assert summary["exit_code"] == 1 and summary["processed"] == 0
+    assert not ChunkLedger(client).is_done(_first_chunk()[1])

@@ -177,6 +177,8 @@ def test_job_shape(tmp_path):
     spec, pod = m["spec"], pod_spec(m)
     assert spec["parallelism"] == 3
     assert "ttlSecondsAfterFinished" not in spec and "activeDeadlineSeconds" not in spec
+    # Workers take over their own index's earlier claims: never two attempts alive at once.
+    assert spec["podReplacementPolicy"] == "Failed"
     rules = spec["podFailurePolicy"]["rules"]
     ignore = {"type": "DisruptionTarget", "status": "True"}
     assert {"action": "Ignore", "onPodConditions": [ignore]} in rules

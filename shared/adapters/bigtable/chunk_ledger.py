@@ -4,7 +4,16 @@ Rows are compatible with the predecessor's (DESIGN 4.2), so either can finish a 
 other started: one row per chunk, key :func:`~shared.chunk_keys.chunk_row_key`, column family
 ``"0"``; the claim is kvdbclient's lock cell ``0:lock`` (value: the claimant's 64-bit token as
 kvdbclient's ``UInt64String``), the done marker is ``0:chunk_done`` (presence means done; we
-store the token that finished it).
+store the token that finished it). Added cells, which the predecessor ignores:
+``0:chunk_started`` (the token of the attempt that began writing the chunk) and
+``0:chunk_note`` (the workload's recovery note); both are cleared with the done marker.
+
+Fencing (DESIGN 4.2): the done marker, the attempt record, the note, renewals and releases are
+each one conditional mutation on "the newest lock cell carries our token", so a worker whose
+claim was lost writes nothing. The done marker also requires the claim to be live (not
+expired). A lapsed claim of a predecessor's worker is taken as kvdbclient does (no live lock
+cell); a live claim of an earlier attempt of the same Job index is taken over at once
+(:meth:`ChunkLedger.claim` with ``lineage``).
 
 Lock expiry lives on the kvdbclient client (``lock_expiry=``); build it per layer with
 :func:`open_bigtable_client` so expiry exceeds the renewal interval with margin.
@@ -19,28 +28,40 @@ import enum
 import logging
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-from google.api_core.exceptions import AlreadyExists
 from google.cloud.bigtable.data import ReadRowsQuery
-from google.cloud.bigtable.data.row_filters import (
-    CellsColumnLimitFilter,
-    ColumnRangeFilter,
-    RowFilterChain,
-    ValueRangeFilter,
-)
-from kvdbclient import BigTableClient, BigTableConfig, attributes, serializers
+from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn, SetCell
+from google.cloud.bigtable.data.row_filters import RowFilterUnion
+from kvdbclient import BigTableClient, attributes, serializers
 
+from shared.adapters.bigtable.client import (
+    DEFAULT_TABLE_VERSION,
+    close_bigtable_client,
+    ensure_table,
+    open_bigtable_client,
+)
+from shared.adapters.bigtable.ledger_filters import (
+    column_filter,
+    held_by,
+    held_in_range,
+    latest_cell,
+)
 from shared.chunk_keys import chunk_id_from_row_key, chunk_row_key
 
 __all__ = [
     "CHUNK_DONE",
     "LOCK",
+    "NOTE",
+    "STARTED",
     "ChunkLedger",
     "ClaimResult",
+    "PriorAttempt",
     "chunk_row_key",
+    "DEFAULT_TABLE_VERSION",
     "close_bigtable_client",
+    "ensure_table",
     "open_bigtable_client",
     "random_token",
 ]
@@ -53,8 +74,13 @@ LOCK = attributes.Concurrency.Lock
 CHUNK_DONE = attributes._Attribute(
     key=b"chunk_done", family_id="0", serializer=serializers.UInt64String()
 )
-#: Written as the table version by ``open_bigtable_client(create=True)`` unless told otherwise.
-DEFAULT_TABLE_VERSION = "cave-pipeline"
+#: The attempt record: the token of the attempt that started writing the chunk (cleared by the
+#: done marker), so a later attempt knows it must clean up after a dead one.
+STARTED = attributes._Attribute(
+    key=b"chunk_started", family_id="0", serializer=serializers.UInt64String()
+)
+#: The workload's recovery note (raw bytes; cleared by the done marker).
+NOTE = attributes._Attribute(key=b"chunk_note", family_id="0", serializer=serializers.String())
 _MAX_KEYS_PER_READ = 10_000
 
 
@@ -62,8 +88,24 @@ class ClaimResult(enum.Enum):
     """Outcome of :meth:`ChunkLedger.claim`."""
 
     ACQUIRED = "acquired"
+    #: Acquired from a live claim of an earlier attempt of the same Job index (see
+    #: ``worker.claim_tokens``): that attempt's pod is terminal, so the claim is ours at once.
+    TAKEN_OVER = "taken_over"
     ALREADY_DONE = "already_done"
     HELD_BY_OTHER = "held_by_other"
+
+
+@dataclass(frozen=True)
+class PriorAttempt:
+    """What an earlier, unfinished attempt of a chunk left in its ledger row.
+
+    ``token``: that attempt's claim token (from its ``chunk_started`` cell, or from a lock cell
+    of another token: a predecessor's attempt writes no ``chunk_started``); ``note``: the
+    workload's recovery note (:meth:`ChunkLedger.save_note`), None if it saved none.
+    """
+
+    token: int | None
+    note: bytes | None
 
 
 def random_token() -> int:
@@ -74,22 +116,13 @@ def random_token() -> int:
             return token
 
 
-def _column_filter(column: attributes._Attribute) -> ColumnRangeFilter:
-    return ColumnRangeFilter(
-        family_id=column.family_id,
-        start_qualifier=column.key,
-        end_qualifier=column.key,
-        inclusive_start=True,
-        inclusive_end=True,
-    )
-
-
-def _latest_cell(column: attributes._Attribute) -> RowFilterChain:
-    return RowFilterChain([_column_filter(column), CellsColumnLimitFilter(1)])
-
-
 class ChunkLedger:
     """Claim, renew, release and mark chunks done in one graph table.
+
+    Every write made on behalf of a claim (done marker, attempt record, note, renewal,
+    release) is one conditional mutation whose predicate is "the newest lock cell carries our
+    token" (:mod:`~shared.adapters.bigtable.ledger_filters`): a worker whose claim lapsed and
+    was taken can no longer write anything.
 
     Args:
         client: a kvdbclient ``BigTableClient`` for the graph's table; its ``lock_expiry`` is
@@ -109,77 +142,123 @@ class ChunkLedger:
         """The client's lock expiry: renew well within it."""
         return self.client._lock_expiry
 
-    def claim(self, chunk_id: int, token: int) -> ClaimResult:
+    def _fenced(self, chunk_id: int, token: int, mutations: list, live: bool = False) -> bool:
+        """Apply ``mutations`` iff ``token`` holds the newest lock cell (and, with ``live``, it
+        has not expired); one atomic check-and-mutate."""
+        expiry = self.lock_expiry if live else None
+        return bool(
+            self.client._table.check_and_mutate_row(
+                self._key(chunk_id),
+                predicate=held_by(token, expiry),
+                true_case_mutations=mutations,
+                operation_timeout=30.0,
+            )
+        )
+
+    def claim(
+        self, chunk_id: int, token: int, lineage: tuple[int, int] | None = None
+    ) -> ClaimResult:
         """Try to take ``chunk_id`` for ``token``.
 
-        A chunk already marked done is not locked. After acquiring, the done marker is read
-        again, because another worker may have finished the chunk and released it between
-        our first check and our lock; in that case the lock is released again.
+        A chunk already marked done is not locked. With ``lineage`` (the inclusive token range
+        of this Job index's attempts), a live claim whose token is in that range is taken over
+        at once: it belongs to an earlier attempt of the same index, which is terminal
+        (``podReplacementPolicy: Failed``). After acquiring, the done marker is read again,
+        because another worker may have finished the chunk and released it between our first
+        check and our lock; in that case the lock is released again.
         """
         if self.is_done(chunk_id):
             return ClaimResult.ALREADY_DONE
         key = self._key(chunk_id)
+        result = ClaimResult.ACQUIRED
         if not self.client.lock_by_row_key(key, token):
-            return ClaimResult.HELD_BY_OTHER
+            if lineage is None or not self._take_over(key, token, lineage):
+                return ClaimResult.HELD_BY_OTHER
+            result = ClaimResult.TAKEN_OVER
         try:
             done = self.is_done(chunk_id)
         except BaseException:
-            self._release_quietly(key, token)
+            self._release_quietly(chunk_id, token)
             raise
         if done:
-            self.client.unlock_by_row_key(key, token)
+            self.release(chunk_id, token)
             return ClaimResult.ALREADY_DONE
-        return ClaimResult.ACQUIRED
+        return result
 
-    def renew(self, chunk_id: int, token: int) -> bool:
-        """Refresh ``token``'s claim; False if it no longer holds the chunk.
-
-        Succeeds only if the *newest* lock cell carries ``token``. kvdbclient's
-        ``renew_lock_by_row_key`` matches any cell version with the token, and the lock family
-        keeps old versions, so a holder whose lock lapsed and was taken over would still
-        "renew" (and could then release the new holder's lock). This is the same atomic
-        check-and-mutate with the predicate narrowed to the latest cell; the cell written is
-        kvdbclient's own lock mutation.
-        """
-        predicate = RowFilterChain(
-            [
-                _latest_cell(LOCK),
-                ValueRangeFilter(
-                    start_value=LOCK.serialize(token),
-                    end_value=LOCK.serialize(token),
-                    inclusive_start=True,
-                    inclusive_end=True,
-                ),
-            ]
-        )
+    def _take_over(self, key: bytes, token: int, lineage: tuple[int, int]) -> bool:
+        low, high = lineage
         return bool(
             self.client._table.check_and_mutate_row(
-                self._key(chunk_id),
-                predicate=predicate,
+                key,
+                predicate=held_in_range(low, high),
                 true_case_mutations=self.client._set_lock_mutation(LOCK, token),
                 operation_timeout=30.0,
             )
         )
 
-    def mark_done(self, chunk_id: int, token: int) -> None:
-        """Write the done marker (value ``token``), then release ``token``'s lock."""
-        key = self._key(chunk_id)
-        self.client.write([self.client.mutate_row(key, {CHUNK_DONE: token})])
-        if not self.client.unlock_by_row_key(key, token):
-            log.warning(
-                "chunk %d marked done by token %d, whose lock had already lapsed or been taken",
-                chunk_id,
-                token,
-            )
+    def renew(self, chunk_id: int, token: int) -> bool:
+        """Refresh ``token``'s claim; False if it no longer holds the chunk (the newest lock
+        cell is another token's, or the lock is gone). The cell written is kvdbclient's own
+        lock mutation."""
+        return self._fenced(chunk_id, token, [self.client._set_lock_mutation(LOCK, token)])
+
+    def mark_done(self, chunk_id: int, token: int) -> bool:
+        """Fenced done marker: iff ``token`` still holds a live claim, write ``chunk_done``
+        (value ``token``) and clear the claim and the attempt record, in one conditional
+        mutation. False: the claim was lost and nothing was written."""
+        mutations = [
+            SetCell(CHUNK_DONE.family_id, CHUNK_DONE.key, CHUNK_DONE.serialize(token)),
+            DeleteRangeFromColumn(LOCK.family_id, LOCK.key),
+            DeleteRangeFromColumn(STARTED.family_id, STARTED.key),
+            DeleteRangeFromColumn(NOTE.family_id, NOTE.key),
+        ]
+        return self._fenced(chunk_id, token, mutations, live=True)
+
+    def begin(self, chunk_id: int, token: int) -> bool:
+        """Record that ``token``'s attempt starts writing (``chunk_started``), fenced. Read the
+        prior attempt (:meth:`prior_attempt`) first: this overwrites its record."""
+        cell = SetCell(STARTED.family_id, STARTED.key, STARTED.serialize(token))
+        return self._fenced(chunk_id, token, [cell])
+
+    def save_note(self, chunk_id: int, token: int, note: bytes) -> bool:
+        """Store the workload's recovery note (e.g. the node ids it is about to write) in the
+        chunk's row, fenced; a later attempt reads it in :meth:`prior_attempt`."""
+        return self._fenced(chunk_id, token, [SetCell(NOTE.family_id, NOTE.key, bytes(note))])
+
+    def prior_attempt(self, chunk_id: int, token: int) -> PriorAttempt | None:
+        """The unfinished earlier attempt of ``chunk_id`` (read while ``token`` holds it), or
+        None if there was none: no ``chunk_started`` cell and no lock cell of another token.
+        A chunk whose done marker was written has no attempt record (:meth:`mark_done`
+        clears it)."""
+        row = self.client._table.read_row(
+            self._key(chunk_id),
+            row_filter=RowFilterUnion(
+                [latest_cell(STARTED), latest_cell(NOTE), column_filter(LOCK)]
+            ),
+        )
+        started = note = None
+        others: list[int] = []
+        for cell in row.cells if row is not None else []:
+            if cell.qualifier == STARTED.key and started is None:
+                started = int(STARTED.deserialize(cell.value))
+            elif cell.qualifier == NOTE.key and note is None:
+                note = bytes(cell.value)
+            elif cell.qualifier == LOCK.key:
+                value = int(LOCK.deserialize(cell.value))
+                if value != token:
+                    others.append(value)
+        if started is None and not others and note is None:
+            return None
+        return PriorAttempt(started if started is not None else (others or [None])[0], note)
 
     def release(self, chunk_id: int, token: int) -> bool:
-        """Release ``token``'s unexpired lock on ``chunk_id``; another holder's lock is left
-        alone. Returns whether a lock was released."""
-        return bool(self.client.unlock_by_row_key(self._key(chunk_id), token))
+        """Release ``token``'s claim on ``chunk_id``; another holder's claim is left alone (see
+        :mod:`~shared.adapters.bigtable.ledger_filters`). Returns whether one was released."""
+        return self._fenced(chunk_id, token, [DeleteRangeFromColumn(LOCK.family_id, LOCK.key)])
 
     def is_done(self, chunk_id: int) -> bool:
         """Whether ``chunk_id`` carries the done marker (whatever its value)."""
-        row = self.client._table.read_row(self._key(chunk_id), row_filter=_latest_cell(CHUNK_DONE))
+        row = self.client._table.read_row(self._key(chunk_id), row_filter=latest_cell(CHUNK_DONE))
         return row is not None and len(row.cells) > 0
 
     def done_among(self, chunk_ids: Iterable[int]) -> set[int]:
@@ -190,66 +269,15 @@ class ChunkLedger:
         for start in range(0, len(keys), _MAX_KEYS_PER_READ):
             query = ReadRowsQuery(
                 row_keys=keys[start : start + _MAX_KEYS_PER_READ],
-                row_filter=_latest_cell(CHUNK_DONE),
+                row_filter=latest_cell(CHUNK_DONE),
             )
             for row in self.client._table.read_rows(query):
                 if row.cells:
                     done.add(chunk_id_from_row_key(row.row_key))
         return done
 
-    def _release_quietly(self, key: bytes, token: int) -> None:
+    def _release_quietly(self, chunk_id: int, token: int) -> None:
         try:
-            self.client.unlock_by_row_key(key, token)
+            self.release(chunk_id, token)
         except Exception:  # the original error matters more
-            log.exception("could not release lock on row %s", key.hex())
-
-
-def open_bigtable_client(
-    table_id: str,
-    project: str,
-    instance: str,
-    lock_expiry: timedelta,
-    create: bool = False,
-    *,
-    meta: Any = None,
-    version: str = DEFAULT_TABLE_VERSION,
-) -> BigTableClient:
-    """Build a kvdbclient ``BigTableClient`` for ``table_id`` with ``lock_expiry``.
-
-    With ``create=True`` the table is created with kvdbclient's default column families (and
-    ``meta``/``version`` written) unless it exists already. Honors ``BIGTABLE_EMULATOR_HOST``.
-    Close the client with :func:`close_bigtable_client` (or ``client.close()``).
-    """
-    config = BigTableConfig(PROJECT=project, INSTANCE=instance, ADMIN=True, READ_ONLY=False)
-    if create:
-        creator = BigTableClient(table_id, config, lock_expiry=lock_expiry)
-        try:
-            creator.create_table(meta, version)
-        except ValueError as exc:  # kvdbclient: "<table> already exists."
-            if "already exists" not in str(exc):
-                raise
-        except AlreadyExists:  # lost a race with another creator
-            pass
-        finally:
-            close_bigtable_client(creator)
-    return BigTableClient(table_id, config, lock_expiry=lock_expiry)
-
-
-def ensure_table(table_id: str, project: str, instance: str) -> None:
-    """Create a graph table (kvdbclient's column families) unless it exists: the `setup`
-    step, which every Job of the graph needs before its first claim."""
-    close_bigtable_client(
-        open_bigtable_client(table_id, project, instance, timedelta(seconds=60), create=True)
-    )
-
-
-def close_bigtable_client(client: BigTableClient) -> None:
-    """Close the data client and, if kvdbclient created one, its admin client (which
-    ``client.close()`` leaves open)."""
-    client.close()
-    admin_table = getattr(client, "_Client__admin_table", None)
-    if admin_table is not None:
-        try:
-            admin_table._instance._client.close()
-        except Exception:  # best effort
-            log.debug("closing the Bigtable admin client failed", exc_info=True)
+            log.exception("could not release the claim on chunk %d", chunk_id)

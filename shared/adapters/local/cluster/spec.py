@@ -193,6 +193,8 @@ def parse_manifest(manifest: dict[str, Any]) -> JobSpec:
     if completions is None:
         raise _reject("spec.completions is required for an Indexed Job")
     per_index = _int(spec, "backoffLimitPerIndex", None)
+    if spec.get("podReplacementPolicy", "Failed") != "Failed":  # the only one implemented
+        raise _reject("spec.podReplacementPolicy: the local cluster implements only Failed")
     max_failed = _int(spec, "maxFailedIndexes", None)
     if max_failed is not None and (per_index is None or max_failed > completions):
         raise _reject("spec.maxFailedIndexes needs backoffLimitPerIndex and <= completions")

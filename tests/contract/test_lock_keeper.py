@@ -1,0 +1,143 @@
+"""The lock keeper against the Bigtable emulator: renewals keep a claim, renewals that raise
+count towards loss, a lost or expiring claim is cancelled, logged as ``claim_lost`` and, if
+its chunk still runs, ends the pod before the claim can lapse."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from shared.adapters.bigtable.chunk_ledger import LOCK, ChunkLedger, ClaimResult
+from worker.lock_keeper import CLAIM_LOST, LockKeeper
+from worker.logs import JsonLogger
+
+A, B = 0x1111_2222_3333_4444, 0x5555_6666_7777_8888
+EXPIRY = 1.2
+
+
+def _keeper(ledger: ChunkLedger) -> tuple[LockKeeper, io.StringIO, dict[str, list[int]]]:
+    out = io.StringIO()
+    calls: dict[str, list[int]] = {"expiring": [], "overdue": []}
+    keeper = LockKeeper(
+        ledger,
+        A,
+        EXPIRY,
+        JsonLogger(stream=out),
+        on_expiring=calls["expiring"].append,
+        on_overdue=calls["overdue"].append,
+    )
+    return keeper, out, calls
+
+
+def _records(out: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
+
+
+def _wait(cond: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _ledger(bigtable_table, bigtable_client) -> ChunkLedger:
+    _, table_id = bigtable_table
+    return ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY)))
+
+
+def test_renewals_keep_the_claim_past_its_expiry(bigtable_table, bigtable_client):
+    ledger = _ledger(bigtable_table, bigtable_client)
+    keeper, out, calls = _keeper(ledger)
+    sent = time.monotonic()
+    assert ledger.claim(1, A) is ClaimResult.ACQUIRED
+    cancel = keeper.hold(1, sent)
+    keeper.start()
+    try:
+        deadline = time.monotonic() + 3 * EXPIRY
+        while time.monotonic() < deadline:
+            assert ledger.claim(1, B) is ClaimResult.HELD_BY_OTHER
+            time.sleep(0.1)
+        assert not cancel.is_set() and calls == {"expiring": [], "overdue": []}
+        assert ledger.mark_done(1, A)
+    finally:
+        keeper.stop()
+
+
+def test_renewals_that_raise_end_the_attempt_before_the_claim_lapses(
+    bigtable_table, bigtable_client
+):
+    ledger = _ledger(bigtable_table, bigtable_client)
+    keeper, out, calls = _keeper(ledger)
+    renewed: list[float] = []
+
+    def unreachable(cid: int, token: int) -> bool:
+        renewed.append(time.monotonic())
+        raise ConnectionError("Bigtable unreachable")
+
+    ledger.renew = unreachable  # type: ignore[method-assign]
+    sent = time.monotonic()
+    assert ledger.claim(2, A) is ClaimResult.ACQUIRED
+    cancel = keeper.hold(2, sent)
+    keeper.start()
+    try:
+        assert _wait(cancel.is_set)
+        cancelled = time.monotonic()
+        # Cancelled after expiry - margin, well before the claim could lapse.
+        assert EXPIRY * 0.75 - 0.05 <= cancelled - sent < EXPIRY
+        assert calls["expiring"] == [2] and 2 in keeper.expiring and keeper.troubled(2)
+        assert len(renewed) >= 2  # retried sooner after a failure
+        # The chunk still runs: the pod is ended before the claim lapses.
+        assert _wait(lambda: calls["overdue"] == [2])
+        assert time.monotonic() - sent < EXPIRY
+        assert ledger.claim(2, B) is ClaimResult.HELD_BY_OTHER  # not lapsed yet
+    finally:
+        keeper.stop()
+    lost = [r for r in _records(out) if r.get("event") == CLAIM_LOST]
+    assert lost and lost[0]["severity"] == "ERROR" and lost[0]["chunk_id"] == 2
+
+
+def test_a_chunk_that_returns_after_the_cancel_is_not_ended(bigtable_table, bigtable_client):
+    ledger = _ledger(bigtable_table, bigtable_client)
+    keeper, _, calls = _keeper(ledger)
+    ledger.renew = lambda cid, token: (_ for _ in ()).throw(TimeoutError())  # type: ignore
+    assert ledger.claim(3, A) is ClaimResult.ACQUIRED
+    cancel = keeper.hold(3, time.monotonic())
+    keeper.start()
+    try:
+        assert _wait(cancel.is_set)
+        keeper.drop(3)  # the plugin noticed (check_cancelled) and returned
+        time.sleep(EXPIRY / 2)
+        assert calls["overdue"] == []
+    finally:
+        keeper.stop()
+
+
+def test_a_claim_taken_by_another_is_lost_at_the_next_renewal(bigtable_table, bigtable_client):
+    ledger = _ledger(bigtable_table, bigtable_client)
+    keeper, out, calls = _keeper(ledger)
+    assert ledger.claim(4, A) is ClaimResult.ACQUIRED
+    cancel = keeper.hold(4, time.monotonic())
+    # Another worker holds it now (as after a lapse while this process was frozen).
+    ledger.client._table.mutate_row(ledger._key(4), [ledger.client._set_lock_mutation(LOCK, B)])
+    keeper.start()
+    try:
+        assert _wait(cancel.is_set)
+        assert 4 in keeper.lost and keeper.troubled(4) and calls["expiring"] == []
+    finally:
+        keeper.stop()
+    assert any(r.get("event") == CLAIM_LOST for r in _records(out))
+    assert not ledger.mark_done(4, A)
+
+
+def test_stopped_keeper_threads_do_not_linger():
+    keeper = LockKeeper(None, A, EXPIRY, JsonLogger(stream=io.StringIO()))  # type: ignore[arg-type]
+    keeper.start()
+    keeper.stop()
+    time.sleep(0.3)
+    assert not any(t.name.startswith("lock-") and t.is_alive() for t in threading.enumerate())
