@@ -242,7 +242,8 @@ def _format_errors(path: Path, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping; ConfigError names the file and what is wrong."""
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -261,7 +262,7 @@ def load_config(path: str | Path) -> PipelineConfig:
     in `compat_notes`); a dataset without `data_source.size` takes it from the watershed.
     """
     path = Path(path).resolve()
-    raw, notes = config_compat.map_pipeline(_read_yaml(path))
+    raw, notes = config_compat.map_pipeline(read_yaml(path))
     for reserved in ("dataset_config", "source_path", "compat_notes"):
         if reserved in raw:
             raise ConfigError(f"{path}: {reserved}: unknown key (typo?)")
@@ -270,7 +271,7 @@ def load_config(path: str | Path) -> PipelineConfig:
     except ValidationError as e:
         raise ConfigError(_format_errors(path, e)) from None
     ds_path = (path.parent / cfg.dataset).resolve()
-    ds_raw, ds_notes = config_compat.map_dataset(_read_yaml(ds_path))
+    ds_raw, ds_notes = config_compat.map_dataset(read_yaml(ds_path))
     try:
         dataset = Dataset(**ds_raw)
     except ValidationError as e:

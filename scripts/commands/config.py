@@ -7,25 +7,12 @@ mapped files for operators who want to keep the new shape, and checks they load 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 import yaml
 
-from shared.config import ConfigError, load_config
+from shared.config import ConfigError, load_config, read_yaml
 from shared.config_compat import map_dataset, map_pipeline
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
 
 
 def _new_name(path: Path) -> Path:
@@ -38,9 +25,9 @@ def import_files(old: Path, out: Path | None, force: bool) -> tuple[Path, Path, 
     The new dataset file is written next to the new pipeline file, so relative paths in it
     (a local watershed) resolve as before when both stay beside the old files (the default).
     """
-    pipeline, notes = map_pipeline(_read(old))
+    pipeline, notes = map_pipeline(read_yaml(old))
     old_dataset = old.parent / str(pipeline.get("dataset") or "dataset.yml")
-    dataset, ds_notes = map_dataset(_read(old_dataset))
+    dataset, ds_notes = map_dataset(read_yaml(old_dataset))
     out = out or _new_name(old)
     new_dataset = out.parent / _new_name(old_dataset).name
     for path in (out, new_dataset):

@@ -99,6 +99,7 @@ def manifest(
     parallelism: int = 1,
     suspend: bool = False,
     labels: dict[str, str] | None = None,
+    max_failed: int | None = None,
 ) -> dict[str, Any]:
     """A small Indexed Job as the controller renders them (podFailurePolicy included)."""
     return {
@@ -110,7 +111,7 @@ def manifest(
             "completions": completions,
             "parallelism": parallelism,
             "backoffLimitPerIndex": 1,
-            "maxFailedIndexes": completions,
+            "maxFailedIndexes": completions if max_failed is None else max_failed,
             "suspend": suspend,
             "podFailurePolicy": {
                 "rules": [
@@ -252,3 +253,74 @@ def test_delete_job_removes_it(cluster: Target) -> None:
     cluster.cluster.delete_job(name)
     wait_for(lambda: cluster.cluster.get_job(name) is None, cluster.timeout, f"{name} to go")
     cluster.cluster.delete_job(name)  # deleting what is gone is fine
+
+
+# -- failure policy: what the controller's layer states rest on -------------------------------
+
+# Index 0 exits 42 (a fatal chunk), the others succeed.
+FATAL_INDEX_0 = "import os, sys; sys.exit(42 if os.environ['JOB_COMPLETION_INDEX'] == '0' else 0)"
+# Index 0 exits 1 (transient) on every attempt, the others succeed.
+TRANSIENT_INDEX_0 = (
+    "import os, sys; sys.exit(1 if os.environ['JOB_COMPLETION_INDEX'] == '0' else 0)"
+)
+
+
+def test_exit_42_fails_only_that_index_without_a_retry(cluster: Target) -> None:
+    name = unique("fatal")
+    create(cluster, manifest(name, FATAL_INDEX_0, completions=3, parallelism=3))
+    job = finished(cluster, name)
+    assert (job.completed_indexes, job.failed_indexes) == ("1-2", "0")
+    assert (job.condition, job.reason) == ("Failed", "FailedIndexes")
+    # FailIndex: no second attempt, although backoffLimitPerIndex allows one.
+    assert len(cluster.cluster.list_pods(name, 0)) == 1
+
+
+def test_a_transient_index_is_retried_up_to_its_backoff_limit(cluster: Target) -> None:
+    name = unique("retry")
+    create(cluster, manifest(name, TRANSIENT_INDEX_0, completions=2, parallelism=2))
+    job = finished(cluster, name)
+    assert (job.completed_indexes, job.failed_indexes) == ("1", "0")
+    assert len(cluster.cluster.list_pods(name, 0)) == 2  # backoffLimitPerIndex 1: two tries
+
+
+def test_max_failed_indexes_exceeded_fails_the_job_at_once(cluster: Target) -> None:
+    name = unique("maxfail")
+    create(cluster, manifest(name, FATAL_INDEX_0, completions=3, parallelism=1, max_failed=0))
+    job = finished(cluster, name)
+    assert (job.condition, job.reason) == ("Failed", "MaxFailedIndexesExceeded")
+    assert "0" in job.failed_indexes
+
+
+def test_a_disrupted_pod_costs_its_index_no_retry(cluster: Target) -> None:
+    if cluster.kind != "local":
+        pytest.skip("preempting a pod on demand needs the local cluster (GKE: drain a node)")
+    name = unique("spot")
+    create(cluster, manifest(name, SLEEP, completions=1, parallelism=1))
+    c = cluster.cluster
+    pod = wait_for(
+        lambda: next((p for p in c.list_pods(name) if p.phase == "Running"), None),
+        cluster.timeout,
+        f"{name}'s pod to run",
+    )
+    assert c.preempt_pod(pod.name)  # type: ignore[attr-defined]
+    # The Ignore rule: a replacement pod, and the index has not failed (its one retry unused).
+    wait_for(
+        lambda: any(p.name != pod.name and p.phase == "Running" for p in c.list_pods(name, 0)),
+        cluster.timeout,
+        f"{name}'s replacement pod",
+    )
+    job = c.get_job(name)
+    assert (job.failed_indexes, job.finished) == ("", False)
+
+
+def test_validate_job_accepts_a_valid_job_and_names_what_is_wrong(cluster: Target) -> None:
+    from shared.cluster import ManifestRejectedError
+
+    name = unique("dry")
+    good = manifest(name, PRINT_INDEX)
+    cluster.cluster.validate_job(good)  # a dry run: nothing is created
+    assert cluster.cluster.get_job(name) is None
+    bad = manifest(name, PRINT_INDEX, completions=2)
+    bad["spec"]["maxFailedIndexes"] = 5  # more than completions: refused by the API server
+    with pytest.raises(ManifestRejectedError, match="maxFailedIndexes"):
+        cluster.cluster.validate_job(bad)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from shared.adapters.bigtable.chunk_ledger import ChunkLedger
-from tests.contract.test_worker import (  # noqa: F401 - `demo` is a fixture
+from tests.builders.worker_runs import (
     N_LAYERS,
     _env,
     _finish,
@@ -25,7 +25,6 @@ from tests.contract.test_worker import (  # noqa: F401 - `demo` is a fixture
     _run_layer,
     _start,
     _wait_for,
-    demo,
 )
 
 # The lock expiry is long on purpose: a retry that waited it out would show in the time.

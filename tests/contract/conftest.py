@@ -1,0 +1,22 @@
+"""Fixtures of the contract tests that run workers as subprocesses."""
+
+from __future__ import annotations
+
+import pytest
+
+from demo.oracle import expected_stats
+from demo.volume import generate_volume, save_volume
+from tests.builders.worker_runs import CHUNK, N_LAYERS, SIZE, Demo
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    path = tmp_path_factory.mktemp("demo") / "volume.npy"
+    vol = generate_volume(SIZE, seed=3)
+    save_volume(path, vol)
+    dataset = {
+        "data_source": {"size": list(SIZE), "watershed": str(path)},
+        "graph_config": {"CHUNK_SIZE": list(CHUNK), "SPATIAL_BITS": 10},
+    }
+    assert N_LAYERS == 4
+    return Demo(vol, dataset, expected_stats(vol, CHUNK, N_LAYERS))
