@@ -7,14 +7,11 @@ The `kubernetes` client is real; only `ApiClient.call_api` is replaced (tests/bu
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import pytest
 import urllib3
 from kubernetes.client import ApiException
 
-from shared.adapters.gke.cluster import GkeCluster
 from shared.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError
 from shared.config import load_config
 from shared.manifest import render_job
@@ -25,28 +22,9 @@ from tests.builders.gke_api import (
     INTERNAL,
     MANIFEST,
     UNAUTHORIZED,
-    FakeServer,
-    fake_gke,
     status_body,
 )
 from tests.builders.k8s_objects import INVALID
-
-
-@pytest.fixture(autouse=True)
-def _ca_files_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """from_gke writes the CA to a temp file: keep those in the test's own folder."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-
-
-@pytest.fixture
-def server() -> FakeServer:
-    return FakeServer()
-
-
-@pytest.fixture
-def gke(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> GkeCluster:
-    return fake_gke(server, monkeypatch)
-
 
 # -- create: the translation table --------------------------------------------------------
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,25 +28,7 @@ from tests.builders.gke_api import (
     NOT_FOUND,
     UNAUTHORIZED,
     FakeServer,
-    fake_gke,
 )
-
-
-@pytest.fixture(autouse=True)
-def _ca_files_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """from_gke writes the CA to a temp file: keep those in the test's own folder."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-
-
-@pytest.fixture
-def server() -> FakeServer:
-    return FakeServer()
-
-
-@pytest.fixture
-def gke(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> GkeCluster:
-    return fake_gke(server, monkeypatch)
-
 
 # -- auth: the token hook ------------------------------------------------------------------
 

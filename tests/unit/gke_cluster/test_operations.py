@@ -4,14 +4,11 @@ and mapped answers (the client is real, `ApiClient.call_api` answers: tests/buil
 
 from __future__ import annotations
 
-import tempfile
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from shared.adapters.gke.cluster import GkeCluster
 from shared.cluster import (
     ClusterError,
     ClusterUnreachableError,
@@ -25,29 +22,10 @@ from tests.builders.gke_api import (
     INTERNAL,
     NOT_FOUND,
     WAITING,
-    FakeServer,
-    fake_gke,
     query,
     status_body,
 )
 from tests.builders.k8s_objects import job, pod
-
-
-@pytest.fixture(autouse=True)
-def _ca_files_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """from_gke writes the CA to a temp file: keep those in the test's own folder."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-
-
-@pytest.fixture
-def server() -> FakeServer:
-    return FakeServer()
-
-
-@pytest.fixture
-def gke(server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> GkeCluster:
-    return fake_gke(server, monkeypatch)
-
 
 # -- the other operations ----------------------------------------------------------------
 
