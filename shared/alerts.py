@@ -9,6 +9,7 @@ and `at` (ISO time of the decision), plus the kind's details:
 - `layer_stalled`: `no_progress_s`
 - `budget_reached`: `spend_usd`, `budget_usd`
 - `run_finished`: `status`
+- `run_unhealthy`: `error`, `failures` (consecutive failed reconciles), `since`
 
 A batch's chunks are computed here (`shared.layer_spec`); its `log_tail` is empty in the
 committed body and filled by the controller when it publishes, best effort. Pure module.
@@ -58,3 +59,23 @@ def with_log_tails(body: dict[str, Any], tails: dict[int, str]) -> dict[str, Any
     """A copy of `body` whose batches carry the fetched log tails (by index)."""
     batches = [{**b, "log_tail": tails.get(int(b["index"]), "")} for b in body["batches"]]
     return {**body, "batches": batches}
+
+
+def run_unhealthy_body(
+    run_id: str, error: str, failures: int, since: datetime, now: datetime
+) -> dict[str, Any]:
+    """The alert for a run the controller has failed to reconcile `failures` times in a row
+    (sent once per spell; the other runs go on). Its `alert_id` names the spell."""
+    return {
+        "kind": "run_unhealthy",
+        "alert_id": f"run_unhealthy-{run_id}-{since.isoformat()}",
+        "run_id": run_id,
+        "graph_id": "",
+        "stage": "",
+        "layer": 0,
+        "at": now.isoformat(),
+        "error": error,
+        "failures": failures,
+        "since": since.isoformat(),
+        "fix": f"see the error; fix the run's cause, or `pipeline pause {run_id}`",
+    }

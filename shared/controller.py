@@ -17,9 +17,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.alerts import LOG_TAIL_LINES, alert_body, tail_requests, with_log_tails
+from shared.alerts import (
+    LOG_TAIL_LINES,
+    alert_body,
+    run_unhealthy_body,
+    tail_requests,
+    with_log_tails,
+)
 from shared.build_plan import plan_for
-from shared.cluster import Cluster, ManifestRejectedError
+from shared.cluster import Cluster, ClusterUnreachableError, ManifestRejectedError
 from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
 from shared.job_events import JobEvent
@@ -36,13 +42,21 @@ from shared.reconcile import (
     decide,
     reject,
 )
-from shared.run_store import RunStore, StaleStateError
+from shared.run_store import RunNotFoundError, RunStore, StaleStateError
 from shared.state import layer_key
 
 log = logging.getLogger("cave_pipeline.controller")
 
 AlertPublisher = Callable[[str, dict[str, Any]], None]
 STALE_RETRIES = 5  # reconciles of one run that may lose the commit race before giving up
+UNHEALTHY_AFTER = 5  # consecutive failed tick reconciles of one run before `run_unhealthy`
+# Failures that say nothing about the run itself: if every run fails with one, the tick is
+# retried by Pub/Sub rather than acknowledged.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    ClusterUnreachableError,
+    ConnectionError,
+    TimeoutError,
+)
 
 
 def utcnow() -> datetime:
@@ -129,8 +143,42 @@ class Controller:
             raise
 
     def on_tick(self) -> list[ReconcileResult]:
-        """The heartbeat: reconcile every active run (ramps, stalls, lost events)."""
-        return [self.reconcile(run_id) for run_id in self.store.active_runs()]
+        """The heartbeat: reconcile every active run (ramps, stalls, lost events).
+
+        Runs are isolated: one that raises is logged, counted on its run document and
+        skipped, so it never holds up the others; after UNHEALTHY_AFTER consecutive failures
+        a `run_unhealthy` alert is sent once (until a reconcile of it succeeds again). The
+        tick raises (to be redelivered) only when every run failed for a transient reason."""
+        results: list[ReconcileResult] = []
+        failures: list[Exception] = []
+        tried = 0
+        for run_id in self.store.active_runs():
+            tried += 1
+            try:
+                results.append(self.reconcile(run_id))
+                self.store.record_reconcile_success(run_id)
+            except RunNotFoundError:
+                tried -= 1  # purged since the query
+            except Exception as e:  # noqa: BLE001 - isolation: the other runs go on
+                failures.append(e)
+                self._reconcile_failed(run_id, e)
+        if failures and len(failures) == tried:
+            if all(isinstance(e, TRANSIENT_ERRORS) for e in failures):
+                raise failures[0]
+        return results
+
+    def _reconcile_failed(self, run_id: str, error: Exception) -> None:
+        """Log, count and (once per spell) alert one run's failed reconcile; best effort."""
+        text = f"{type(error).__name__}: {error}"
+        _log("ERROR", "reconcile failed", run=run_id, error=text)
+        try:
+            now = self.clock()
+            health = self.store.record_reconcile_failure(run_id, text, now, UNHEALTHY_AFTER)
+            if health is not None and health.alert_due:
+                body = run_unhealthy_body(run_id, text, health.failures, health.since, now)
+                self.publish_alert("run_unhealthy", body)
+        except Exception as e:  # noqa: BLE001 - the store may be what is failing
+            _log("ERROR", "reconcile failure not recorded", run=run_id, error=repr(e))
 
     # ---- the loop -------------------------------------------------------------------
     def reconcile(self, run_id: str) -> ReconcileResult:

@@ -36,6 +36,17 @@ class StoredAlert:
     sent: bool
 
 
+@dataclass(frozen=True)
+class RunHealth:
+    """Consecutive failed reconciles of one run (reset by a successful one): how many, since
+    when, the last error, and whether this failure is the one that should alert."""
+
+    failures: int
+    since: datetime
+    error: str
+    alert_due: bool
+
+
 class RunStore(Protocol):
     def create_run(self, state: RunState) -> None:
         """Store a new run and all its layers; RunExistsError if the id is taken."""
@@ -65,6 +76,16 @@ class RunStore(Protocol):
 
     def list_runs(self) -> list[RunState]:
         """Every run, newest first (layers not loaded)."""
+
+    def record_reconcile_failure(
+        self, run_id: str, error: str, now: datetime, alert_after: int
+    ) -> RunHealth | None:
+        """Count one more consecutive failed reconcile (outside the version precondition: a
+        run that cannot be reconciled cannot commit either). `alert_due` is True exactly once
+        per unhealthy spell, on the failure that reaches `alert_after`. None if no such run."""
+
+    def record_reconcile_success(self, run_id: str) -> None:
+        """End an unhealthy spell, if any (the next spell alerts again)."""
 
     def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
         """Outbox alerts not yet published."""

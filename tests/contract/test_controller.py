@@ -228,3 +228,71 @@ def test_budget_guard_prices_with_the_controllers_rate_table(store, run):
     job = state.layers["ingest-L2"].job_name
     assert (job, None, True) in cluster.patches
     assert [k for k, _ in published] == ["budget_reached"]
+
+
+class RunFailingCluster(RecordingCluster):
+    """Refuses every call about the Jobs of the runs in `broken` (with `error`)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+        self.broken: set[str] = set()
+
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        if manifest["metadata"]["annotations"]["cave-pipeline/run-id"] in self.broken:
+            raise self.error
+        super().validate_job(manifest)
+
+    def get_job(self, name: str):
+        manifest = self.manifests.get(name)
+        if manifest and manifest["metadata"]["annotations"]["cave-pipeline/run-id"] in self.broken:
+            raise self.error
+        return super().get_job(name)
+
+
+def _two_runs(store) -> None:
+    cfg = load_config(DEMO)
+    for run_id in ("bad", "good"):
+        store.create_run(new_run(cfg, run_id, ["ingest"], "auto", NOW))
+
+
+def test_a_failing_run_never_holds_up_the_others_on_ticks(store):
+    """The run that raises ("bad", reconciled first) is logged, counted and skipped; the
+    other is reconciled on every tick; `run_unhealthy` goes out once, at the fifth failure,
+    and again only after a success ended the spell."""
+    _two_runs(store)
+    cluster = RunFailingCluster(ClusterError("jobs.batch is forbidden: 403"))
+    cluster.broken.add("bad")
+    controller, published = _published(store, cluster)
+    for tick in range(1, 8):
+        results = controller.on_tick()
+        assert [r.run_id for r in results] == ["good"]
+        assert store.reconcile_health("bad")["failures"] == tick
+    assert store.load_run("good").layers["ingest-L2"].phase == "running"
+    assert store.load_run("bad").version == 0
+    [(kind, body)] = [p for p in published if p[0] == "run_unhealthy"]
+    assert body["run_id"] == "bad" and body["failures"] == 5 and "403" in body["error"]
+    assert store.reconcile_health("good") is None
+
+    cluster.broken.clear()
+    assert sorted(r.run_id for r in controller.on_tick()) == ["bad", "good"]
+    assert store.reconcile_health("bad") is None
+    cluster.broken.add("bad")
+    for _ in range(5):
+        controller.on_tick()
+    assert [k for k, _ in published].count("run_unhealthy") == 2
+
+
+def test_a_tick_is_retried_only_when_every_run_failed_transiently(store):
+    _two_runs(store)
+    cluster = RunFailingCluster(ClusterUnreachableError("cannot reach the API server"))
+    cluster.broken.update({"bad", "good"})
+    controller, _ = _published(store, cluster)
+    with pytest.raises(ClusterUnreachableError):
+        controller.on_tick()
+    assert store.reconcile_health("good")["failures"] == 1
+    cluster.broken.discard("good")
+    assert [r.run_id for r in controller.on_tick()] == ["good"]
+    cluster.error = ClusterError("a permanent refusal")
+    cluster.broken.add("good")
+    assert controller.on_tick() == []  # acknowledged: redelivery would not help

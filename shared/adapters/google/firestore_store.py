@@ -24,6 +24,7 @@ from google.cloud import firestore
 from shared.adapters.google.reconcile_lease import ReconcileLeaseMixin
 from shared.run_store import (
     RunExistsError,
+    RunHealth,
     RunNotFoundError,
     StaleStateError,
     StoredAlert,
@@ -32,6 +33,10 @@ from shared.state import RunState
 
 RUNS, LAYERS, ALERTS, PODS = "runs", "layers", "alerts", "pods"
 JOBS, DEDUPE = "jobs", "dedupe"
+# A field of the run document outside RunState: consecutive failed reconciles. Commits
+# update only RunState's fields, so they leave it alone.
+HEALTH = "reconcile_health"
+ERROR_CHARS = 2000  # of the last error kept on the run document
 # Pod records per page document: ~300 bytes each, well under the 1 MiB document limit.
 POD_PAGE = 1000
 
@@ -209,6 +214,44 @@ class FirestoreRunStore(ReconcileLeaseMixin):
         runs = [RunState.from_docs(d.to_dict(), []) for d in self.db.collection(RUNS).stream()]
         epoch = datetime.min.replace(tzinfo=UTC)
         return sorted(runs, key=lambda r: r.created_at or epoch, reverse=True)
+
+    def record_reconcile_failure(
+        self, run_id: str, error: str, now: datetime, alert_after: int
+    ) -> RunHealth | None:
+        ref = self._run(run_id)
+        for _ in range(10):
+            snap = ref.get()
+            if not snap.exists:
+                return None
+            old = (snap.to_dict() or {}).get(HEALTH) or {}
+            failures = int(old.get("failures", 0)) + 1
+            alert_due = failures >= alert_after and not old.get("alerted", False)
+            new = {
+                "failures": failures,
+                "since": old.get("since", now),
+                "at": now,
+                "error": error[-ERROR_CHARS:],
+                "alerted": bool(old.get("alerted", False)) or alert_due,
+            }
+            # Under the update time read: of two racing failures both count, one alerts.
+            try:
+                ref.update(
+                    {HEALTH: new}, option=self.db.write_option(last_update_time=snap.update_time)
+                )
+            except (gexc.FailedPrecondition, gexc.Aborted):
+                continue
+            return RunHealth(failures, new["since"], new["error"], alert_due)
+        raise StaleStateError(f"run {run_id}: too much contention recording a failure")
+
+    def record_reconcile_success(self, run_id: str) -> None:
+        snap = self._run(run_id).get(field_paths=[HEALTH])
+        if snap.exists and (snap.to_dict() or {}).get(HEALTH):
+            self._run(run_id).update({HEALTH: firestore.DELETE_FIELD})
+
+    def reconcile_health(self, run_id: str) -> dict[str, Any] | None:
+        """The run's unhealthy spell, if any (for `pipeline inspect` and tests)."""
+        snap = self._run(run_id).get(field_paths=[HEALTH])
+        return (snap.to_dict() or {}).get(HEALTH) if snap.exists else None
 
     def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
         query = (
