@@ -271,10 +271,21 @@ class Controller:
 
     # ---- publish --------------------------------------------------------------------
     def flush_alerts(self, run_id: str) -> int:
-        """Publish the run's outbox; an alert is marked sent only after its publish."""
+        """Publish the run's outbox. Each entry is claimed under a precondition before its
+        publish (of concurrent flushers one wins), and marked sent after it; a flusher that
+        dies in between leaves a claim that expires, so delivery is at least once, with the
+        entry's id in the body and the `alert_id` attribute for subscribers to dedupe on."""
+        holder = uuid.uuid4().hex
         sent = []
         for alert in self.store.unsent_alerts(run_id):
-            self.publish_alert(alert.kind, self._enriched(run_id, alert.body))
+            if not self.store.claim_alert(run_id, alert, holder):
+                continue  # another reconcile is publishing it
+            body = {**self._enriched(run_id, alert.body), "alert_id": alert.alert_id}
+            try:
+                self.publish_alert(alert.kind, body)
+            except Exception:
+                self.store.release_alert(run_id, alert.alert_id)
+                raise
             sent.append(alert.alert_id)
         self.store.mark_alerts_sent(run_id, sent)
         return len(sent)

@@ -34,6 +34,9 @@ class StoredAlert:
     body: dict[str, Any]
     created_at: datetime
     sent: bool
+    # The store's version of the entry as read (Firestore: its update time): a claim is made
+    # under it, so of two flushers that read the same entry only one claims it.
+    read_version: Any = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,14 @@ class RunStore(Protocol):
         """End an unhealthy spell, if any (the next spell alerts again)."""
 
     def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
-        """Outbox alerts not yet published."""
+        """Outbox alerts not yet published and not claimed by a live flusher."""
+
+    def claim_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
+        """Take an unsent alert to publish it, under a precondition on the entry as read;
+        False if another flusher changed it first."""
+
+    def release_alert(self, run_id: str, alert_id: str) -> None:
+        """Give a claimed alert back (its publish failed): the next flush sends it."""
 
     def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
         """Record that alerts were published."""

@@ -5,6 +5,7 @@ and alert enrichment at publish time (best effort)."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -296,3 +297,71 @@ def test_a_tick_is_retried_only_when_every_run_failed_transiently(store):
     cluster.error = ClusterError("a permanent refusal")
     cluster.broken.add("good")
     assert controller.on_tick() == []  # acknowledged: redelivery would not help
+
+
+def _outbox(store, n: int) -> None:
+    """Put n alerts in run r1's outbox (one commit, as a decision would)."""
+    before = store.load_run("r1")
+    after = store.load_run("r1")
+    bodies = [{"kind": "layer_stalled", "run_id": "r1", "n": i} for i in range(n)]
+    store.commit(before, after, bodies)
+
+
+def test_concurrent_flushes_publish_each_alert_once(store, run):
+    """Four flushers of one outbox at once (job-events, ticks, kick and the tail watch):
+    each entry is claimed under a precondition, so each alert is published exactly once,
+    and carries its outbox id for subscribers to dedupe on."""
+    _outbox(store, 10)
+    published: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def publish(kind: str, body: dict[str, Any]) -> None:
+        time.sleep(0.02)  # a real publish takes a round trip: the flushers overlap
+        with lock:
+            published.append(body)
+
+    controllers = [
+        Controller(store, RecordingCluster(), publish, clock=lambda: NOW) for _ in range(4)
+    ]
+    barrier = threading.Barrier(len(controllers))
+
+    def go(c: Controller) -> None:
+        barrier.wait()
+        c.flush_alerts("r1")
+
+    threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    ids = [b["alert_id"] for b in published]
+    assert sorted(b["n"] for b in published) == list(range(10))
+    assert len(set(ids)) == 10
+    assert store.unsent_alerts("r1") == []
+
+
+def test_a_claim_whose_flusher_died_is_published_later(store, run, monkeypatch):
+    """At least once: an entry claimed by a flusher that never published is left alone while
+    the claim is fresh, and published once it expires."""
+    import shared.adapters.google.firestore_store as fs
+
+    _outbox(store, 1)
+    [alert] = store.unsent_alerts("r1")
+    assert store.claim_alert("r1", alert, "dead-flusher")
+    controller, published = _published(store, RecordingCluster())
+    assert controller.flush_alerts("r1") == 0
+    monkeypatch.setattr(fs, "ALERT_CLAIM_S", -60.0)
+    assert controller.flush_alerts("r1") == 1
+    assert [b["alert_id"] for _, b in published] == [alert.alert_id]
+
+
+def test_a_failed_publish_gives_the_alert_back(store, run):
+    _outbox(store, 1)
+
+    def down(kind: str, body: dict[str, Any]) -> None:
+        raise ConnectionError("pubsub unreachable")
+
+    with pytest.raises(ConnectionError):
+        Controller(store, RecordingCluster(), down, clock=lambda: NOW).flush_alerts("r1")
+    controller, published = _published(store, RecordingCluster())
+    assert controller.flush_alerts("r1") == 1 and len(published) == 1

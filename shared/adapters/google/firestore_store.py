@@ -15,7 +15,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -37,6 +37,9 @@ JOBS, DEDUPE = "jobs", "dedupe"
 # update only RunState's fields, so they leave it alone.
 HEALTH = "reconcile_health"
 ERROR_CHARS = 2000  # of the last error kept on the run document
+# An outbox claim older than this is taken to be a flusher that died before publishing:
+# the alert is claimed again (at least once), never lost.
+ALERT_CLAIM_S = 300.0
 # Pod records per page document: ~300 bytes each, well under the 1 MiB document limit.
 POD_PAGE = 1000
 
@@ -259,11 +262,36 @@ class FirestoreRunStore(ReconcileLeaseMixin):
             .collection(ALERTS)
             .where(filter=firestore.FieldFilter("sent", "==", False))
         )
+        stale = datetime.now(UTC) - timedelta(seconds=ALERT_CLAIM_S)
         out = [
-            StoredAlert(d.id, d.get("kind"), json.loads(d.get("body")), d.get("created_at"), False)
+            StoredAlert(
+                d.id,
+                d.get("kind"),
+                json.loads(d.get("body")),
+                d.get("created_at"),
+                False,
+                d.update_time,
+            )
             for d in query.stream()
+            if (d.to_dict().get("claimed_at") or stale) <= stale
         ]
         return sorted(out, key=lambda a: a.created_at)
+
+    def claim_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
+        ref = self._run(run_id).collection(ALERTS).document(alert.alert_id)
+        option = self.db.write_option(last_update_time=alert.read_version)
+        try:
+            # The server's clock, as `unsent_alerts` compares with the real time.
+            ref.update(
+                {"claimed_at": firestore.SERVER_TIMESTAMP, "claimed_by": holder}, option=option
+            )
+        except (gexc.FailedPrecondition, gexc.Aborted, gexc.NotFound):
+            return False
+        return True
+
+    def release_alert(self, run_id: str, alert_id: str) -> None:
+        ref = self._run(run_id).collection(ALERTS).document(alert_id)
+        ref.update({"claimed_at": None, "claimed_by": ""})
 
     def all_alerts(self, run_id: str) -> list[StoredAlert]:
         docs = self._run(run_id).collection(ALERTS).stream()
