@@ -189,8 +189,13 @@ class Controller:
             decision = decide(obs.seen, plan, self.rates, obs.now)
             manifests, refusals = self._dry_run(decision, plan)
             decision = reject(decision, refusals)
-            if decision.changed and not self._commit(obs, decision):
-                continue  # someone else moved the run on: decide again from fresh state
+            if decision.changed:
+                if not self._commit(obs, decision):
+                    continue  # someone else moved the run on: decide again from fresh state
+            elif decision.actions and self.store.run_version(run_id) != obs.seen.run.version:
+                # Nothing to commit, so nothing checked the read: an operator's pause (or
+                # another reconcile) since then must not be undone by acting on it.
+                continue
             self._act(decision, manifests)
             self.flush_alerts(run_id)
             return ReconcileResult(run_id, decision.state.status, len(decision.actions), attempt)

@@ -68,6 +68,9 @@ class RunStore(Protocol):
         StaleStateError), bumping the version; `alerts` are added to the run's outbox in the
         same atomic write; `pod_records` (layer key -> pod attempt docs) are stored too."""
 
+    def run_version(self, run_id: str) -> int:
+        """The run's stored version (one small read); RunNotFoundError if unknown."""
+
     def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
         """Load, apply `mutate`, commit; retried on StaleStateError. For operator actions."""
 

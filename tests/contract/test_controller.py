@@ -365,3 +365,33 @@ def test_a_failed_publish_gives_the_alert_back(store, run):
         Controller(store, RecordingCluster(), down, clock=lambda: NOW).flush_alerts("r1")
     controller, published = _published(store, RecordingCluster())
     assert controller.flush_alerts("r1") == 1 and len(published) == 1
+
+
+class PausingCluster(RecordingCluster):
+    """Runs `on_get_job` once, the first time a Job is read (between the controller's read
+    of the run and its act)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_get_job = None
+
+    def get_job(self, name: str):
+        hook, self.on_get_job = self.on_get_job, None
+        if hook is not None:
+            hook()
+        return super().get_job(name)
+
+
+def test_an_unchanged_decision_acts_only_on_rechecked_state(store, run):
+    """A reconcile that would resume a suspended Job (nothing to commit) re-checks the run's
+    version before acting: an operator's pause between its read and its act wins."""
+    cluster = PausingCluster()
+    controller, _ = _published(store, cluster)
+    controller.reconcile("r1")
+    job = store.load_run("r1").layers["ingest-L2"].job_name
+    cluster.finish(job, suspended=True)
+    cluster.on_get_job = lambda: store.update_run("r1", lambda r: setattr(r, "status", "paused"))
+    controller.reconcile("r1")
+    assert store.load_run("r1").status == "paused"
+    assert (job, None, False) not in cluster.patches
+    assert cluster.jobs[job].suspended

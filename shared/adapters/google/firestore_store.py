@@ -182,6 +182,12 @@ class FirestoreRunStore(ReconcileLeaseMixin):
                 by_uid[rec["uid"]] = rec
         return list(by_uid.values())
 
+    def run_version(self, run_id: str) -> int:
+        snap = self._run(run_id).get(field_paths=["version"])
+        if not snap.exists:
+            raise RunNotFoundError(f"no run {run_id!r} (see `pipeline runs`)")
+        return int(snap.get("version"))
+
     def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
         for _ in range(10):
             before = self.load_run(run_id)
