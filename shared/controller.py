@@ -30,6 +30,7 @@ from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
 from shared.job_events import JobEvent
 from shared.manifest import for_create
+from shared.ownership import stamped
 from shared.pricing import RateRow, load_rates
 from shared.reconcile import (
     Alert,
@@ -230,7 +231,10 @@ class Controller:
                     f"{lp.job_name or 'none'})"
                 )
                 continue
-            manifest = for_create(lp.manifest, action.parallelism, action.suspend)
+            ls = decision.state.layers[layer_key(action.stage, action.layer)]
+            manifest = stamped(
+                for_create(lp.manifest, action.parallelism, action.suspend), decision.state, ls
+            )
             try:
                 self.cluster.validate_job(manifest)
             except ManifestRejectedError as e:
@@ -259,8 +263,10 @@ class Controller:
         for action in decision.actions:
             if isinstance(action, CreateJob):
                 created = self.cluster.create_job(manifests[action.job_name])
+                # An existing Job is adopted only if it is ours: the next observe checks its
+                # owner marks (shared.ownership) before reading its progress.
                 _log(
-                    "INFO",
+                    "INFO" if created else "WARNING",
                     "job created" if created else "job exists",
                     run=state.run_id,
                     stage=action.stage,

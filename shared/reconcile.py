@@ -19,6 +19,7 @@ from shared import intervals
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing, run_cost
+from shared.ownership import foreign_owner
 from shared.pod_accounting import PodRecord, close_layer, record_pods
 from shared.pricing import RateRow
 from shared.state import LayerState, RunState, layer_key
@@ -148,6 +149,13 @@ def _running_layer(
         # Committed as running but the Job is missing (crash between commit and create, or
         # deleted by hand): create it again; the deterministic name makes this idempotent.
         out.append(CreateJob(ls.stage, ls.layer, ls.job_name, max(1, ls.parallelism), paused))
+        return
+    foreign = foreign_owner(job, run, ls)
+    if foreign is not None:
+        # A leftover under our name (a purged run's, another attempt's): never adopt its
+        # progress or its Complete condition, never touch it.
+        ls.phase, ls.finished_at, ls.failure_reason = "failed", now, foreign
+        out.append(Alert("layer_failed", ls.stage, ls.layer, {"reason": foreign, "fix": foreign}))
         return
     _job_progress(ls, job, now, out)
     if job.condition == "Complete":

@@ -395,3 +395,30 @@ def test_an_unchanged_decision_acts_only_on_rechecked_state(store, run):
     assert store.load_run("r1").status == "paused"
     assert (job, None, False) not in cluster.patches
     assert cluster.jobs[job].suspended
+
+
+def test_a_leftover_job_of_a_purged_run_is_never_adopted(store, run):
+    """Under the planned name the cluster holds a Complete Job of an earlier run of the same
+    id (the create found it "exists"): the layer fails naming it, never succeeds, with a
+    `layer_failed` alert, and the leftover is neither patched nor deleted."""
+    cluster = RecordingCluster()
+    controller, published = _published(store, cluster)
+    controller.reconcile("r1")
+    ls = store.load_run("r1").layers["ingest-L2"]
+    ours = cluster.jobs[ls.job_name]
+    assert ours.annotations["cave-pipeline/attempt"] == "0"
+    earlier = {**ours.annotations, "cave-pipeline/run-created": "2025-01-01T00:00:00+00:00"}
+    cluster.finish(
+        ls.job_name,
+        annotations=earlier,
+        condition="Complete",
+        completed_indexes=f"0-{ls.completions - 1}",
+        completion_time=NOW,
+    )
+    controller.reconcile("r1")
+    ls = store.load_run("r1").layers["ingest-L2"]
+    assert ls.phase == "failed" and ls.completed_indexes == ""
+    assert f"Job {ls.job_name} belongs to an earlier run r1" in ls.failure_reason
+    assert [k for k, _ in published] == ["layer_failed"]
+    assert "purge that run" in published[0][1]["reason"]
+    assert ls.job_name in cluster.jobs and cluster.patches == []
