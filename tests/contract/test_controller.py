@@ -189,7 +189,7 @@ def test_failed_index_alert_carries_chunks_and_the_log_tail(store, run):
     controller, published = _published(store, cluster)
     controller.reconcile("r1")
     [(kind, body)] = published
-    assert kind == "failed_indexes" and body["indexes"] == [1]
+    assert kind == "failed_indexes" and body["indexes"] == "1"
     [batch] = body["batches"]
     assert batch["index"] == 1 and batch["chunks"]
     assert batch["log_tail"] == f"traceback of {job}-1-x"
