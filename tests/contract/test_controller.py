@@ -67,7 +67,40 @@ def _published(store, cluster, rates=None) -> tuple[Controller, list[tuple[str, 
     return controller, out
 
 
-def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
+class RacingStore(FirestoreRunStore):
+    """Counts the commits that went through, and holds every commit between its version
+    read and its write until all racers got there: only the write's precondition can then
+    tell them apart."""
+
+    def __init__(self, project: str, racers: int) -> None:
+        super().__init__(project)
+        self.racers = racers
+        self.commits = 0
+        self.arrived = threading.Barrier(racers, timeout=3)
+        self._count_lock = threading.Lock()
+
+    def _write_pod_records(self, *args: Any) -> None:
+        try:
+            self.arrived.wait()
+        except threading.BrokenBarrierError:
+            pass  # a racer lost before reaching its write: the others go on
+        super()._write_pod_records(*args)
+
+    def commit(self, *args: Any, **kwargs: Any) -> None:
+        super().commit(*args, **kwargs)
+        with self._count_lock:
+            self.commits += 1
+
+    def next_round(self) -> None:
+        self.commits = 0
+        self.arrived = threading.Barrier(self.racers, timeout=3)
+
+
+def test_concurrent_reconciles_create_one_job_and_skip_no_layer(firestore_project, run):
+    """Four reconciles of one run at once, all past the version check before any writes:
+    exactly one decision is committed per step (the others find the run moved on), one Job
+    is created, no layer is skipped."""
+    store = RacingStore(firestore_project, 4)
     cluster = RecordingCluster()
     published: list[str] = []
     controllers = [
@@ -93,7 +126,9 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
 
     reconcile_all_at_once()
     assert not errors
+    assert store.commits == 1
     state = store.load_run("r1")
+    assert state.version == 1
     assert set(cluster.jobs) == {state.layers["ingest-L2"].job_name}
     assert state.layers["ingest-L3"].phase == "waiting"
     # Finish layer 2: concurrent reconciles start layer 3 exactly once, never layer 4.
@@ -104,8 +139,10 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
         completion_time=NOW,
     )
     barrier.reset()
+    store.next_round()
     reconcile_all_at_once()
     assert not errors
+    assert store.commits == 1
     state = store.load_run("r1")
     assert len(cluster.jobs) == 2
     assert state.layers["ingest-L3"].phase == "running"
