@@ -213,7 +213,8 @@ def _budget_guard(
     """Pause the run (suspending its Jobs) once its estimated spend reaches the budget."""
     if not state.budget_usd or billing is None or rates is None or state.budget_alerted:
         return
-    spend = run_cost(state, rates, billing, now).usd
+    cost = run_cost(state, rates, billing, now)
+    spend = cost.usd
     if spend < state.budget_usd:
         return
     state.budget_alerted = True
@@ -223,7 +224,13 @@ def _budget_guard(
             job = jobs.get(ls.job_name)
             if ls.phase == "running" and job is not None and not job.suspended:
                 out.append(PatchJob(ls.job_name, suspend=True))
-    details = {"spend_usd": round(spend, 4), "budget_usd": state.budget_usd}
+    details = {
+        "spend_usd": round(spend, 4),
+        "budget_usd": state.budget_usd,
+        # The breakdown (unrounded: a small run's pods cost fractions of a cent).
+        "pods_usd": spend - cost.cluster_fee_usd,
+        "cluster_fee_usd": cost.cluster_fee_usd,
+    }
     out.append(Alert("budget_reached", details=details))
 
 

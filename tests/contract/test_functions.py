@@ -138,6 +138,8 @@ def test_tick_reconciles_active_runs_and_publishes_alerts(env):
     assert kinds == ["approval_needed"]
     payload = json.loads(response.received_messages[0].message.data)
     assert payload["run_id"] == run_id and payload["layer"] == 2
+    # The outbox id, for subscribers to dedupe on (delivery is at least once).
+    assert response.received_messages[0].message.attributes["alert_id"] == payload["alert_id"]
     assert store.unsent_alerts(run_id) == []
 
 
