@@ -68,14 +68,14 @@ def _published(store, cluster, rates=None) -> tuple[Controller, list[tuple[str, 
 
 
 class RacingStore(FirestoreRunStore):
-    """Counts the commits that went through, and holds every commit between its version
-    read and its write until all racers got there: only the write's precondition can then
-    tell them apart."""
+    """Records the version each commit that went through was decided from, and holds every
+    commit between its version read and its write until all racers got there: only the
+    write's precondition can then tell them apart."""
 
     def __init__(self, project: str, racers: int) -> None:
         super().__init__(project)
         self.racers = racers
-        self.commits = 0
+        self.commits: list[int] = []  # the version each successful commit was decided from
         self.arrived = threading.Barrier(racers, timeout=3)
         self._count_lock = threading.Lock()
 
@@ -86,20 +86,21 @@ class RacingStore(FirestoreRunStore):
             pass  # a racer lost before reaching its write: the others go on
         super()._write_pod_records(*args)
 
-    def commit(self, *args: Any, **kwargs: Any) -> None:
-        super().commit(*args, **kwargs)
+    def commit(self, before, *args: Any, **kwargs: Any) -> None:
+        version = before.version
+        super().commit(before, *args, **kwargs)
         with self._count_lock:
-            self.commits += 1
+            self.commits.append(version)
 
     def next_round(self) -> None:
-        self.commits = 0
+        self.commits = []
         self.arrived = threading.Barrier(self.racers, timeout=3)
 
 
 def test_concurrent_reconciles_create_one_job_and_skip_no_layer(firestore_project, run):
     """Four reconciles of one run at once, all past the version check before any writes:
-    exactly one decision is committed per step (the others find the run moved on), one Job
-    is created, no layer is skipped."""
+    exactly one decision is committed from each version (the others find the run moved on),
+    one Job is created, no layer is skipped."""
     store = RacingStore(firestore_project, 4)
     cluster = RecordingCluster()
     published: list[str] = []
@@ -126,9 +127,9 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(firestore_projec
 
     reconcile_all_at_once()
     assert not errors
-    assert store.commits == 1
+    # One commit per version: a retry that saw the new Job may commit again, from version 1.
+    assert store.commits[0] == 0 and len(set(store.commits)) == len(store.commits)
     state = store.load_run("r1")
-    assert state.version == 1
     assert set(cluster.jobs) == {state.layers["ingest-L2"].job_name}
     assert state.layers["ingest-L3"].phase == "waiting"
     # Finish layer 2: concurrent reconciles start layer 3 exactly once, never layer 4.
@@ -142,7 +143,7 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(firestore_projec
     store.next_round()
     reconcile_all_at_once()
     assert not errors
-    assert store.commits == 1
+    assert store.commits and len(set(store.commits)) == len(store.commits)
     state = store.load_run("r1")
     assert len(cluster.jobs) == 2
     assert state.layers["ingest-L3"].phase == "running"
