@@ -4,27 +4,40 @@ Every body has `kind`, `run_id`, `graph_id`, `stage`, `layer` (empty/0 for run-w
 and `at` (ISO time of the decision), plus the kind's details:
 
 - `approval_needed`: `advance`
-- `failed_indexes`: `indexes`, `job`, and `batches` [{`index`, `chunks`, `log_tail`}]
+- `failed_indexes`: `indexes` (an interval string, e.g. "3,7-9"), `index_count`, `job`,
+  `batches` [{`index`, `chunks`, `log_tail`}] for the first MAX_BATCHES of them,
+  `batches_omitted`, and `detail` (the `pipeline inspect` command that shows them all)
 - `layer_failed`: `reason`, and `failed_indexes` (the Job failed) or `fix` (it was refused)
 - `layer_stalled`: `no_progress_s`
 - `budget_reached`: `spend_usd`, `budget_usd`
 - `run_finished`: `status`
+- `run_unhealthy`: `error`, `failures` (consecutive failed reconciles), `since`
 
 A batch's chunks are computed here (`shared.layer_spec`); its `log_tail` is empty in the
-committed body and filled by the controller when it publishes, best effort. Pure module.
+committed body and filled by the controller when it publishes, best effort (the last
+LOG_TAIL_BYTES of it). Every body is `bounded` to MAX_BODY_BYTES of JSON, whatever the
+failure's size: a mass failure is summarised, never a Firestore write that cannot succeed.
+Pure module.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
+from shared import intervals
 from shared.config import PipelineConfig
 from shared.layer_spec import layer_spec
 from shared.reconcile import Alert
 from shared.state import RunState
 
 LOG_TAIL_LINES = 30  # lines of a failed pod's log an alert carries
+LOG_TAIL_BYTES = 4096  # ... of which at most the last 4 KiB
+MAX_BATCHES = 20  # failed batches detailed (chunks, log tail) in one alert
+MAX_BODY_BYTES = 64 * 1024  # of an alert body as JSON (Pub/Sub, Firestore, mail all bear it)
+MAX_TEXT_CHARS = 4096  # of any other text field (a reason, an error)
+SUMMARIES = ("indexes", "failed_indexes")  # interval strings: cut last, and only if need be
 
 
 def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) -> dict[str, Any]:
@@ -40,11 +53,16 @@ def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) 
     }
     if alert.kind == "failed_indexes":
         spec = layer_spec(cfg, alert.stage, alert.layer)
+        indexes = sorted(alert.details["indexes"])
+        body["indexes"] = intervals.format(indexes)
+        body["index_count"] = len(indexes)
         body["batches"] = [
             {"index": i, "chunks": [list(c) for c in spec.batch_chunks(i)], "log_tail": ""}
-            for i in alert.details["indexes"]
+            for i in indexes[:MAX_BATCHES]
         ]
-    return body
+        body["batches_omitted"] = max(0, len(indexes) - MAX_BATCHES)
+        body["detail"] = f"pipeline inspect {run.run_id} {alert.stage} {alert.layer}"
+    return bounded(body)
 
 
 def tail_requests(body: dict[str, Any]) -> list[tuple[str, int]]:
@@ -56,5 +74,72 @@ def tail_requests(body: dict[str, Any]) -> list[tuple[str, int]]:
 
 def with_log_tails(body: dict[str, Any], tails: dict[int, str]) -> dict[str, Any]:
     """A copy of `body` whose batches carry the fetched log tails (by index)."""
-    batches = [{**b, "log_tail": tails.get(int(b["index"]), "")} for b in body["batches"]]
-    return {**body, "batches": batches}
+    batches = [
+        {**b, "log_tail": tails.get(int(b["index"]), "")[-LOG_TAIL_BYTES:]} for b in body["batches"]
+    ]
+    return bounded({**body, "batches": batches})
+
+
+def body_size(body: dict[str, Any]) -> int:
+    """Bytes of `body` as published (compact JSON, UTF-8)."""
+    return len(json.dumps(body, default=str, separators=(",", ":")).encode())
+
+
+def bounded(body: dict[str, Any], limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """`body` within `limit` bytes of JSON: long text fields cut, then batches' chunk lists
+    replaced by their count (from the last batch back), then the log tails shared out, then
+    batches dropped (counted in `batches_omitted`). The index summary and the `detail`
+    command always stay."""
+    out = {k: _cut(v) if isinstance(v, str) and k not in SUMMARIES else v for k, v in body.items()}
+    if body_size(out) <= limit:
+        return out
+    batches = [dict(b) for b in out.get("batches") or []]
+    base = body_size({**out, "batches": [], "batches_omitted": 10**9})
+    sizes = [body_size(b) + 1 for b in batches]  # each with its comma
+    # Chunk lists first (the layer spec recomputes them), from the last batch back.
+    for i in reversed(range(len(batches))):
+        if base + sum(sizes) <= limit:
+            break
+        batches[i]["chunk_count"] = len(batches[i].pop("chunks", []))
+        sizes[i] = body_size(batches[i]) + 1
+    share = LOG_TAIL_BYTES
+    while batches and share > 0 and base + sum(sizes) > limit:
+        share //= 2
+        for i, b in enumerate(batches):
+            b["log_tail"] = b.get("log_tail", "")[-share:] if share else ""
+            sizes[i] = body_size(b) + 1
+    while batches and base + sum(sizes) > limit:
+        batches.pop()
+        sizes.pop()
+        out["batches_omitted"] = int(out.get("batches_omitted", 0)) + 1
+    if "batches" in out:
+        out["batches"] = batches
+    if body_size(out) > limit:  # the summary alone is too long: keep its head
+        for key in SUMMARIES:
+            if isinstance(out.get(key), str):
+                out[key] = out[key][: limit // 4] + " ..."
+    return out
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 4] + " ..."
+
+
+def run_unhealthy_body(
+    run_id: str, error: str, failures: int, since: datetime, now: datetime
+) -> dict[str, Any]:
+    """The alert for a run the controller has failed to reconcile `failures` times in a row
+    (sent once per spell; the other runs go on). Its `alert_id` names the spell."""
+    return {
+        "kind": "run_unhealthy",
+        "alert_id": f"run_unhealthy-{run_id}-{since.isoformat()}",
+        "run_id": run_id,
+        "graph_id": "",
+        "stage": "",
+        "layer": 0,
+        "at": now.isoformat(),
+        "error": error,
+        "failures": failures,
+        "since": since.isoformat(),
+        "fix": f"see the error; fix the run's cause, or `pipeline pause {run_id}`",
+    }

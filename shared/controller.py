@@ -17,13 +17,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.alerts import LOG_TAIL_LINES, alert_body, tail_requests, with_log_tails
+from shared.alerts import (
+    LOG_TAIL_LINES,
+    alert_body,
+    run_unhealthy_body,
+    tail_requests,
+    with_log_tails,
+)
 from shared.build_plan import plan_for
-from shared.cluster import Cluster, ManifestRejectedError
+from shared.cluster import Cluster, ClusterUnreachableError, ManifestRejectedError
 from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
 from shared.job_events import JobEvent
 from shared.manifest import for_create
+from shared.ownership import stamped
 from shared.pricing import RateRow, load_rates
 from shared.reconcile import (
     Alert,
@@ -36,13 +43,21 @@ from shared.reconcile import (
     decide,
     reject,
 )
-from shared.run_store import RunStore, StaleStateError
+from shared.run_store import RunNotFoundError, RunStore, StaleStateError
 from shared.state import layer_key
 
 log = logging.getLogger("cave_pipeline.controller")
 
 AlertPublisher = Callable[[str, dict[str, Any]], None]
 STALE_RETRIES = 5  # reconciles of one run that may lose the commit race before giving up
+UNHEALTHY_AFTER = 5  # consecutive failed tick reconciles of one run before `run_unhealthy`
+# Failures that say nothing about the run itself: if every run fails with one, the tick is
+# retried by Pub/Sub rather than acknowledged.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    ClusterUnreachableError,
+    ConnectionError,
+    TimeoutError,
+)
 
 
 def utcnow() -> datetime:
@@ -129,8 +144,42 @@ class Controller:
             raise
 
     def on_tick(self) -> list[ReconcileResult]:
-        """The heartbeat: reconcile every active run (ramps, stalls, lost events)."""
-        return [self.reconcile(run_id) for run_id in self.store.active_runs()]
+        """The heartbeat: reconcile every active run (ramps, stalls, lost events).
+
+        Runs are isolated: one that raises is logged, counted on its run document and
+        skipped, so it never holds up the others; after UNHEALTHY_AFTER consecutive failures
+        a `run_unhealthy` alert is sent once (until a reconcile of it succeeds again). The
+        tick raises (to be redelivered) only when every run failed for a transient reason."""
+        results: list[ReconcileResult] = []
+        failures: list[Exception] = []
+        tried = 0
+        for run_id in self.store.active_runs():
+            tried += 1
+            try:
+                results.append(self.reconcile(run_id))
+                self.store.record_reconcile_success(run_id)
+            except RunNotFoundError:
+                tried -= 1  # purged since the query
+            except Exception as e:  # noqa: BLE001 - isolation: the other runs go on
+                failures.append(e)
+                self._reconcile_failed(run_id, e)
+        if failures and len(failures) == tried:
+            if all(isinstance(e, TRANSIENT_ERRORS) for e in failures):
+                raise failures[0]
+        return results
+
+    def _reconcile_failed(self, run_id: str, error: Exception) -> None:
+        """Log, count and (once per spell) alert one run's failed reconcile; best effort."""
+        text = f"{type(error).__name__}: {error}"
+        _log("ERROR", "reconcile failed", run=run_id, error=text)
+        try:
+            now = self.clock()
+            health = self.store.record_reconcile_failure(run_id, text, now, UNHEALTHY_AFTER)
+            if health is not None and health.alert_due:
+                body = run_unhealthy_body(run_id, text, health.failures, health.since, now)
+                self.publish_alert("run_unhealthy", body)
+        except Exception as e:  # noqa: BLE001 - the store may be what is failing
+            _log("ERROR", "reconcile failure not recorded", run=run_id, error=repr(e))
 
     # ---- the loop -------------------------------------------------------------------
     def reconcile(self, run_id: str) -> ReconcileResult:
@@ -141,8 +190,13 @@ class Controller:
             decision = decide(obs.seen, plan, self.rates, obs.now)
             manifests, refusals = self._dry_run(decision, plan)
             decision = reject(decision, refusals)
-            if decision.changed and not self._commit(obs, decision):
-                continue  # someone else moved the run on: decide again from fresh state
+            if decision.changed:
+                if not self._commit(obs, decision):
+                    continue  # someone else moved the run on: decide again from fresh state
+            elif decision.actions and self.store.run_version(run_id) != obs.seen.run.version:
+                # Nothing to commit, so nothing checked the read: an operator's pause (or
+                # another reconcile) since then must not be undone by acting on it.
+                continue
             self._act(decision, manifests)
             self.flush_alerts(run_id)
             return ReconcileResult(run_id, decision.state.status, len(decision.actions), attempt)
@@ -177,7 +231,10 @@ class Controller:
                     f"{lp.job_name or 'none'})"
                 )
                 continue
-            manifest = for_create(lp.manifest, action.parallelism, action.suspend)
+            ls = decision.state.layers[layer_key(action.stage, action.layer)]
+            manifest = stamped(
+                for_create(lp.manifest, action.parallelism, action.suspend), decision.state, ls
+            )
             try:
                 self.cluster.validate_job(manifest)
             except ManifestRejectedError as e:
@@ -206,8 +263,10 @@ class Controller:
         for action in decision.actions:
             if isinstance(action, CreateJob):
                 created = self.cluster.create_job(manifests[action.job_name])
+                # An existing Job is adopted only if it is ours: the next observe checks its
+                # owner marks (shared.ownership) before reading its progress.
                 _log(
-                    "INFO",
+                    "INFO" if created else "WARNING",
                     "job created" if created else "job exists",
                     run=state.run_id,
                     stage=action.stage,
@@ -223,10 +282,21 @@ class Controller:
 
     # ---- publish --------------------------------------------------------------------
     def flush_alerts(self, run_id: str) -> int:
-        """Publish the run's outbox; an alert is marked sent only after its publish."""
+        """Publish the run's outbox. Each entry is claimed under a precondition before its
+        publish (of concurrent flushers one wins), and marked sent after it; a flusher that
+        dies in between leaves a claim that expires, so delivery is at least once, with the
+        entry's id in the body and the `alert_id` attribute for subscribers to dedupe on."""
+        holder = uuid.uuid4().hex
         sent = []
         for alert in self.store.unsent_alerts(run_id):
-            self.publish_alert(alert.kind, self._enriched(run_id, alert.body))
+            if not self.store.claim_alert(run_id, alert, holder):
+                continue  # another reconcile is publishing it
+            body = {**self._enriched(run_id, alert.body), "alert_id": alert.alert_id}
+            try:
+                self.publish_alert(alert.kind, body)
+            except Exception:
+                self.store.release_alert(run_id, alert.alert_id)
+                raise
             sent.append(alert.alert_id)
         self.store.mark_alerts_sent(run_id, sent)
         return len(sent)

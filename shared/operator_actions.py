@@ -75,7 +75,21 @@ def resubmit(run: RunState, stage: str, layer: int, by: str, now: datetime) -> N
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
     fresh = LayerState(stage=ls.stage, layer=ls.layer, attempt=ls.attempt + 1)
+    _carry_costs(ls, fresh)
     fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now
     run.layers[ls.key] = fresh
     if run.status == "failed":
         run.status = "running"
+
+
+def _carry_costs(old: LayerState, fresh: LayerState) -> None:
+    """Keep what earlier attempts cost (the budget guard and `pipeline costs` count every
+    attempt). Usage accrued by pods still open is closed into the totals: the new attempt's
+    accounting starts from its own pods and would never close the old ones."""
+    fresh.cpu_seconds = old.cpu_seconds + old.running_cpu_seconds
+    fresh.memory_gib_seconds = old.memory_gib_seconds + old.running_memory_gib_seconds
+    fresh.pods_succeeded = old.pods_succeeded
+    fresh.pods_failed = old.pods_failed
+    fresh.pods_preempted = old.pods_preempted
+    fresh.succeeded_runtime_s = old.succeeded_runtime_s
+    fresh.cpu_request, fresh.memory_request_gib = old.cpu_request, old.memory_request_gib

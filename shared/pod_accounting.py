@@ -127,6 +127,8 @@ def record_pods(ls: LayerState, pods: list[PodInfo], now: datetime) -> list[PodR
             ls.pods_preempted += 1
         else:
             ls.pods_failed += 1
+    _close_vanished(ls, pods, open_before)
+    ls.pods_listed_at = now
     running = [p for p in pods if p.phase not in FINISHED]
     ls.open_pods = pack_open(pod_key(p.uid) for p in running)
     ls.running_cpu_seconds = sum(p.cpu_request * _age(p, now) for p in running)
@@ -141,10 +143,29 @@ def record_pods(ls: LayerState, pods: list[PodInfo], now: datetime) -> list[PodR
     return records
 
 
+def _close_vanished(ls: LayerState, pods: list[PodInfo], open_before: set[str]) -> None:
+    """Pods open at the last listing and absent from this one were deleted (suspend,
+    scale-down, pod GC, a lost node) before anyone saw them finish: close them at their last
+    sighting, keeping the usage they had accrued by then. That is the last listing's running
+    total less what the pods still listed had accrued at that time."""
+    listed = {pod_key(p.uid) for p in pods} | {p.uid for p in pods}
+    if ls.pods_listed_at is None or not (open_before - listed):
+        return
+    still = [p for p in pods if _was_open(p.uid, open_before)]
+    seen = ls.pods_listed_at
+    cpu = ls.running_cpu_seconds - sum(p.cpu_request * _age(p, seen) for p in still)
+    mem = ls.running_memory_gib_seconds - sum(p.memory_request_gib * _age(p, seen) for p in still)
+    ls.cpu_seconds += max(0.0, cpu)
+    ls.memory_gib_seconds += max(0.0, mem)
+
+
 def _age(pod: PodInfo, now: datetime) -> float:
     return max(0.0, (now - pod.started).total_seconds()) if pod.started else 0.0
 
 
 def close_layer(ls: LayerState) -> None:
-    """A finished layer has no running pods left to accrue."""
+    """A finished layer has no running pods left to accrue: pods still open (a failed Job's,
+    deleted with it) are closed at their last sighting, their usage so far kept."""
+    ls.cpu_seconds += ls.running_cpu_seconds
+    ls.memory_gib_seconds += ls.running_memory_gib_seconds
     ls.open_pods, ls.running_cpu_seconds, ls.running_memory_gib_seconds = [], 0.0, 0.0

@@ -19,6 +19,7 @@ from shared import intervals
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing, run_cost
+from shared.ownership import foreign_owner
 from shared.pod_accounting import PodRecord, close_layer, record_pods
 from shared.pricing import RateRow
 from shared.state import LayerState, RunState, layer_key
@@ -149,6 +150,13 @@ def _running_layer(
         # deleted by hand): create it again; the deterministic name makes this idempotent.
         out.append(CreateJob(ls.stage, ls.layer, ls.job_name, max(1, ls.parallelism), paused))
         return
+    foreign = foreign_owner(job, run, ls)
+    if foreign is not None:
+        # A leftover under our name (a purged run's, another attempt's): never adopt its
+        # progress or its Complete condition, never touch it.
+        ls.phase, ls.finished_at, ls.failure_reason = "failed", now, foreign
+        out.append(Alert("layer_failed", ls.stage, ls.layer, {"reason": foreign, "fix": foreign}))
+        return
     _job_progress(ls, job, now, out)
     if job.condition == "Complete":
         ls.phase, ls.finished_at = "succeeded", job.completion_time or now
@@ -205,7 +213,8 @@ def _budget_guard(
     """Pause the run (suspending its Jobs) once its estimated spend reaches the budget."""
     if not state.budget_usd or billing is None or rates is None or state.budget_alerted:
         return
-    spend = run_cost(state, rates, billing, now).usd
+    cost = run_cost(state, rates, billing, now)
+    spend = cost.usd
     if spend < state.budget_usd:
         return
     state.budget_alerted = True
@@ -215,7 +224,13 @@ def _budget_guard(
             job = jobs.get(ls.job_name)
             if ls.phase == "running" and job is not None and not job.suspended:
                 out.append(PatchJob(ls.job_name, suspend=True))
-    details = {"spend_usd": round(spend, 4), "budget_usd": state.budget_usd}
+    details = {
+        "spend_usd": round(spend, 4),
+        "budget_usd": state.budget_usd,
+        # The breakdown (unrounded: a small run's pods cost fractions of a cent).
+        "pods_usd": spend - cost.cluster_fee_usd,
+        "cluster_fee_usd": cost.cluster_fee_usd,
+    }
     out.append(Alert("budget_reached", details=details))
 
 

@@ -34,6 +34,20 @@ class StoredAlert:
     body: dict[str, Any]
     created_at: datetime
     sent: bool
+    # The store's version of the entry as read (Firestore: its update time): a claim is made
+    # under it, so of two flushers that read the same entry only one claims it.
+    read_version: Any = None
+
+
+@dataclass(frozen=True)
+class RunHealth:
+    """Consecutive failed reconciles of one run (reset by a successful one): how many, since
+    when, the last error, and whether this failure is the one that should alert."""
+
+    failures: int
+    since: datetime
+    error: str
+    alert_due: bool
 
 
 class RunStore(Protocol):
@@ -54,6 +68,9 @@ class RunStore(Protocol):
         StaleStateError), bumping the version; `alerts` are added to the run's outbox in the
         same atomic write; `pod_records` (layer key -> pod attempt docs) are stored too."""
 
+    def run_version(self, run_id: str) -> int:
+        """The run's stored version (one small read); RunNotFoundError if unknown."""
+
     def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
         """Load, apply `mutate`, commit; retried on StaleStateError. For operator actions."""
 
@@ -66,8 +83,25 @@ class RunStore(Protocol):
     def list_runs(self) -> list[RunState]:
         """Every run, newest first (layers not loaded)."""
 
+    def record_reconcile_failure(
+        self, run_id: str, error: str, now: datetime, alert_after: int
+    ) -> RunHealth | None:
+        """Count one more consecutive failed reconcile (outside the version precondition: a
+        run that cannot be reconciled cannot commit either). `alert_due` is True exactly once
+        per unhealthy spell, on the failure that reaches `alert_after`. None if no such run."""
+
+    def record_reconcile_success(self, run_id: str) -> None:
+        """End an unhealthy spell, if any (the next spell alerts again)."""
+
     def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
-        """Outbox alerts not yet published."""
+        """Outbox alerts not yet published and not claimed by a live flusher."""
+
+    def claim_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
+        """Take an unsent alert to publish it, under a precondition on the entry as read;
+        False if another flusher changed it first."""
+
+    def release_alert(self, run_id: str, alert_id: str) -> None:
+        """Give a claimed alert back (its publish failed): the next flush sends it."""
 
     def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
         """Record that alerts were published."""

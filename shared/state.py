@@ -66,6 +66,7 @@ class LayerState:
     open_pods: list[str] = field(default_factory=list)  # uids seen unfinished last time
     pods_watermark: datetime | None = None  # pods created after it are new to us
     pods_at_watermark: list[str] = field(default_factory=list)
+    pods_listed_at: datetime | None = None  # the last listing: when open pods were last seen
 
     @property
     def key(self) -> str:

@@ -63,6 +63,8 @@ def controller() -> Controller:
             _controller = Controller(
                 FirestoreRunStore(project),
                 _cluster_from_env(),
-                lambda kind, body: bus.publish_json("alerts", body, kind=kind),
+                lambda kind, body: bus.publish_json(
+                    "alerts", body, kind=kind, alert_id=str(body.get("alert_id", ""))
+                ),
             )
         return _controller

@@ -28,7 +28,7 @@ class RecordingCluster:
             self.jobs[name] = JobStatus(
                 name=name,
                 labels=manifest["metadata"].get("labels", {}),
-                annotations={},
+                annotations=dict(manifest["metadata"].get("annotations", {})),
                 completions=spec["completions"],
                 parallelism=spec["parallelism"],
                 suspended=bool(spec.get("suspend")),

@@ -5,6 +5,7 @@ and alert enrichment at publish time (best effort)."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,41 @@ def _published(store, cluster, rates=None) -> tuple[Controller, list[tuple[str, 
     return controller, out
 
 
-def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
+class RacingStore(FirestoreRunStore):
+    """Records the version each commit that went through was decided from, and holds every
+    commit between its version read and its write until all racers got there: only the
+    write's precondition can then tell them apart."""
+
+    def __init__(self, project: str, racers: int) -> None:
+        super().__init__(project)
+        self.racers = racers
+        self.commits: list[int] = []  # the version each successful commit was decided from
+        self.arrived = threading.Barrier(racers, timeout=3)
+        self._count_lock = threading.Lock()
+
+    def _write_pod_records(self, *args: Any) -> None:
+        try:
+            self.arrived.wait()
+        except threading.BrokenBarrierError:
+            pass  # a racer lost before reaching its write: the others go on
+        super()._write_pod_records(*args)
+
+    def commit(self, before, *args: Any, **kwargs: Any) -> None:
+        version = before.version
+        super().commit(before, *args, **kwargs)
+        with self._count_lock:
+            self.commits.append(version)
+
+    def next_round(self) -> None:
+        self.commits = []
+        self.arrived = threading.Barrier(self.racers, timeout=3)
+
+
+def test_concurrent_reconciles_create_one_job_and_skip_no_layer(firestore_project, run):
+    """Four reconciles of one run at once, all past the version check before any writes:
+    exactly one decision is committed from each version (the others find the run moved on),
+    one Job is created, no layer is skipped."""
+    store = RacingStore(firestore_project, 4)
     cluster = RecordingCluster()
     published: list[str] = []
     controllers = [
@@ -92,6 +127,8 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
 
     reconcile_all_at_once()
     assert not errors
+    # One commit per version: a retry that saw the new Job may commit again, from version 1.
+    assert store.commits[0] == 0 and len(set(store.commits)) == len(store.commits)
     state = store.load_run("r1")
     assert set(cluster.jobs) == {state.layers["ingest-L2"].job_name}
     assert state.layers["ingest-L3"].phase == "waiting"
@@ -103,8 +140,10 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(store, run):
         completion_time=NOW,
     )
     barrier.reset()
+    store.next_round()
     reconcile_all_at_once()
     assert not errors
+    assert store.commits and len(set(store.commits)) == len(store.commits)
     state = store.load_run("r1")
     assert len(cluster.jobs) == 2
     assert state.layers["ingest-L3"].phase == "running"
@@ -188,7 +227,7 @@ def test_failed_index_alert_carries_chunks_and_the_log_tail(store, run):
     controller, published = _published(store, cluster)
     controller.reconcile("r1")
     [(kind, body)] = published
-    assert kind == "failed_indexes" and body["indexes"] == [1]
+    assert kind == "failed_indexes" and body["indexes"] == "1"
     [batch] = body["batches"]
     assert batch["index"] == 1 and batch["chunks"]
     assert batch["log_tail"] == f"traceback of {job}-1-x"
@@ -228,3 +267,196 @@ def test_budget_guard_prices_with_the_controllers_rate_table(store, run):
     job = state.layers["ingest-L2"].job_name
     assert (job, None, True) in cluster.patches
     assert [k for k, _ in published] == ["budget_reached"]
+
+
+class RunFailingCluster(RecordingCluster):
+    """Refuses every call about the Jobs of the runs in `broken` (with `error`)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+        self.broken: set[str] = set()
+
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        if manifest["metadata"]["annotations"]["cave-pipeline/run-id"] in self.broken:
+            raise self.error
+        super().validate_job(manifest)
+
+    def get_job(self, name: str):
+        manifest = self.manifests.get(name)
+        if manifest and manifest["metadata"]["annotations"]["cave-pipeline/run-id"] in self.broken:
+            raise self.error
+        return super().get_job(name)
+
+
+def _two_runs(store) -> None:
+    cfg = load_config(DEMO)
+    for run_id in ("bad", "good"):
+        store.create_run(new_run(cfg, run_id, ["ingest"], "auto", NOW))
+
+
+def test_a_failing_run_never_holds_up_the_others_on_ticks(store):
+    """The run that raises ("bad", reconciled first) is logged, counted and skipped; the
+    other is reconciled on every tick; `run_unhealthy` goes out once, at the fifth failure,
+    and again only after a success ended the spell."""
+    _two_runs(store)
+    cluster = RunFailingCluster(ClusterError("jobs.batch is forbidden: 403"))
+    cluster.broken.add("bad")
+    controller, published = _published(store, cluster)
+    for tick in range(1, 8):
+        results = controller.on_tick()
+        assert [r.run_id for r in results] == ["good"]
+        assert store.reconcile_health("bad")["failures"] == tick
+    assert store.load_run("good").layers["ingest-L2"].phase == "running"
+    assert store.load_run("bad").version == 0
+    [(kind, body)] = [p for p in published if p[0] == "run_unhealthy"]
+    assert body["run_id"] == "bad" and body["failures"] == 5 and "403" in body["error"]
+    assert store.reconcile_health("good") is None
+
+    cluster.broken.clear()
+    assert sorted(r.run_id for r in controller.on_tick()) == ["bad", "good"]
+    assert store.reconcile_health("bad") is None
+    cluster.broken.add("bad")
+    for _ in range(5):
+        controller.on_tick()
+    assert [k for k, _ in published].count("run_unhealthy") == 2
+
+
+def test_a_tick_is_retried_only_when_every_run_failed_transiently(store):
+    _two_runs(store)
+    cluster = RunFailingCluster(ClusterUnreachableError("cannot reach the API server"))
+    cluster.broken.update({"bad", "good"})
+    controller, _ = _published(store, cluster)
+    with pytest.raises(ClusterUnreachableError):
+        controller.on_tick()
+    assert store.reconcile_health("good")["failures"] == 1
+    cluster.broken.discard("good")
+    assert [r.run_id for r in controller.on_tick()] == ["good"]
+    cluster.error = ClusterError("a permanent refusal")
+    cluster.broken.add("good")
+    assert controller.on_tick() == []  # acknowledged: redelivery would not help
+
+
+def _outbox(store, n: int) -> None:
+    """Put n alerts in run r1's outbox (one commit, as a decision would)."""
+    before = store.load_run("r1")
+    after = store.load_run("r1")
+    bodies = [{"kind": "layer_stalled", "run_id": "r1", "n": i} for i in range(n)]
+    store.commit(before, after, bodies)
+
+
+def test_concurrent_flushes_publish_each_alert_once(store, run):
+    """Four flushers of one outbox at once (job-events, ticks, kick and the tail watch):
+    each entry is claimed under a precondition, so each alert is published exactly once,
+    and carries its outbox id for subscribers to dedupe on."""
+    _outbox(store, 10)
+    published: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def publish(kind: str, body: dict[str, Any]) -> None:
+        time.sleep(0.02)  # a real publish takes a round trip: the flushers overlap
+        with lock:
+            published.append(body)
+
+    controllers = [
+        Controller(store, RecordingCluster(), publish, clock=lambda: NOW) for _ in range(4)
+    ]
+    barrier = threading.Barrier(len(controllers))
+
+    def go(c: Controller) -> None:
+        barrier.wait()
+        c.flush_alerts("r1")
+
+    threads = [threading.Thread(target=go, args=(c,)) for c in controllers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    ids = [b["alert_id"] for b in published]
+    assert sorted(b["n"] for b in published) == list(range(10))
+    assert len(set(ids)) == 10
+    assert store.unsent_alerts("r1") == []
+
+
+def test_a_claim_whose_flusher_died_is_published_later(store, run, monkeypatch):
+    """At least once: an entry claimed by a flusher that never published is left alone while
+    the claim is fresh, and published once it expires."""
+    import shared.adapters.google.firestore_store as fs
+
+    _outbox(store, 1)
+    [alert] = store.unsent_alerts("r1")
+    assert store.claim_alert("r1", alert, "dead-flusher")
+    controller, published = _published(store, RecordingCluster())
+    assert controller.flush_alerts("r1") == 0
+    monkeypatch.setattr(fs, "ALERT_CLAIM_S", -60.0)
+    assert controller.flush_alerts("r1") == 1
+    assert [b["alert_id"] for _, b in published] == [alert.alert_id]
+
+
+def test_a_failed_publish_gives_the_alert_back(store, run):
+    _outbox(store, 1)
+
+    def down(kind: str, body: dict[str, Any]) -> None:
+        raise ConnectionError("pubsub unreachable")
+
+    with pytest.raises(ConnectionError):
+        Controller(store, RecordingCluster(), down, clock=lambda: NOW).flush_alerts("r1")
+    controller, published = _published(store, RecordingCluster())
+    assert controller.flush_alerts("r1") == 1 and len(published) == 1
+
+
+class PausingCluster(RecordingCluster):
+    """Runs `on_get_job` once, the first time a Job is read (between the controller's read
+    of the run and its act)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_get_job = None
+
+    def get_job(self, name: str):
+        hook, self.on_get_job = self.on_get_job, None
+        if hook is not None:
+            hook()
+        return super().get_job(name)
+
+
+def test_an_unchanged_decision_acts_only_on_rechecked_state(store, run):
+    """A reconcile that would resume a suspended Job (nothing to commit) re-checks the run's
+    version before acting: an operator's pause between its read and its act wins."""
+    cluster = PausingCluster()
+    controller, _ = _published(store, cluster)
+    controller.reconcile("r1")
+    job = store.load_run("r1").layers["ingest-L2"].job_name
+    cluster.finish(job, suspended=True)
+    cluster.on_get_job = lambda: store.update_run("r1", lambda r: setattr(r, "status", "paused"))
+    controller.reconcile("r1")
+    assert store.load_run("r1").status == "paused"
+    assert (job, None, False) not in cluster.patches
+    assert cluster.jobs[job].suspended
+
+
+def test_a_leftover_job_of_a_purged_run_is_never_adopted(store, run):
+    """Under the planned name the cluster holds a Complete Job of an earlier run of the same
+    id (the create found it "exists"): the layer fails naming it, never succeeds, with a
+    `layer_failed` alert, and the leftover is neither patched nor deleted."""
+    cluster = RecordingCluster()
+    controller, published = _published(store, cluster)
+    controller.reconcile("r1")
+    ls = store.load_run("r1").layers["ingest-L2"]
+    ours = cluster.jobs[ls.job_name]
+    assert ours.annotations["cave-pipeline/attempt"] == "0"
+    earlier = {**ours.annotations, "cave-pipeline/run-created": "2025-01-01T00:00:00+00:00"}
+    cluster.finish(
+        ls.job_name,
+        annotations=earlier,
+        condition="Complete",
+        completed_indexes=f"0-{ls.completions - 1}",
+        completion_time=NOW,
+    )
+    controller.reconcile("r1")
+    ls = store.load_run("r1").layers["ingest-L2"]
+    assert ls.phase == "failed" and ls.completed_indexes == ""
+    assert f"Job {ls.job_name} belongs to an earlier run r1" in ls.failure_reason
+    assert [k for k, _ in published] == ["layer_failed"]
+    assert "purge that run" in published[0][1]["reason"]
+    assert ls.job_name in cluster.jobs and cluster.patches == []

@@ -62,27 +62,38 @@ def test_permanent_errors_are_acknowledged(env, target, data):
 
 
 def test_job_event_reconciles_owner_and_duplicates_are_dropped(env):
+    """The event reconciles the Job's run; its redelivery is dropped on its insertId. The
+    event is stamped ahead of the function's clock (skew), so no reconcile covers it
+    (shared.coalesce) and only the dedupe can drop the redelivery; and by then layer 3 has
+    completed too, so a redelivery that got through would start layer 4."""
     store, cluster, _, _ = env
     run_id = start_run(store)
-    store_run = store.load_run(run_id)
     kick(run_id)
     name = store.load_run(run_id).layers["ingest-L2"].job_name
-    n = store_run.layers["ingest-L2"]
     cluster.finish(
         name,
         condition="Complete",
         completion_time=datetime.now(UTC),
         completed_indexes=f"0-{load_plan_completions(store, run_id) - 1}",
     )
-    entry = completed_event(name, "Job completed")
+    ahead = datetime.now(UTC) + timedelta(seconds=30)
+    entry = completed_event(name, "Job completed", now=ahead)
     headers, body = envelope(json.dumps(entry).encode(), "job-events")
     app = client("on_job_event")
     assert app.post("/", headers=headers, data=body).status_code == 200
-    assert store.load_run(run_id).layers["ingest-L3"].phase == "running"
-    version = store.load_run(run_id).version
+    state = store.load_run(run_id)
+    l3 = state.layers["ingest-L3"]
+    assert l3.phase == "running" and state.layers["ingest-L4"].phase == "waiting"
+    cluster.finish(
+        l3.job_name,
+        condition="Complete",
+        completion_time=datetime.now(UTC),
+        completed_indexes=f"0-{l3.completions - 1}",
+    )
     assert app.post("/", headers=headers, data=body).status_code == 200  # redelivery
-    assert store.load_run(run_id).version == version  # deduped on insertId
-    assert n.phase == "waiting"
+    after = store.load_run(run_id)  # a fresh read, not the snapshot above
+    assert after.version == state.version  # deduped on insertId
+    assert after.layers["ingest-L4"].phase == "waiting"
 
 
 def completed_event(job_name: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -127,6 +138,8 @@ def test_tick_reconciles_active_runs_and_publishes_alerts(env):
     assert kinds == ["approval_needed"]
     payload = json.loads(response.received_messages[0].message.data)
     assert payload["run_id"] == run_id and payload["layer"] == 2
+    # The outbox id, for subscribers to dedupe on (delivery is at least once).
+    assert response.received_messages[0].message.attributes["alert_id"] == payload["alert_id"]
     assert store.unsent_alerts(run_id) == []
 
 

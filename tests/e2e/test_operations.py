@@ -230,6 +230,11 @@ def test_budget_guard_pauses_the_run_and_alerts(stack, tmp_path):
     run = wait_for(store, "r-budget", "paused by the budget", lambda r: r.status == "paused")
     alerts = [a for a in store.all_alerts("r-budget") if a.kind == "budget_reached"]
     assert len(alerts) == 1 and alerts[0].body["spend_usd"] >= 0.0001
+    # The guard priced the pods' recorded usage, not only the cluster fee (which alone
+    # reaches so small a budget within seconds).
+    assert alerts[0].body["pods_usd"] > 0
+    usage = run.layers["ingest-L2"]
+    assert usage.cpu_seconds + usage.running_cpu_seconds > 0
     name = run.layers["ingest-L2"].job_name
     deadline = time.monotonic() + 60
     while not stack.cluster.get_job(name).suspended:

@@ -135,6 +135,31 @@ def test_resubmit_starts_a_fresh_approved_attempt(status, after):
     assert run.status == after
 
 
+@pytest.mark.parametrize(
+    ("field", "before", "running", "after"),
+    [
+        ("cpu_seconds", 100.0, 20.0, 120.0),
+        ("memory_gib_seconds", 400.0, 80.0, 480.0),
+        ("pods_succeeded", 7, None, 7),
+        ("pods_failed", 3, None, 3),
+        ("pods_preempted", 2, None, 2),
+        ("succeeded_runtime_s", 55.0, None, 55.0),
+    ],
+)
+def test_resubmit_keeps_the_earlier_attempts_cost(field, before, running, after):
+    """The budget guard counts every attempt: a re-submit keeps the layer's cost so far,
+    closing the usage the old attempt's open pods had accrued."""
+    run = make_run(phases={"ingest-L2": "failed"})
+    old = run.layers["ingest-L2"]
+    setattr(old, field, before)
+    if running is not None:
+        setattr(old, f"running_{field}", running)
+    ops.resubmit(run, "ingest", 2, "ana", T0)
+    new = run.layers["ingest-L2"]
+    assert getattr(new, field) == after
+    assert new.running_cpu_seconds == 0.0 and new.open_pods == []
+
+
 @pytest.mark.parametrize("phase", ["waiting", "running", "succeeded"])
 def test_only_a_failed_layer_is_resubmitted(phase):
     run = make_run(phases={"ingest-L2": phase})

@@ -179,7 +179,12 @@ def test_budget_guard_pauses_suspends_and_alerts_once(cpu_seconds, paused):
     alerts = [a for a in d.actions if isinstance(a, Alert)]
     assert [a.kind for a in alerts] == (["budget_reached"] if paused else [])
     if paused:
-        assert alerts[0].details == {"spend_usd": cpu_seconds, "budget_usd": 10.0}
+        assert alerts[0].details == {
+            "spend_usd": cpu_seconds,
+            "budget_usd": 10.0,
+            "pods_usd": cpu_seconds,
+            "cluster_fee_usd": 0.0,
+        }
     d2 = decide(Snapshot(d.state, jobs), plan, DOLLAR_PER_CPU_S, T0)
     assert not [a for a in d2.actions if isinstance(a, Alert)]
 

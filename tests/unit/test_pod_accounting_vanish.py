@@ -1,12 +1,12 @@
 """What pod accounting loses when pods vanish between two listings (issue 9).
 
 Kubernetes deletes pods on suspend, scale-down, pod GC and node loss, and the local cluster
-now does too. These cases pin the loss down; they are strict xfails until accounting closes
-a vanished pod at its last sighting (then they pass and the marker must go).
+now does too. Accounting closes a vanished pod at its last sighting.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -32,7 +32,6 @@ def running(uid: str, started: float = 0.0) -> PodInfo:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="a vanished pod's runtime is dropped (issue 9)")
 def test_a_pod_seen_running_then_gone_keeps_its_runtime_to_the_last_sighting() -> None:
     ls = LayerState("ingest", 2)
     record_pods(ls, [running("a")], T0 + timedelta(seconds=60))  # seen running, 60 s in
@@ -40,10 +39,16 @@ def test_a_pod_seen_running_then_gone_keeps_its_runtime_to_the_last_sighting() -
     assert ls.cpu_seconds + ls.running_cpu_seconds >= 60.0
 
 
-def test_today_the_accrued_runtime_disappears_with_the_pod() -> None:
-    """The loss as it stands (this is what the xfail above will turn around)."""
+def test_a_vanished_pod_is_closed_at_its_last_sighting_not_later() -> None:
+    """Two pods open; one vanishes, the other runs on and then finishes: the vanished one
+    counts 60 s (its last sighting), the other its full runtime, nothing twice."""
     ls = LayerState("ingest", 2)
-    record_pods(ls, [running("a")], T0 + timedelta(seconds=60))
-    assert ls.running_cpu_seconds == pytest.approx(60.0)
-    record_pods(ls, [], T0 + timedelta(seconds=120))
-    assert ls.cpu_seconds + ls.running_cpu_seconds == 0.0
+    record_pods(ls, [running("a"), running("b", started=30)], T0 + timedelta(seconds=60))
+    b_done = replace(
+        running("b", started=30), phase="Succeeded", finished=T0 + timedelta(seconds=150)
+    )
+    record_pods(ls, [b_done], T0 + timedelta(seconds=200))
+    assert ls.cpu_seconds == pytest.approx(60.0 + 120.0)
+    assert ls.running_cpu_seconds == 0.0
+    record_pods(ls, [b_done], T0 + timedelta(seconds=260))  # a repeat listing adds nothing
+    assert ls.cpu_seconds == pytest.approx(180.0)

@@ -15,7 +15,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -24,6 +24,7 @@ from google.cloud import firestore
 from shared.adapters.google.reconcile_lease import ReconcileLeaseMixin
 from shared.run_store import (
     RunExistsError,
+    RunHealth,
     RunNotFoundError,
     StaleStateError,
     StoredAlert,
@@ -32,6 +33,13 @@ from shared.state import RunState
 
 RUNS, LAYERS, ALERTS, PODS = "runs", "layers", "alerts", "pods"
 JOBS, DEDUPE = "jobs", "dedupe"
+# A field of the run document outside RunState: consecutive failed reconciles. Commits
+# update only RunState's fields, so they leave it alone.
+HEALTH = "reconcile_health"
+ERROR_CHARS = 2000  # of the last error kept on the run document
+# An outbox claim older than this is taken to be a flusher that died before publishing:
+# the alert is claimed again (at least once), never lost.
+ALERT_CLAIM_S = 300.0
 # Pod records per page document: ~300 bytes each, well under the 1 MiB document limit.
 POD_PAGE = 1000
 
@@ -174,6 +182,12 @@ class FirestoreRunStore(ReconcileLeaseMixin):
                 by_uid[rec["uid"]] = rec
         return list(by_uid.values())
 
+    def run_version(self, run_id: str) -> int:
+        snap = self._run(run_id).get(field_paths=["version"])
+        if not snap.exists:
+            raise RunNotFoundError(f"no run {run_id!r} (see `pipeline runs`)")
+        return int(snap.get("version"))
+
     def update_run(self, run_id: str, mutate: Callable[[RunState], None]) -> RunState:
         for _ in range(10):
             before = self.load_run(run_id)
@@ -210,17 +224,80 @@ class FirestoreRunStore(ReconcileLeaseMixin):
         epoch = datetime.min.replace(tzinfo=UTC)
         return sorted(runs, key=lambda r: r.created_at or epoch, reverse=True)
 
+    def record_reconcile_failure(
+        self, run_id: str, error: str, now: datetime, alert_after: int
+    ) -> RunHealth | None:
+        ref = self._run(run_id)
+        for _ in range(10):
+            snap = ref.get()
+            if not snap.exists:
+                return None
+            old = (snap.to_dict() or {}).get(HEALTH) or {}
+            failures = int(old.get("failures", 0)) + 1
+            alert_due = failures >= alert_after and not old.get("alerted", False)
+            new = {
+                "failures": failures,
+                "since": old.get("since", now),
+                "at": now,
+                "error": error[-ERROR_CHARS:],
+                "alerted": bool(old.get("alerted", False)) or alert_due,
+            }
+            # Under the update time read: of two racing failures both count, one alerts.
+            try:
+                ref.update(
+                    {HEALTH: new}, option=self.db.write_option(last_update_time=snap.update_time)
+                )
+            except (gexc.FailedPrecondition, gexc.Aborted):
+                continue
+            return RunHealth(failures, new["since"], new["error"], alert_due)
+        raise StaleStateError(f"run {run_id}: too much contention recording a failure")
+
+    def record_reconcile_success(self, run_id: str) -> None:
+        snap = self._run(run_id).get(field_paths=[HEALTH])
+        if snap.exists and (snap.to_dict() or {}).get(HEALTH):
+            self._run(run_id).update({HEALTH: firestore.DELETE_FIELD})
+
+    def reconcile_health(self, run_id: str) -> dict[str, Any] | None:
+        """The run's unhealthy spell, if any (for `pipeline inspect` and tests)."""
+        snap = self._run(run_id).get(field_paths=[HEALTH])
+        return (snap.to_dict() or {}).get(HEALTH) if snap.exists else None
+
     def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
         query = (
             self._run(run_id)
             .collection(ALERTS)
             .where(filter=firestore.FieldFilter("sent", "==", False))
         )
+        stale = datetime.now(UTC) - timedelta(seconds=ALERT_CLAIM_S)
         out = [
-            StoredAlert(d.id, d.get("kind"), json.loads(d.get("body")), d.get("created_at"), False)
+            StoredAlert(
+                d.id,
+                d.get("kind"),
+                json.loads(d.get("body")),
+                d.get("created_at"),
+                False,
+                d.update_time,
+            )
             for d in query.stream()
+            if (d.to_dict().get("claimed_at") or stale) <= stale
         ]
         return sorted(out, key=lambda a: a.created_at)
+
+    def claim_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
+        ref = self._run(run_id).collection(ALERTS).document(alert.alert_id)
+        option = self.db.write_option(last_update_time=alert.read_version)
+        try:
+            # The server's clock, as `unsent_alerts` compares with the real time.
+            ref.update(
+                {"claimed_at": firestore.SERVER_TIMESTAMP, "claimed_by": holder}, option=option
+            )
+        except (gexc.FailedPrecondition, gexc.Aborted, gexc.NotFound):
+            return False
+        return True
+
+    def release_alert(self, run_id: str, alert_id: str) -> None:
+        ref = self._run(run_id).collection(ALERTS).document(alert_id)
+        ref.update({"claimed_at": None, "claimed_by": ""})
 
     def all_alerts(self, run_id: str) -> list[StoredAlert]:
         docs = self._run(run_id).collection(ALERTS).stream()
