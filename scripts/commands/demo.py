@@ -26,9 +26,7 @@ def _now() -> datetime:
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 
-
-@click.group(invoke_without_command=True)
-@click.option(
+DEMO_CONFIG_OPTION = click.option(
     "-c",
     "--config",
     "config_path",
@@ -36,6 +34,10 @@ DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pi
     type=click.Path(dir_okay=False),
     help="Default: examples/demo/pipeline.yml.",
 )
+
+
+@click.group(invoke_without_command=True)
+@DEMO_CONFIG_OPTION
 @click.option("--size", type=int, default=None, help="Volume edge in voxels (cube).")
 @click.option("--chunk", type=int, default=None, help="Chunk edge in voxels (cube).")
 @click.option(
@@ -159,14 +161,7 @@ def _reporter(path: Path, console: Console):  # noqa: ANN202 - run_demo's on_fin
 
 @demo.command("data")
 @click.argument("directory", metavar="DIR", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "-c",
-    "--config",
-    "config_path",
-    default=str(DEFAULT_CONFIG),
-    type=click.Path(dir_okay=False),
-    help="Default: examples/demo/pipeline.yml.",
-)
+@DEMO_CONFIG_OPTION
 @click.option("--size", type=int, default=64, show_default=True, help="Volume edge (voxels).")
 @click.option("--chunk", type=int, default=16, show_default=True, help="Chunk edge (voxels).")
 @click.option(

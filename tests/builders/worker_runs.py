@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pytest
 
 from demo.graph_table import read_all_nodes
-from demo.oracle import OracleResult, compare, expected_stats, observed_stats
-from demo.volume import generate_volume, save_volume
+from demo.oracle import OracleResult, compare, observed_stats
 from shared.grid import batch_coords, layer_batch_size, num_batches
 from shared.layers import chunk_id, layer_count, layer_shape
 from tests.builders.worker_env import REPO, worker_env
@@ -45,19 +43,6 @@ class Run:
 
     def messages(self) -> str:
         return "\n".join(x["message"] for x in self.lines)
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
-    path = tmp_path_factory.mktemp("demo") / "volume.npy"
-    vol = generate_volume(SIZE, seed=3)
-    save_volume(path, vol)
-    dataset = {
-        "data_source": {"size": list(SIZE), "watershed": str(path)},
-        "graph_config": {"CHUNK_SIZE": list(CHUNK), "SPATIAL_BITS": 10},
-    }
-    assert N_LAYERS == 4
-    return Demo(vol, dataset, expected_stats(vol, CHUNK, N_LAYERS))
 
 
 def _env(table_id: str, demo: Demo, layer: int = 2, index: int = 0, **extra: str) -> dict:

@@ -114,11 +114,11 @@ class EventSink:
             )
         return verdict.event
 
-    def record_job_event(
-        self, job: LocalJob, reason: str, message: str, event_type: str = "Normal"
-    ) -> None:
-        """Record a Job event and queue its LogEntry for `on_event` (caller holds the lock)."""
-        event = job_event(
+    def _job_event(
+        self, job: LocalJob, reason: str, message: str, event_type: str
+    ) -> dict[str, Any]:
+        """A v1 Event about `job` (a pod's events are about its Job's pods), stamped now."""
+        return job_event(
             namespace=self.namespace,
             job_name=job.name,
             job_uid=job.uid,
@@ -127,6 +127,12 @@ class EventSink:
             event_type=event_type,
             now=self._clock(),
         )
+
+    def record_job_event(
+        self, job: LocalJob, reason: str, message: str, event_type: str = "Normal"
+    ) -> None:
+        """Record a Job event and queue its LogEntry for `on_event` (caller holds the lock)."""
+        event = self._job_event(job, reason, message, event_type)
         stored = self._record(event)
         if stored is None:
             return
@@ -150,15 +156,7 @@ class EventSink:
     ) -> None:
         """Record an event about one of the Job's pods (kept, not published: the sink's
         filter passes Job events only)."""
-        event = job_event(
-            namespace=self.namespace,
-            job_name=job.name,
-            job_uid=job.uid,
-            reason=reason,
-            message=message,
-            event_type=event_type,
-            now=self._clock(),
-        )
+        event = self._job_event(job, reason, message, event_type)
         event["metadata"]["name"] = f"{pod.name}.{event['metadata']['name'].split('.')[-1]}"
         event["involvedObject"] = {
             "apiVersion": "v1",
