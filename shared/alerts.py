@@ -28,6 +28,7 @@ from typing import Any
 
 from shared import intervals
 from shared.config import PipelineConfig
+from shared.forecast import forecast, forecast_inputs
 from shared.layer_spec import layer_spec
 from shared.reconcile import Alert
 from shared.state import RunState
@@ -62,7 +63,26 @@ def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) 
         ]
         body["batches_omitted"] = max(0, len(indexes) - MAX_BATCHES)
         body["detail"] = f"pipeline inspect {run.run_id} {alert.stage} {alert.layer}"
+    if alert.kind == "approval_needed":
+        body["forecast"] = approval_forecast(cfg, run, alert, now)
     return bounded(body)
+
+
+def approval_forecast(
+    cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime
+) -> dict[str, float]:
+    """What the layer awaiting approval will take (the simulator's model, from the runtimes
+    seen so far): its duration and cost, and the rest of the run's, so an operator approves
+    knowing what it commits to."""
+    fc = forecast(run, *forecast_inputs(cfg, run), now)
+    key = f"{alert.stage}-L{alert.layer}"
+    layer = next((lf for lf in fc.layers if lf.key == key), None)
+    return {
+        "layer_duration_s": round(layer.remaining_s, 1) if layer else 0.0,
+        "layer_cost_usd": round(layer.projected_usd, 6) if layer else 0.0,
+        "run_remaining_s": round(fc.remaining_s, 1),
+        "run_projected_usd": round(fc.projected_usd, 6),
+    }
 
 
 def tail_requests(body: dict[str, Any]) -> list[tuple[str, int]]:

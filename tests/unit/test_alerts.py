@@ -42,9 +42,37 @@ SCALE_RUN = new_run(SCALE, "r1", ["ingest"], "auto", T0)
 )
 def test_common_fields(alert, extra):
     body = alert_body(CFG, RUN, alert, T0)
+    body.pop("forecast", None)  # approval_needed's projection: its own test below
     common = {"kind": alert.kind, "run_id": "r1", "graph_id": CFG.graph_id, "at": T0.isoformat()}
     assert body == {**common, "stage": alert.stage, "layer": alert.layer, **extra}
     assert tail_requests(body) == []
+
+
+def _after_layer_2(pod_seconds: float):
+    """The demo run with layer 2 done: 16 pods that took `pod_seconds` each."""
+    run = new_run(CFG, "r1", ["ingest"], "approve", T0)
+    ls = run.layers["ingest-L2"]
+    ls.phase, ls.finished_at = "succeeded", T0
+    ls.completed_indexes = f"0-{layer_spec(CFG, 'ingest', 2).completions - 1}"
+    ls.pods_succeeded, ls.succeeded_runtime_s = 16, 16 * pod_seconds
+    return run
+
+
+def test_approval_needed_carries_the_layers_projected_duration_and_cost():
+    alert = Alert("approval_needed", "ingest", 3, {"advance": "approve"})
+    fast = alert_body(CFG, _after_layer_2(10.0), alert, T0)["forecast"]
+    slow = alert_body(CFG, _after_layer_2(40.0), alert, T0)["forecast"]
+    assert set(fast) == {
+        "layer_duration_s",
+        "layer_cost_usd",
+        "run_remaining_s",
+        "run_projected_usd",
+    }
+    assert 0 < fast["layer_duration_s"] <= fast["run_remaining_s"]
+    assert 0 < fast["layer_cost_usd"] <= fast["run_projected_usd"]
+    # Slower chunks below: a longer and dearer layer above (the runtimes seen so far count).
+    assert slow["layer_duration_s"] > fast["layer_duration_s"]
+    assert slow["layer_cost_usd"] > fast["layer_cost_usd"]
 
 
 @pytest.mark.parametrize("layer", [2, 3])
