@@ -20,7 +20,8 @@ from shared.reconcile import LayerPlan, Plan
 from shared.stages import check_stages, top_layer
 from shared.state import LayerState, RunState, build_layers
 
-# Placeholder parallelism of a planned manifest: the decision sets the real one at create.
+# The parallelism a planned manifest is rendered with; `manifest.for_create` writes the
+# decision's value into it when the Job is created.
 _PLANNED_PARALLELISM = 1
 
 

@@ -123,8 +123,7 @@ class Controller:
             self.store.abandon_reconcile(run_id, holder)
         if verdict is not Verdict.ACQUIRE or duplicate:
             msg = "duplicate" if duplicate else verdict.value
-            log.info(json.dumps({"severity": "INFO", "message": f"job event {msg}",
-                                 "run": run_id, "job": event.job_name}))  # fmt: skip
+            _log("INFO", f"job event {msg}", run=run_id, job=event.job_name)
             return None
         try:
             follow_ups: int | None = 0

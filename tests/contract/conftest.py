@@ -1,4 +1,5 @@
-"""Fixtures of the contract tests that run workers as subprocesses."""
+"""Fixtures of the contract tests: a stored demo run (store, controller) and a demo volume for
+workers run as subprocesses."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import pytest
 
 from demo.oracle import expected_stats
 from demo.volume import generate_volume, save_volume
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.build_plan import new_run
+from shared.config import load_config
+from tests.builders.stored_runs import DEMO, NOW
 from tests.builders.worker_runs import CHUNK, N_LAYERS, SIZE, Demo
 
 
@@ -20,3 +25,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     }
     assert N_LAYERS == 4
     return Demo(vol, dataset, expected_stats(vol, CHUNK, N_LAYERS))
+
+
+@pytest.fixture
+def store(firestore_project: str) -> FirestoreRunStore:
+    return FirestoreRunStore(firestore_project)
+
+
+@pytest.fixture
+def run(store: FirestoreRunStore):
+    cfg = load_config(DEMO)
+    state = new_run(cfg, "r1", ["ingest"], "auto", NOW)
+    store.create_run(state)
+    return state

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,22 +18,7 @@ from shared.config import load_config
 from shared.controller import Controller
 from shared.pricing import RateRow
 from tests.builders.fakes import RecordingCluster
-
-DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def store(firestore_project: str) -> FirestoreRunStore:
-    return FirestoreRunStore(firestore_project)
-
-
-@pytest.fixture
-def run(store: FirestoreRunStore):
-    cfg = load_config(DEMO)
-    state = new_run(cfg, "r1", ["ingest"], "auto", NOW)
-    store.create_run(state)
-    return state
+from tests.builders.stored_runs import DEMO, NOW
 
 
 class PodCluster(RecordingCluster):

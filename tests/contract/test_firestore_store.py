@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 
 import pytest
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.build_plan import new_run
 from shared.coalesce import Verdict
-from shared.config import load_config
 from shared.controller import Controller
 from shared.job_events import JobEvent
 from shared.run_store import RunExistsError, RunNotFoundError, StaleStateError
 from tests.builders.fakes import RecordingCluster
-
-DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def store(firestore_project: str) -> FirestoreRunStore:
-    return FirestoreRunStore(firestore_project)
-
-
-@pytest.fixture
-def run(store: FirestoreRunStore):
-    cfg = load_config(DEMO)
-    state = new_run(cfg, "r1", ["ingest"], "auto", NOW)
-    store.create_run(state)
-    return state
+from tests.builders.stored_runs import NOW
 
 
 def test_create_load_roundtrip(store, run):
