@@ -37,7 +37,7 @@ from shared.adapters.local.stack import LocalStack, demo_event_settings
 from shared.build_plan import new_run
 from shared.config import PipelineConfig
 from shared.costs import spend
-from shared.forecast import forecast, forecast_inputs
+from shared.forecast import run_forecast
 from shared.layer_spec import layer_spec
 from shared.layers import layer_count
 from shared.manifest import validate_config_renders
@@ -62,8 +62,11 @@ class DemoResult:
     alerts: dict[str, int] = field(default_factory=dict)
     cost_usd: float = 0.0  # what the same pods would cost on Autopilot Spot
     chunks: int = 0  # over every layer of every stage
-    # [elapsed_s, predicted_total_wall_s] each time a layer finished (shared.forecast)
+    # [elapsed_s, predicted_total_wall_s] each time a layer finished, and mid-layer
+    # (EtaRecorder), with the error of the one made at about 40 % of the wall time
     eta_forecasts: list[list[float]] = field(default_factory=list)
+    mid_layer_forecasts: int = 0
+    forecast_error_at_40pct: float | None = None
 
     def summary(self) -> dict[str, Any]:
         """The `--json` object."""
@@ -98,6 +101,8 @@ class DemoResult:
             "advance_latency_s": round(statistics.median(latencies), 3) if latencies else None,
             "approved_by_demo": sum(ls.approved_by == APPROVER for ls in run.layers.values()),
             "eta_forecasts": self.eta_forecasts,
+            "mid_layer_forecasts": self.mid_layer_forecasts,
+            "forecast_error_at_40pct": self.forecast_error_at_40pct,
         }
 
 
@@ -219,34 +224,68 @@ def run_demo(
     cost = spend(cfg, run, load_rates(), run.finished_at or datetime.now(UTC))
     chunks = sum(layer_spec(cfg, ls.stage, ls.layer).chunks for ls in run.layers.values())
     result = DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
-    result.eta_forecasts = etas.entries
+    result.eta_forecasts, result.mid_layer_forecasts = etas.entries, etas.mid_layer
+    result.forecast_error_at_40pct = etas.error_at(wall)
     return result
 
 
 class EtaRecorder:
-    """The run's forecast total wall time, recorded each time a layer finishes."""
+    """The run's forecast total wall time (shared.forecast), as `[elapsed_s,
+    predicted_total_wall_s]` entries: one each time a layer finishes, and mid-layer ones, each
+    time a running layer has `step` more of its batches done or `every_s` have passed since
+    the last entry, so the forecast can be judged at any point of the run (e.g. at 40 %)."""
 
-    def __init__(self, cfg: PipelineConfig, started: float) -> None:
+    def __init__(
+        self, cfg: PipelineConfig, started: float, step: float = 0.1, every_s: float = 5.0
+    ) -> None:
         self.cfg, self.started = cfg, started
+        self.step, self.every_s = step, every_s
         self.finished: set[str] = set()
         self.entries: list[list[float]] = []
+        self.mid_layer = 0  # entries made while layers ran, not when one finished
+        self.last_at = 0.0  # elapsed_s of the last entry
+        self.seen: dict[str, int] = {}  # running layer -> batches done at its last entry
 
     def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
         def progress(run: RunState) -> None:
             on_progress(run)
-            done = {k for k, ls in run.layers.items() if ls.phase == "succeeded"}
-            new = done - self.finished
-            if new:
-                self.finished |= done
-                elapsed = time.monotonic() - self.started
-                advance = self.cfg.controller.tick_period_s / 2
-                fc = forecast(
-                    run, *forecast_inputs(self.cfg, run), datetime.now(UTC), 30.0, advance
-                )
-                entry = [round(elapsed, 2), round(elapsed + fc.remaining_s, 2)]
-                self.entries.extend([list(entry) for _ in new])  # one per finished layer
+            self.observe(run)
 
         return progress
+
+    def observe(self, run: RunState) -> None:
+        """Record a forecast if a layer finished, or a running layer moved on enough."""
+        elapsed = time.monotonic() - self.started
+        done = {k for k, ls in run.layers.items() if ls.phase == "succeeded"}
+        new = done - self.finished
+        if new:
+            self.finished |= done
+            entry = self._entry(run, elapsed)
+            self.entries.extend([list(entry) for _ in new])  # one per finished layer
+            return
+        running = [ls for ls in run.layers.values() if ls.phase == "running"]
+        moved = any(
+            intervals.count(ls.completed_indexes) - self.seen.get(ls.key, 0)
+            >= self.step * max(1, ls.completions)
+            for ls in running
+        )
+        if running and (moved or elapsed - self.last_at >= self.every_s):
+            self.entries.append(self._entry(run, elapsed))
+            self.mid_layer += 1
+
+    def _entry(self, run: RunState, elapsed: float) -> list[float]:
+        fc = run_forecast(self.cfg, run, datetime.now(UTC))
+        self.last_at = elapsed
+        self.seen = {k: intervals.count(ls.completed_indexes) for k, ls in run.layers.items()}
+        return [round(elapsed, 2), round(elapsed + fc.remaining_s, 2)]
+
+    def error_at(self, wall_s: float, share: float = 0.4) -> float | None:
+        """(predicted - actual) / actual of the entry made closest to `share` of the final
+        wall time (None without entries)."""
+        if not self.entries or wall_s <= 0:
+            return None
+        _, predicted = min(self.entries, key=lambda e: abs(e[0] - share * wall_s))
+        return round((predicted - wall_s) / wall_s, 3)
 
 
 def _read_pass(stage: str, client: Any) -> dict[int, Any]:

@@ -1,5 +1,6 @@
 """Gathers what `pipeline status` shows: the run from Firestore, each layer's size from its
-config snapshot, its cost estimate and ramp target, and (best effort) the cluster's word on
+config snapshot, its cost estimate, ramp target and forecast (ETA and projected cost, computed
+on read from the stored run: shared.forecast), and (best effort) the cluster's word on
 running layers' pods (ready, OOM kills, nodes, requests). The arithmetic is
 `shared.progress`; this module only reads."""
 
@@ -14,6 +15,7 @@ from shared.cluster import Cluster, ClusterError
 from shared.config import PipelineConfig
 from shared.costs import estimate
 from shared.fleet import count_oom
+from shared.forecast import RunForecast, run_forecast
 from shared.grid import layer_batch_size
 from shared.layer_spec import layer_spec
 from shared.layers import layer_shape
@@ -64,6 +66,12 @@ def gather(run: RunState, now: datetime, cluster: Cluster | None) -> tuple[RunPr
     except ValueError as e:  # a region the rate table lacks
         by_key, total_cost = None, None
         notes.append(f"no cost estimate: {str(e).splitlines()[0]}")
+    fc: RunForecast | None = None
+    try:
+        fc = run_forecast(cfg, run, now)
+    except ValueError as e:  # the same missing rate: ETAs fall back to the average rate
+        notes.append(f"no forecast: {str(e).splitlines()[0]}")
+    forecasts = {lf.key: lf for lf in fc.layers} if fc is not None else {}
     rows, observed = [], []
     spot_nodes: set[str] = set()
     for ls in run.ordered_layers():
@@ -81,10 +89,12 @@ def gather(run: RunState, now: datetime, cluster: Cluster | None) -> tuple[RunPr
                 ramp_target=_target(cfg, ls, now),
                 cost_usd=None if by_key is None else by_key.get(ls.key, 0.0),
                 pods=pods,
+                forecast=forecasts.get(ls.key),
             )
         )
     totals = cluster_totals(observed, spot_nodes) if cluster is not None else None
-    return run_progress(run, rows, now, cost_usd=total_cost, cluster=totals), "; ".join(notes)
+    progress = run_progress(run, rows, now, cost_usd=total_cost, cluster=totals, forecast=fc)
+    return progress, "; ".join(notes)
 
 
 def _target(cfg: PipelineConfig, ls: LayerState, now: datetime) -> int | None:

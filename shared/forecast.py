@@ -2,11 +2,15 @@
 
 The model is the simulator's (shared.simulation), in closed form: a layer's remaining pods
 run at the ramp's parallelism (start x factor^steps every period, capped at `max` and at the
-batches left), each for the mean pod runtime observed in that layer, or, before the layer
-has run a pod, the per-chunk time observed in the nearest finished layer of the stage
-scaled to the layer's batch (the run's first layer: `default_chunk_s`). Layers of a stage
-follow each other; stages run once the stages they depend on are done, in parallel with
-their siblings (ingest, then meshing and l2cache side by side). Each advance adds
+batches left), each for the mean pod runtime observed in that layer. A pod is a fixed
+start-up (`pod_overhead_s`, as the simulator's runtimes: image, clients, lock claims) plus
+its chunks, so before a layer has run a pod its pods take that start-up plus the per-chunk
+time observed in the nearest finished layer of the stage (that layer's pods less the
+start-up, over its chunks) times the layer's batch (the run's first layer:
+`default_chunk_s`): a top layer of one chunk a pod still pays the start-up. Layers of a
+stage follow each other; stages run once the stages they depend on are done, in parallel
+with their siblings (ingest, then meshing and l2cache side by side). Each advance adds the
+latency observed so far (a layer's submission after its dependencies were done), else
 `advance_s` (about half a tick). Costs are pod-seconds times requests at the layer's rate,
 plus the cluster fee over the remaining time.
 """
@@ -24,8 +28,12 @@ from shared.grid import layer_batch_size
 from shared.layers import layer_shape
 from shared.pricing import Rate, load_rates, pod_cost, rate_for
 from shared.reconcile import LayerPlan
+from shared.simulation.runtimes import Runtimes
 from shared.stages import dependencies
 from shared.state import LayerState, RunState
+
+DEFAULT_CHUNK_S = 30.0  # per chunk, before the run has finished a pod
+POD_OVERHEAD_S = Runtimes.pod_overhead_s  # a pod's start-up: the simulator's
 
 
 @dataclass(frozen=True)
@@ -65,18 +73,42 @@ def drain_seconds(pods: int, pod_s: float, ramp: Ramp, ramp_elapsed_s: float) ->
     return t + work / max(1, min(ramp.max, pods))
 
 
-def _chunk_seconds(run: RunState, ls: LayerState, batch_chunks: dict[str, int]) -> float | None:
-    """Per-chunk time observed in this layer, else the nearest layer below of its stage,
-    else any finished layer of the run."""
+def _pod_seconds(
+    run: RunState,
+    ls: LayerState,
+    batch_chunks: dict[str, int],
+    default_chunk_s: float,
+    overhead_s: float,
+) -> float:
+    """One pod of `ls`: its own observed mean, else the start-up plus its batch at the
+    per-chunk time of the nearest observed layer below of its stage (else of any layer)."""
+    if ls.pods_succeeded:
+        return ls.succeeded_runtime_s / ls.pods_succeeded
     below = sorted(
-        (o for o in run.layers.values() if o.stage == ls.stage and o.layer <= ls.layer),
+        (o for o in run.layers.values() if o.stage == ls.stage and o.layer < ls.layer),
         key=lambda o: -o.layer,
     )
     others = [o for o in run.layers.values() if o.stage != ls.stage]
     for o in below + others:
         if o.pods_succeeded:
-            return o.succeeded_runtime_s / o.pods_succeeded / max(1, batch_chunks[o.key])
-    return None
+            pod = o.succeeded_runtime_s / o.pods_succeeded
+            fixed = min(overhead_s, pod)  # a pod shorter than the start-up is all start-up
+            per_chunk = (pod - fixed) / max(1, batch_chunks[o.key])
+            return fixed + per_chunk * batch_chunks[ls.key]
+    return overhead_s + default_chunk_s * batch_chunks[ls.key]
+
+
+def observed_advance_s(run: RunState) -> float | None:
+    """Median seconds from a layer's dependencies being done to its Job's submission, over
+    the layers that waited on another layer (None before any did)."""
+    waits = sorted(
+        (ls.submitted_at - ready).total_seconds()
+        for ls in run.layers.values()
+        if ls.submitted_at is not None
+        and (ready := run.ready_since(ls)) is not None
+        and ready != run.created_at
+    )
+    return max(0.0, waits[len(waits) // 2]) if waits else None
 
 
 def forecast(
@@ -85,12 +117,15 @@ def forecast(
     batch_chunks: dict[str, int],
     rates: dict[str, Rate],
     now: datetime,
-    default_chunk_s: float = 30.0,
+    default_chunk_s: float = DEFAULT_CHUNK_S,
     advance_s: float = 30.0,
+    pod_overhead_s: float = POD_OVERHEAD_S,
 ) -> RunForecast:
     """ETA and projected cost of every unfinished layer and of the rest of the run.
     `batch_chunks` maps each layer key to the chunks one of its pods processes, `rates` each
-    stage to its price."""
+    stage to its price; `advance_s` is used until the run has advanced once."""
+    observed = observed_advance_s(run)
+    advance_s = advance_s if observed is None else observed
     done_at: dict[str, float] = {}  # layer key -> seconds from now until it is done
     out: list[LayerForecast] = []
     for ls in run.ordered_layers():
@@ -105,12 +140,7 @@ def forecast(
             done_at[ls.key] = start
             continue
         left = plan.completions - intervals.count(ls.completed_indexes)
-        per_chunk = _chunk_seconds(run, ls, batch_chunks) or default_chunk_s
-        pod_s = (
-            ls.succeeded_runtime_s / ls.pods_succeeded
-            if ls.pods_succeeded
-            else per_chunk * batch_chunks[ls.key]
-        )
+        pod_s = _pod_seconds(run, ls, batch_chunks, default_chunk_s, pod_overhead_s)
         if ls.phase == "running" and ls.ramp_started_at is not None:
             ramp_elapsed = max(0.0, (now - ls.ramp_started_at).total_seconds())
             remaining = drain_seconds(left, pod_s, plan.ramp, ramp_elapsed)
@@ -125,6 +155,13 @@ def forecast(
     # The cluster fee runs while any Job does: the rest of the run, at one cluster.
     fee = max((r.cluster_fee_hr for r in rates.values()), default=0.0) * total / 3600
     return RunForecast(total, sum(lf.projected_usd for lf in out) + fee, out)
+
+
+def run_forecast(cfg: PipelineConfig, run: RunState, now: datetime) -> RunForecast:
+    """The forecast `pipeline status`, `pipeline demo` and the demo's `eta_forecasts` show:
+    each advance waits about half a controller tick."""
+    advance = cfg.controller.tick_period_s / 2
+    return forecast(run, *forecast_inputs(cfg, run), now, DEFAULT_CHUNK_S, advance)
 
 
 def forecast_inputs(

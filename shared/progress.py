@@ -5,9 +5,11 @@ batches of `batch_size` has ceil(chunks / batch_size) indexes, every one full bu
 so the chunks done follow from the completed index set and the last index alone.
 
 Throughput is a layer's chunks done over the time it has run (since its Job was submitted),
-in chunks per minute; its ETA is the chunks left at that rate. The run's ETA is every chunk
-still to build at the run's own average rate (chunks done over the time layers ran), an
-estimate that ignores that higher layers have fewer, slower chunks, and is labelled so.
+in chunks per minute. ETAs and projected costs come from the forecast (shared.forecast: the
+runtimes observed so far, the ramp and the parallelism cap, layer after layer), computed on
+read from the stored run. Without a forecast (no rate for the region) a running layer's ETA
+is its chunks left at its own rate and the run's every chunk left at the run's average rate,
+an estimate that ignores that higher layers have fewer, slower chunks, and is labelled so.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared import intervals
+from shared.forecast import LayerForecast, RunForecast
 from shared.stages import dependencies
 from shared.state import LayerState, RunState, layer_key
+
+FORECAST = "forecast"  # ETAs from shared.forecast
+AVERAGE_RATE = "average rate"  # the fallback: the run's chunks left at its average rate
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class LayerProgress:
     eta_s: float | None
     cost_usd: float | None
     waits_on: str = ""
+    # spent so far plus what the forecast says its remaining pods will cost (None: no forecast)
+    projected_usd: float | None = None
 
     @property
     def key(self) -> str:
@@ -102,6 +110,8 @@ class RunProgress:
     budget_usd: float | None
     cluster: ClusterTotals | None
     layers: list[LayerProgress] = field(default_factory=list)
+    eta_basis: str = AVERAGE_RATE  # FORECAST when eta_s comes from shared.forecast
+    projected_usd: float | None = None  # spent plus the forecast cost of the rest of the run
 
 
 def chunks_done(completed_indexes: str, size: LayerSize) -> int:
@@ -157,9 +167,14 @@ def layer_progress(
     ramp_target: int | None = None,
     cost_usd: float | None = None,
     pods: LayerPods | None = None,
+    forecast: LayerForecast | None = None,
 ) -> LayerProgress:
-    """One layer's progress in chunks, its rate and ETA (rate and ETA only while it runs or
-    once it ran: a waiting layer has neither)."""
+    """One layer's progress in chunks, its rate, ETA and projected cost.
+
+    With the layer's `forecast` (shared.forecast), a running or waiting layer's ETA is when
+    it will be done from now (a waiting layer's wait included) and its projected cost what
+    it spent plus what its remaining pods will cost. Without one, only a running layer has
+    an ETA: its chunks left at its own rate so far."""
     total = size.chunks
     done = total if ls.phase == "succeeded" else chunks_done(ls.completed_indexes, size)
     elapsed = _seconds(ls.submitted_at, ls.finished_at, now)
@@ -168,6 +183,12 @@ def layer_progress(
         rate = done / (elapsed / 60)
         eta = 0.0 if done >= total else (total - done) / rate * 60
     running = ls.phase == "running"
+    projected = None
+    if ls.phase == "succeeded":
+        projected = cost_usd
+    elif forecast is not None:
+        eta = forecast.finishes_in_s
+        projected = (cost_usd or 0.0) + forecast.projected_usd
     return LayerProgress(
         stage=ls.stage,
         layer=ls.layer,
@@ -185,9 +206,10 @@ def layer_progress(
         approval=_approval(run, ls),
         elapsed_s=elapsed,
         chunks_per_min=rate,
-        eta_s=eta if running else None,
+        eta_s=eta if running or (forecast is not None and ls.phase == "waiting") else None,
         cost_usd=cost_usd,
         waits_on=waits_on(run, ls),
+        projected_usd=projected,
     )
 
 
@@ -210,9 +232,11 @@ def run_progress(
     *,
     cost_usd: float | None = None,
     cluster: ClusterTotals | None = None,
+    forecast: RunForecast | None = None,
 ) -> RunProgress:
     """The run's totals from its layers' rows: chunks, the average rate while layers ran
-    (their running spans, overlaps counted once), the ETA at that rate."""
+    (their running spans, overlaps counted once), and the ETA and projected cost of the rest
+    of the run from its `forecast` (without one: the ETA at the average rate, no projection)."""
     done = sum(lp.chunks_done for lp in layers)
     total = sum(lp.chunks_total for lp in layers)
     spans = sorted(
@@ -232,6 +256,11 @@ def run_progress(
     rate = done / (busy / 60) if busy > 0 and done else None
     finished = run.status in ("succeeded", "failed") or done >= total
     eta = None if rate is None else (0.0 if finished else (total - done) / rate * 60)
+    basis, projected = AVERAGE_RATE, None
+    if forecast is not None:
+        basis = FORECAST
+        eta = 0.0 if finished else forecast.remaining_s
+        projected = (cost_usd or 0.0) + (0.0 if finished else forecast.projected_usd)
     return RunProgress(
         run_id=run.run_id,
         graph_id=run.graph_id,
@@ -247,6 +276,8 @@ def run_progress(
         budget_usd=run.budget_usd,
         cluster=cluster,
         layers=layers,
+        eta_basis=basis,
+        projected_usd=projected,
     )
 
 

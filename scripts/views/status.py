@@ -1,6 +1,7 @@
-"""Renders `pipeline status`: a header with the run's totals, spend against budget and the
-cluster, a fixed-height table of layers (chunks, rate, ETA, cost) that fits 100 columns, and
-what the waiting layers wait on."""
+"""Renders `pipeline status`: a header with the run's totals, its forecast (the running
+layer's ETA, the run's, and their projected costs), spend against budget and the cluster, a
+fixed-height table of layers (chunks, rate, ETA, cost so far and projected) that fits 100
+columns, and what the waiting layers wait on."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scripts.views.terminal import span
-from shared.progress import LayerProgress, RunProgress, blocking_waits, visible_rows
+from shared.progress import FORECAST, LayerProgress, RunProgress, blocking_waits, visible_rows
 
 MAX_ROWS = 14  # layer rows; the rest is summarised in one line
 MAX_WAITING = 3  # waiting layers named under the table
@@ -31,6 +32,7 @@ COLUMNS = (
     ("/min", "right"),
     ("ETA", "right"),
     ("USD", "right"),
+    ("proj", "right"),  # projected: spent plus the forecast cost of what is left
 )
 
 
@@ -78,20 +80,27 @@ def _row(lp: LayerProgress) -> list[str]:
         lp.approval,
         span(lp.elapsed_s),
         rate(lp.chunks_per_min),
-        span(lp.eta_s) if running else "",
+        span(lp.eta_s) if lp.phase in ("running", "waiting") else "",
         usd(lp.cost_usd) if lp.elapsed_s is not None else "",
+        "" if lp.projected_usd is None else usd(lp.projected_usd),
     ]
 
 
 def header(p: RunProgress) -> Text:
-    """Four lines, each under 100 characters: the run; its chunks, rate and ETA; spend
-    against budget; the cluster."""
+    """Four lines, each under 100 characters: the run; its chunks, rate and ETA (the first
+    running layer's and the run's); spend against budget and the projected cost; the
+    cluster."""
     line1 = (
         f"run {p.run_id} · graph {p.graph_id} · {p.status} · advance {p.advance} · "
         f"elapsed {span(p.elapsed_s)}"
     )
     speed = f"{rate(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
     eta = f"ETA {span(p.eta_s)} at the run's average rate" if p.eta_s else "ETA ?"
+    if p.eta_basis == FORECAST and p.eta_s is not None:
+        eta = f"ETA run {span(p.eta_s)}"
+        running = next((lp for lp in p.layers if lp.phase == "running"), None)
+        if running is not None and running.eta_s is not None:
+            eta = f"ETA {span(running.eta_s)} ({running.key}), run {span(p.eta_s)}"
     if p.status in ("succeeded", "failed"):
         eta = p.status
     done = f"{count(p.chunks_done)}/{count(p.chunks_total)}"
@@ -100,6 +109,12 @@ def header(p: RunProgress) -> Text:
     if p.budget_usd:
         share = f", {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""
         line3 = f"spend ${usd(p.cost_usd)} of ${p.budget_usd:g} budget{share} (estimate)"
+    if p.projected_usd is not None and p.status not in ("succeeded", "failed"):
+        running = next((lp for lp in p.layers if lp.phase == "running"), None)
+        layer = ""
+        if running is not None and running.projected_usd is not None:
+            layer = f"${usd(running.projected_usd)} ({running.key}), "
+        line3 += f" · projected {layer}${usd(p.projected_usd)} (run)"
     if p.cluster is None:
         line4 = "cluster: not read"
     else:

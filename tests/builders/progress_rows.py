@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from shared.forecast import LayerForecast, RunForecast
 from shared.progress import (
     ClusterTotals,
     LayerPods,
@@ -17,15 +18,20 @@ from shared.state import RunState, build_layers
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 
 
-def big_run(top: int = 16, running: int = 7) -> tuple[RunState, RunProgress]:
+def big_run(
+    top: int = 16, running: int = 7, forecast: bool = False
+) -> tuple[RunState, RunProgress]:
     """ingest L2..top with layers below `running` done, it running, the rest waiting; meshing
-    and l2cache waiting on ingest. Chunk counts up to 262144 per layer."""
+    and l2cache waiting on ingest. Chunk counts up to 262144 per layer. With `forecast`, each
+    unfinished layer is forecast to take 40 min more than the one before it (the running one:
+    40 min) and to cost $75.5 more, the run ends with the last one."""
     stages = ["ingest", "meshing", "l2cache"]
     tops = {"ingest": top, "meshing": top, "l2cache": 2}
     run = RunState("pinky-20260301-080000-ab12", "pinky_v2", stages, tops, advance="approve",
                    created_at=T0, budget_usd=2500.0, layers=build_layers(stages, tops))  # fmt: skip
     now = T0 + timedelta(hours=30)
     rows = []
+    forecasts: list[LayerForecast] = []
     for ls in run.ordered_layers():
         chunks = max(1, 262144 // 8 ** max(0, ls.layer - 2 - 0) if ls.layer < 8 else 1)
         size = LayerSize(chunks, max(1, 128 // 2 ** (ls.layer - 2)))
@@ -42,9 +48,19 @@ def big_run(top: int = 16, running: int = 7) -> tuple[RunState, RunProgress]:
             ls.completed_indexes = f"0-{size.batches // 3}"
             ls.failed_indexes, ls.pods_failed = "17,204", 1234
             pods = LayerPods(ready=471, oom=12, nodes=frozenset({"n1"}), pods=480)
+        lf = None
+        if forecast and ls.phase != "succeeded":
+            lf = LayerForecast(ls.key, 2400.0, 2400.0 * (len(forecasts) + 1), 75.5)
+            forecasts.append(lf)
         rows.append(
-            layer_progress(run, ls, size, now, ramp_target=512, cost_usd=123.456, pods=pods)
+            layer_progress(
+                run, ls, size, now, ramp_target=512, cost_usd=123.456, pods=pods, forecast=lf
+            )
         )
     cluster = ClusterTotals(nodes=61, spot_nodes=58, pods=480, cpu_requested=960.0,
                             memory_requested_gib=3840.0)  # fmt: skip
-    return run, run_progress(run, rows, now, cost_usd=1234.5678, cluster=cluster)
+    fc = None
+    if forecast:
+        end = max(lf.finishes_in_s for lf in forecasts)
+        fc = RunForecast(end, sum(lf.projected_usd for lf in forecasts), forecasts)
+    return run, run_progress(run, rows, now, cost_usd=1234.5678, cluster=cluster, forecast=fc)

@@ -44,11 +44,15 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     assert summary["pods"] >= 3
     html = report.read_text()
     assert "Plotly.newPlot" in html and "ingest-L4" in html and "Pod attempts by layer" in html
-    # one forecast each time a layer finished: [elapsed_s, predicted_total_wall_s]
+    # forecasts [elapsed_s, predicted_total_wall_s]: one each time a layer finished, and
+    # mid-layer ones while layers ran; the error of the one nearest 40 % of the wall time
     etas = summary["eta_forecasts"]
-    assert len(etas) == summary["layers"]
+    assert summary["mid_layer_forecasts"] >= 1
+    assert len(etas) == summary["layers"] + summary["mid_layer_forecasts"]
     assert all(total >= elapsed > 0 for elapsed, total in etas)
+    assert [e[0] for e in etas] == sorted(e[0] for e in etas)
     assert etas[-1][1] == pytest.approx(etas[-1][0])  # nothing left after the last layer
+    assert isinstance(summary["forecast_error_at_40pct"], float)
 
 
 def test_bad_config_fails_fast_naming_the_field(tmp_path):

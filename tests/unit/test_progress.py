@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from shared.forecast import LayerForecast, RunForecast
 from shared.progress import (
     LayerPods,
+    LayerProgress,
     LayerSize,
     blocking_waits,
     chunks_done,
@@ -155,3 +157,51 @@ def test_blocking_waits_are_the_front_of_the_queue():
     rows = [layer_progress(run, ls, LayerSize(8, 4), T0) for ls in run.ordered_layers()]
     front, behind = blocking_waits(rows)
     assert [lp.key for lp in front] == ["ingest-L2", "l2cache-L2"] and behind == 2
+
+
+# A layer's forecast: 300 s to go, done 500 s from now (a wait first), $2 more.
+LF = LayerForecast("ingest-L2", 300.0, 500.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    "phase, completed, forecast, cost, eta, projected",
+    [
+        ("running", "0-3", None, 1.0, 90.0, None),  # no forecast: 48 chunks left at 32 a min
+        ("running", "0-3", LF, 1.0, 500.0, 3.0),  # the forecast's, and spent + to come
+        ("waiting", "", LF, None, 500.0, 2.0),  # a waiting layer: when it will be done
+        ("waiting", "", None, None, None, None),
+        ("succeeded", "0-9", LF, 1.5, None, 1.5),  # done: what it cost
+    ],
+)
+def test_a_layer_eta_and_projection_come_from_its_forecast(
+    phase, completed, forecast, cost, eta, projected
+):
+    run = _run(advance="auto")
+    ls = run.layers["ingest-L2"]
+    ls.phase, ls.submitted_at, ls.completed_indexes = phase, T0, completed
+    lp = layer_progress(
+        run, ls, LayerSize(80, 8), T0 + timedelta(minutes=1), cost_usd=cost, forecast=forecast
+    )
+    assert lp.eta_s == (None if eta is None else pytest.approx(eta))
+    assert lp.projected_usd == (None if projected is None else pytest.approx(projected))
+
+
+@pytest.mark.parametrize(
+    "status, forecast, eta, basis, projected",
+    [
+        ("running", None, 6 * 60.0, "average rate", None),  # 60 of 120 chunks in 6 min
+        ("running", RunForecast(900.0, 4.0, [LF]), 900.0, "forecast", 5.0),
+        ("succeeded", RunForecast(0.0, 0.0, []), 0.0, "forecast", 1.0),
+    ],
+)
+def test_the_run_eta_and_projection_come_from_its_forecast(status, forecast, eta, basis, projected):
+    run = _run(advance="auto")
+    run.status = status
+    l2 = run.layers["ingest-L2"]
+    l2.phase, l2.submitted_at = "running", T0
+    now = T0 + timedelta(minutes=6)
+    rows = [layer_progress(run, l2, LayerSize(120, 10), now)]
+    rows[0] = LayerProgress(**{**rows[0].__dict__, "chunks_done": 60})
+    rp = run_progress(run, rows, now, cost_usd=1.0, forecast=forecast)
+    assert (rp.eta_s, rp.eta_basis) == (pytest.approx(eta), basis)
+    assert rp.projected_usd == (None if projected is None else pytest.approx(projected))

@@ -52,3 +52,26 @@ def test_shows_what_an_operator_steers_by():
 )
 def test_counts_fit_five_characters(n, text):
     assert count(n) == text
+
+
+@pytest.mark.parametrize("top", [4, 9, 16])
+def test_the_forecast_fits_100_columns(top):
+    lines = screen(big_run(top=top, running=3, forecast=True)[1])
+    assert max(len(line) for line in lines) <= 100
+    assert not any("…" in line for line in lines)
+
+
+def test_shows_the_forecast_eta_and_projected_costs():
+    """The running layer's ETA and the run's from the forecast (not the average rate), each
+    waiting layer's, and the projected costs: spent plus what the forecast says is left."""
+    text = "\n".join(screen(big_run(top=16, running=6, forecast=True)[1]))
+    for words in (
+        "ETA 40.0m (ingest-L6), run 18.0h",  # 27 layers left, 40 min more each
+        "projected $199 (ingest-L6), $3273 (run)",  # 123.46 + 75.5; 1234.57 + 27 x 75.5
+        "40.0m 123 199",  # the running layer's ETA, spend, projection
+        "80.0m     199",  # the next layer: done 80 min from now
+    ):
+        assert words in text, words
+    assert "average rate" not in text
+    plain = "\n".join(screen(big_run(top=16, running=6)[1]))
+    assert "average rate" in plain and "projected" not in plain  # no forecast: no projection
