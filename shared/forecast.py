@@ -34,6 +34,9 @@ from shared.state import LayerState, RunState
 
 DEFAULT_CHUNK_S = 30.0  # per chunk, before the run has finished a pod
 POD_OVERHEAD_S = Runtimes.pod_overhead_s  # a pod's start-up: the simulator's
+# At most this share of an observed pod is taken for start-up: pods not much longer than
+# the start-up cannot tell the two apart, so they are split evenly.
+START_UP_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -51,19 +54,29 @@ class RunForecast:
     layers: list[LayerForecast]
 
 
-def drain_seconds(pods: int, pod_s: float, ramp: Ramp, ramp_elapsed_s: float) -> float:
+def drain_seconds(
+    pods: int, pod_s: float, ramp: Ramp, ramp_elapsed_s: float, in_flight: int = 0
+) -> float:
     """Time to run `pods` pods of `pod_s` each under the ramp, starting `ramp_elapsed_s`
     into it: the work is spread over the ramp's parallelism step by step, then runs in
-    whole waves once the ramp is capped."""
+    whole waves once the ramp is capped. `in_flight` of the pods already run, started at
+    different times (a layer under way): on average half done, and the pods left finish
+    staggered, not in waves."""
     if pods <= 0:
         return 0.0
-    work = pods * pod_s  # pod-seconds
+    start_par = ramp.start * ramp.factor ** min(math.floor(ramp_elapsed_s / ramp.period), 64)
+    in_flight = min(in_flight, pods, ramp.max, int(start_par))  # no more than run at once
+    work = pods * pod_s - in_flight * pod_s / 2  # pod-seconds
     t = 0.0
     for _ in range(128):  # the ramp reaches its cap in at most 64 steps
         steps = math.floor((ramp_elapsed_s + t) / ramp.period)
         par = max(1, min(ramp.max, pods, int(ramp.start * ramp.factor ** min(steps, 64))))
         until_next = (steps + 1) * ramp.period - (ramp_elapsed_s + t)
         capped = par >= min(ramp.max, pods)
+        if capped and in_flight:
+            # pods evenly staggered: the last one ends (1 - 1/par) / 2 of a pod after the
+            # work would at full width (4 wide, 7 left, 4 of them half done: 1.625 pods)
+            return t + work / par + pod_s * (1 - 1 / par) / 2
         if capped or work <= par * until_next:
             if capped:  # whole waves of `par` pods from here on
                 return t + math.ceil(work / (par * pod_s) - 1e-9) * pod_s
@@ -92,7 +105,7 @@ def _pod_seconds(
     for o in below + others:
         if o.pods_succeeded:
             pod = o.succeeded_runtime_s / o.pods_succeeded
-            fixed = min(overhead_s, pod)  # a pod shorter than the start-up is all start-up
+            fixed = min(overhead_s, pod * START_UP_SHARE)
             per_chunk = (pod - fixed) / max(1, batch_chunks[o.key])
             return fixed + per_chunk * batch_chunks[ls.key]
     return overhead_s + default_chunk_s * batch_chunks[ls.key]
@@ -143,7 +156,9 @@ def forecast(
         pod_s = _pod_seconds(run, ls, batch_chunks, default_chunk_s, pod_overhead_s)
         if ls.phase == "running" and ls.ramp_started_at is not None:
             ramp_elapsed = max(0.0, (now - ls.ramp_started_at).total_seconds())
-            remaining = drain_seconds(left, pod_s, plan.ramp, ramp_elapsed)
+            # pods run at different times once some have finished (and been replaced)
+            in_flight = ls.active if ls.pods_succeeded else 0
+            remaining = drain_seconds(left, pod_s, plan.ramp, ramp_elapsed, in_flight)
         else:
             start += advance_s
             remaining = drain_seconds(left, pod_s, plan.ramp, 0.0)

@@ -17,8 +17,9 @@ from scripts.commands.costs import cost_report
 from scripts.commands.pods import EPOCH, all_events, pod_runtime, scheduling_messages
 from scripts.layer_target import Target, resolve_target, run_config
 from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
-from scripts.run_progress import layer_size
+from scripts.run_progress import gather, layer_size
 from scripts.services import connect
+from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from shared import intervals
 from shared.adapters.gke.wire import event_time
@@ -126,12 +127,19 @@ def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
 @JSON_OPTION
 def run_breakdown(run_id: str, as_json: bool) -> None:
     """Where a run's time and money went: by stage and layer, chunks, pods, retries,
-    preemptions, vCPU-h, GiB-h, cost (estimate) and wall time, with stage subtotals."""
+    preemptions, vCPU-h, GiB-h, cost (estimate) and wall time, with stage subtotals; while it
+    runs, the forecast ETA and projected cost of each layer and of the run."""
     now = datetime.now(UTC)
     run = connect().store.load_run(run_id)
     rows = breakdown(run, now)
+    progress, _ = gather(run, now, None)  # the forecast, as `pipeline status` shows it
+    for r, lp in zip(rows, progress.layers, strict=True):
+        r["eta_s"], r["projected_usd"] = lp.eta_s, lp.projected_usd
     if as_json:
-        click.echo(json.dumps({"run_id": run_id, "status": run.status, "layers": rows}, indent=2))
+        doc = {"run_id": run_id, "status": run.status, "layers": rows}
+        doc.update(eta_s=progress.eta_s, eta_basis=progress.eta_basis)
+        doc["projected_usd"] = progress.projected_usd
+        click.echo(json.dumps(doc, indent=2))
         return
     table = titled_table(
         f"run {run_id} · {run.graph_id} · {run.status} (cost: estimate)",
@@ -156,6 +164,9 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
             f"{money['vcpu_hours']:.3f}", f"{money['gib_hours']:.3f}",
             f"[bold]{money['usd']:.4f}[/]", "", end_section=True,
         )  # fmt: skip
+    outlook = " · ".join(t for t in (forecast_eta(progress), forecast_cost(progress)) if t)
+    if outlook:
+        table.caption, table.caption_justify = f"forecast: {outlook}", "left"
     console().print(table)
 
 

@@ -180,8 +180,9 @@ def _status_cluster(run: RunState) -> tuple[Cluster | None, str]:
 def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -> None:
     """A run's progress until Ctrl-C (or --once): per layer chunks done / total, active and
     ready pods, retries, failed indexes, OOM kills, parallelism against the ramp, approval,
-    elapsed, chunks/min, ETA and cost so far; the run's totals, spend against budget, the
-    cluster's nodes and requests, and what the waiting layers wait on."""
+    elapsed, chunks/min, ETA, cost so far and projected; the run's totals, its ETA and
+    projected cost (forecast from the runtimes observed so far, the ramp and the cap), spend
+    against budget, the cluster's nodes and requests, and what the waiting layers wait on."""
     store = connect().store
     run = store.load_run(run_id)
     cluster, why = _status_cluster(run)

@@ -86,6 +86,29 @@ def _row(lp: LayerProgress) -> list[str]:
     ]
 
 
+def forecast_eta(p: RunProgress) -> str:
+    """"ETA 12.0m (ingest-L3), run 41.0m": the first running layer's and the run's, from the
+    forecast ("" without one, or once the run ended)."""
+    if p.eta_basis != FORECAST or p.eta_s is None or p.status in ("succeeded", "failed"):
+        return ""
+    running = next((lp for lp in p.layers if lp.phase == "running"), None)
+    if running is None or running.eta_s is None:
+        return f"ETA run {span(p.eta_s)}"
+    return f"ETA {span(running.eta_s)} ({running.key}), run {span(p.eta_s)}"
+
+
+def forecast_cost(p: RunProgress) -> str:
+    """"projected $0.83 (ingest-L3), $2.10 (run)": spent plus the forecast cost of what is
+    left ("" without a forecast, or once the run ended)."""
+    if p.projected_usd is None or p.status in ("succeeded", "failed"):
+        return ""
+    running = next((lp for lp in p.layers if lp.phase == "running"), None)
+    layer = ""
+    if running is not None and running.projected_usd is not None:
+        layer = f"${usd(running.projected_usd)} ({running.key}), "
+    return f"projected {layer}${usd(p.projected_usd)} (run)"
+
+
 def header(p: RunProgress) -> Text:
     """Four lines, each under 100 characters: the run; its chunks, rate and ETA (the first
     running layer's and the run's); spend against budget and the projected cost; the
@@ -96,11 +119,7 @@ def header(p: RunProgress) -> Text:
     )
     speed = f"{rate(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
     eta = f"ETA {span(p.eta_s)} at the run's average rate" if p.eta_s else "ETA ?"
-    if p.eta_basis == FORECAST and p.eta_s is not None:
-        eta = f"ETA run {span(p.eta_s)}"
-        running = next((lp for lp in p.layers if lp.phase == "running"), None)
-        if running is not None and running.eta_s is not None:
-            eta = f"ETA {span(running.eta_s)} ({running.key}), run {span(p.eta_s)}"
+    eta = forecast_eta(p) or eta
     if p.status in ("succeeded", "failed"):
         eta = p.status
     done = f"{count(p.chunks_done)}/{count(p.chunks_total)}"
@@ -109,12 +128,8 @@ def header(p: RunProgress) -> Text:
     if p.budget_usd:
         share = f", {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""
         line3 = f"spend ${usd(p.cost_usd)} of ${p.budget_usd:g} budget{share} (estimate)"
-    if p.projected_usd is not None and p.status not in ("succeeded", "failed"):
-        running = next((lp for lp in p.layers if lp.phase == "running"), None)
-        layer = ""
-        if running is not None and running.projected_usd is not None:
-            layer = f"${usd(running.projected_usd)} ({running.key}), "
-        line3 += f" · projected {layer}${usd(p.projected_usd)} (run)"
+    if projected := forecast_cost(p):
+        line3 += f" · {projected}"
     if p.cluster is None:
         line4 = "cluster: not read"
     else:

@@ -43,6 +43,24 @@ def test_drain_seconds(pods, pod_s, ramp, elapsed, want):
     assert drain_seconds(pods, pod_s, ramp, elapsed) == pytest.approx(want)
 
 
+FOUR = Ramp(start=4, factor=2, period=100, max=4)
+
+
+@pytest.mark.parametrize(
+    ("pods", "in_flight", "want"),
+    [
+        (7, 0, 20.0),  # nothing under way: two waves
+        # 4 under way, staggered by a quarter pod (1/8, 3/8, 5/8, 7/8 left): the 3 queued
+        # start as they finish and end 1.125, 1.375, 1.625 pods from now
+        (7, 4, 16.25),
+        (4, 4, 8.75),  # only the 4 under way: the last has 7/8 of a pod left
+        (1, 1, 5.0),  # one pod, half done
+    ],
+)
+def test_drain_seconds_of_a_layer_under_way(pods, in_flight, want):
+    assert drain_seconds(pods, 10.0, FOUR, 500.0, in_flight) == pytest.approx(want)
+
+
 def _demo(size: int = 128, ramp: Ramp | None = None):
     cfg = load_config(DEMO)
     source = cfg.ds.data_source.model_copy(update={"size": (size,) * 3})
@@ -73,14 +91,15 @@ DEMO_RAMP = Ramp(start=2, factor=2, period=3, max=4)  # examples/demo: 4 wide af
 @pytest.mark.parametrize(
     ("ramp", "observed_pod_s", "ramp_elapsed_s", "want_l2", "want_l3"),
     [
-        # 128^3: L2 16 pods of 32 chunks, 8 done; L3 4 pods of 16 chunks. Start-up 10 s.
+        # 128^3: L2 16 pods of 32 chunks, 8 done, none running; L3 4 pods of 16 chunks.
+        # Start-up 10 s.
         # observed 20 s pods: 8 left 4 wide = 2 waves; L3's are 10 + 16 x (20 - 10) / 32 =
         # 15 s, 3 s 2 wide on its ramp then one wave 4 wide: 18 s
         (DEMO_RAMP, 20.0, 600.0, 40.0, 18.0),
         # nothing observed yet: 10 + 32 x 1 s a chunk (the default) = 42 s pods; L3 26 s
         (DEMO_RAMP, None, 600.0, 84.0, 3.0 + 26.0),
-        # pods shorter than the start-up are all start-up: L3's take as long as L2's
-        (DEMO_RAMP, 8.0, 600.0, 16.0, 3.0 + 8.0),
+        # pods too short to tell start-up from chunks are split evenly: L3's are 4 + 2 s
+        (DEMO_RAMP, 8.0, 600.0, 16.0, 3.0 + 6.0),
         # a cap of 2: 4 waves; L3's 4 pods in 2 waves
         (Ramp(start=2, factor=2, period=3, max=2), 20.0, 600.0, 80.0, 30.0),
         # a slow ramp, just started: 1 wide for 100 s (100 of the 160 pod-seconds left),
@@ -88,9 +107,11 @@ DEMO_RAMP = Ramp(start=2, factor=2, period=3, max=4)  # examples/demo: 4 wide af
         (Ramp(start=1, factor=2, period=100, max=4), 20.0, 0.0, 100.0 + 30.0, 60.0),
     ],
 )
-def test_forecast_from_a_run_state(ramp, observed_pod_s, ramp_elapsed_s, want_l2, want_l3):
+@pytest.mark.parametrize("running", [0, 4])
+def test_forecast_from_a_run_state(ramp, observed_pod_s, ramp_elapsed_s, want_l2, want_l3, running):
     """A running layer's ETA from its observed pods, the ramp where it stands and the cap;
-    the next layer's from the start-up and the per-chunk time observed below."""
+    the next layer's from the start-up and the per-chunk time observed below. With pods
+    under way (`running`) and some finished, they are half done and staggered."""
     cfg = _demo(ramp=ramp)
     run = new_run(cfg, "f", ["ingest"], "auto", T0)
     plans, chunks, rates = forecast_inputs(cfg, run)
@@ -105,6 +126,14 @@ def test_forecast_from_a_run_state(ramp, observed_pod_s, ramp_elapsed_s, want_l2
     l2.ramp_started_at = now - timedelta(seconds=ramp_elapsed_s)
     if observed_pod_s is not None:
         l2.pods_succeeded, l2.succeeded_runtime_s = 8, 8 * observed_pod_s
+    l2.active = min(running, ramp.max if ramp_elapsed_s else ramp.start)
+    if running and observed_pod_s is not None:
+        if ramp_elapsed_s:  # capped: 8 left, of which `active` half done, then the stagger
+            par = ramp.max
+            work = (8 - l2.active / 2) * observed_pod_s
+            want_l2 = work / par + observed_pod_s * (1 - 1 / par) / 2
+        else:  # the slow ramp, 1 wide: its one pod half done, 10 pod-seconds less
+            want_l2 = 100.0 + 50.0 / 2
     fc = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 10.0)
     by_key = {lf.key: lf for lf in fc.layers}
     assert by_key["ingest-L2"].remaining_s == pytest.approx(want_l2)
