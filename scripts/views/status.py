@@ -128,7 +128,8 @@ def header(p: RunProgress) -> Text:
     if p.budget_usd:
         share = f", {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""
         line3 = f"spend ${usd(p.cost_usd)} of ${p.budget_usd:g} budget{share} (estimate)"
-    if projected := forecast_cost(p):
+    if projected := forecast_cost(p):  # the short label leaves it room in 100 columns
+        line3 = line3.replace("(estimate, Autopilot requests x runtime)", "(estimate)")
         line3 += f" · {projected}"
     if p.cluster is None:
         line4 = "cluster: not read"
