@@ -87,8 +87,8 @@ def _row(lp: LayerProgress) -> list[str]:
 
 
 def forecast_eta(p: RunProgress) -> str:
-    """ "ETA 12.0m (ingest-L3), run 41.0m": the first running layer's and the run's, from the
-    forecast ("" without one, or once the run ended)."""
+    """The first running layer's ETA and the run's, from the forecast: `ETA 12.0m
+    (ingest-L3), run 41.0m` ("" without one, or once the run ended)."""
     if p.eta_basis != FORECAST or p.eta_s is None or p.status in ("succeeded", "failed"):
         return ""
     running = next((lp for lp in p.layers if lp.phase == "running"), None)
@@ -98,8 +98,9 @@ def forecast_eta(p: RunProgress) -> str:
 
 
 def forecast_cost(p: RunProgress) -> str:
-    """ "projected $0.83 (ingest-L3), $2.10 (run)": spent plus the forecast cost of what is
-    left ("" without a forecast, or once the run ended)."""
+    """Spent plus the forecast cost of what is left, for the first running layer and the
+    run: `projected $0.83 (ingest-L3), $2.10 (run)` ("" without a forecast, or once the run
+    ended)."""
     if p.projected_usd is None or p.status in ("succeeded", "failed"):
         return ""
     running = next((lp for lp in p.layers if lp.phase == "running"), None)
