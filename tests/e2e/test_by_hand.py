@@ -80,6 +80,9 @@ def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
     pipeline(here, "start", "-c", cfg, "--run-id", RUN, "--advance", "approve")
     first = json.loads(pipeline(here, "status", RUN, "--json").stdout)
     waiting = {row["key"]: row["waits_on"] for row in first["layers"]}
+    # the forecast: every layer still to build, the run's ETA and projected cost
+    assert first["eta_basis"] == "forecast" and first["eta_s"] > 0 and first["projected_usd"] > 0
+    assert all(row["eta_s"] > 0 for row in first["layers"])
     assert waiting["ingest-L2"].startswith("approval: pipeline approve r1 ingest 2")
     assert "approved ingest-L2" in pipeline(here, "approve", RUN, "ingest").stdout
     deadline = time.monotonic() + 300
@@ -98,6 +101,7 @@ def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
     assert "ingest" in costs and "total" in costs
     breakdown = json.loads(pipeline(here, "run", RUN, "--json").stdout)
     assert sum(r["chunks_done"] for r in breakdown["layers"]) == 73
+    assert breakdown["eta_s"] == 0 and breakdown["projected_usd"] > 0  # done: what it cost
     assert all(r["pods"] >= 1 and r["wall_s"] > 0 for r in breakdown["layers"])
     out = pipeline(here, "report", RUN, "-o", "r1.html").stdout
     assert "wrote r1.html" in out

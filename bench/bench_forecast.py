@@ -1,0 +1,114 @@
+"""The forecast (shared.forecast) replayed over finished demo runs, from their pod records.
+
+A demo run with `--workdir DIR` keeps the local cluster's Jobs and pods (created, started,
+finished) under DIR/stack/cluster. For each run this rebuilds the run's layer state as the
+controller would have stored it at 20, 30, 40, 50, 60 and 75 % of its wall time (completed
+indexes, pods succeeded and their runtimes, pods under way, submissions and finishes) and
+prints the forecast's error there, (predicted - actual) / actual. WALL_S is the demo's
+`wall_s`; without it, the span from the first Job's creation to the last one's completion.
+
+    pipeline demo --size 256 --json --workdir /tmp/d256   # note its wall_s
+    python bench/bench_forecast.py /tmp/d256:482.25 /tmp/d128:118.77
+
+The last line is JSON: {DIR: {share: error}}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scripts.demo_run import prepare_config
+from shared import intervals
+from shared.build_plan import new_run
+from shared.config import PipelineConfig, load_config
+from shared.forecast import run_forecast
+from shared.state import RunState
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75)
+
+
+def _at(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def load_jobs(workdir: Path) -> dict[int, dict[str, Any]]:
+    """The run's Jobs (status and pods), by layer."""
+    jobs = {}
+    for path in (workdir / "stack" / "cluster" / "jobs").glob("*.json"):
+        job = json.loads(path.read_text())
+        jobs[int(job["status"]["labels"]["cave-pipeline/layer"])] = job
+    if not jobs:
+        raise FileNotFoundError(f"no Jobs under {workdir}/stack/cluster/jobs: a demo --workdir?")
+    return jobs
+
+
+def state_at(cfg: PipelineConfig, jobs: dict[int, dict[str, Any]], t0: datetime, t: datetime):
+    """The ingest run's layers as stored at `t` (what the pods had done by then)."""
+    run: RunState = new_run(cfg, "replay", ["ingest"], "auto", t0)
+    for layer, job in jobs.items():
+        ls, status = run.layers[f"ingest-L{layer}"], job["status"]
+        created = _at(status["created"])
+        assert created is not None
+        if created > t:
+            continue
+        ls.phase, ls.submitted_at, ls.ramp_started_at = "running", created, created
+        ls.eligible_at, ls.completions = created, status["completions"]
+        pods = job["pods"]
+        done = [p for p in pods if p["phase"] == "Succeeded" and _at(p["finished"]) <= t]
+        ls.completed_indexes = intervals.format(p["index"] for p in done)
+        ls.pods_succeeded = len(done)
+        ls.succeeded_runtime_s = sum(
+            (_at(p["finished"]) - _at(p["started"])).total_seconds() for p in done
+        )
+        ls.active = sum(
+            1
+            for p in pods
+            if p["started"]
+            and _at(p["started"]) <= t
+            and not (p["finished"] and _at(p["finished"]) <= t)
+        )
+        finished = _at(status.get("completion_time"))
+        if finished is not None and finished <= t:
+            ls.phase, ls.finished_at = "succeeded", finished
+    return run
+
+
+def replay(workdir: Path, wall_s: float | None) -> dict[str, float]:
+    """The forecast's error at each share of the run's wall time."""
+    size = int(np.load(workdir / "volume.npy", mmap_mode="r").shape[0])
+    cfg = prepare_config(load_config(ROOT / "examples/demo/pipeline.yml"), workdir, size, None)
+    jobs = load_jobs(workdir)
+    first = min(_at(j["status"]["created"]) for j in jobs.values())
+    last = max(_at(j["status"]["completion_time"]) for j in jobs.values())
+    wall = wall_s or (last - first).total_seconds()
+    t0 = last - timedelta(seconds=wall)  # the demo's start
+    out = {}
+    for share in SHARES:
+        t = t0 + timedelta(seconds=share * wall)
+        fc = run_forecast(cfg, state_at(cfg, jobs, t0, t), t)
+        out[f"{share:.2f}"] = round((share * wall + fc.remaining_s - wall) / wall, 3)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("runs", nargs="+", metavar="DIR[:WALL_S]")
+    args = parser.parse_args()
+    results = {}
+    for arg in args.runs:
+        where, _, wall = arg.partition(":")
+        results[where] = replay(Path(where), float(wall) if wall else None)
+        cells = " ".join(f"{s}: {e:+.1%}" for s, e in results[where].items())
+        print(f"{where}: {cells}")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
