@@ -93,3 +93,30 @@ def _carry_costs(old: LayerState, fresh: LayerState) -> None:
     fresh.pods_preempted = old.pods_preempted
     fresh.succeeded_runtime_s = old.succeeded_runtime_s
     fresh.cpu_request, fresh.memory_request_gib = old.cpu_request, old.memory_request_gib
+
+
+class ActiveRunError(ActionError):
+    """Another run of the same graph is still active (two runs would race on one table)."""
+
+
+ACTIVE_STATUSES = ("running", "paused")
+
+
+def guard_one_active(
+    run: RunState, others: list[RunState], force: bool, by: str, now: datetime, why: str
+) -> None:
+    """Refuse a second active run of `run.graph_id` (ActiveRunError naming the other runs
+    and `--force`); with `force`, record on `run` who started it past which runs, when and
+    why. `others` are the store's runs of the graph (any status: finished ones pass)."""
+    active = sorted(
+        o.run_id for o in others if o.status in ACTIVE_STATUSES and o.run_id != run.run_id
+    )
+    if not active:
+        return
+    if not force:
+        raise ActiveRunError(
+            f"graph {run.graph_id} already has an active run: {', '.join(active)} "
+            f"(see `pipeline status {active[0]}`); two runs of one graph race on its table. "
+            "Wait for it, cancel it, or start anyway with --force (recorded on the new run)"
+        )
+    run.forced_start = {"by": by, "at": now, "why": why or "--force", "past_runs": active}

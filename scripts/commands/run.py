@@ -44,8 +44,11 @@ def start_run(
     stages: list[str] | None,
     advance: str | None,
     budget: float | None,
+    force: bool = False,
+    reason: str = "",
 ) -> RunState:
-    """Validate the config, store a new run and kick the controller."""
+    """Validate the config, store a new run and kick the controller. A second active run
+    of the graph is refused unless `force` (then recorded on the run, with `reason`)."""
     cfg = load_config(cfg_path)
     validate_config_renders(cfg)
     services = connect()
@@ -57,6 +60,10 @@ def start_run(
         _now(),
         budget,
     )
+    # Check, then create: two starts in the same second could both pass; the guard is for
+    # the operator who forgot a run is still going, not a lock.
+    others = services.store.runs_of_graph(cfg.graph_id)
+    ops.guard_one_active(run, others, force, operator_name(), _now(), reason)
     services.store.create_run(run)
     services.kick(run.run_id, "start", operator_name())
     return run
@@ -93,16 +100,35 @@ def setup(config_path: str) -> None:
 @click.option("--stages", default=None, help="Comma list; default: the dataset's DAG.")
 @click.option("--advance", type=ADVANCE, default=None, help="Default: controller.advance.")
 @click.option("--budget", type=float, default=None, help="Pause and alert at this USD.")
+@click.option("--force", is_flag=True, help="Start even if another run of the graph is active.")
+@click.option("--reason", default="", help="Why --force (recorded on the run).")
 def start(
     config_path: str,
     run_id: str | None,
     stages: str | None,
     advance: str | None,
     budget: float | None,
+    force: bool,
+    reason: str,
 ) -> None:
-    """Start a build; the controller runs it from here, no terminal needed."""
-    run = start_run(config_path, run_id, stages.split(",") if stages else None, advance, budget)
+    """Start a build; the controller runs it from here, no terminal needed. One active run
+    per graph: a second is refused (naming the first) unless --force."""
+    try:
+        run = start_run(
+            config_path,
+            run_id,
+            stages.split(",") if stages else None,
+            advance,
+            budget,
+            force=force,
+            reason=reason,
+        )
+    except ops.ActionError as e:
+        raise click.ClickException(str(e)) from None
     click.echo(f"started run {run.run_id} ({', '.join(run.stages)}; advance {run.advance})")
+    if run.forced_start:
+        past = ", ".join(run.forced_start["past_runs"])
+        click.echo(f"warning: forced past the active run(s) {past} (recorded)", err=True)
 
 
 @click.command()

@@ -219,6 +219,13 @@ class FirestoreRunStore(ReconcileLeaseMixin):
         )
         return [d.id for d in query.stream()]
 
+    def runs_of_graph(self, graph_id: str) -> list[RunState]:
+        """Every run of one graph (layers not loaded), for the one-active-run guard."""
+        query = self.db.collection(RUNS).where(
+            filter=firestore.FieldFilter("graph_id", "==", graph_id)
+        )
+        return [RunState.from_docs(d.to_dict(), []) for d in query.stream()]
+
     def list_runs(self) -> list[RunState]:
         runs = [RunState.from_docs(d.to_dict(), []) for d in self.db.collection(RUNS).stream()]
         epoch = datetime.min.replace(tzinfo=UTC)
