@@ -30,6 +30,7 @@ from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
 from shared.job_events import JobEvent
 from shared.manifest import for_create
+from shared.oom import with_memory_factors
 from shared.ownership import stamped
 from shared.pricing import RateRow, load_rates
 from shared.reconcile import (
@@ -204,7 +205,9 @@ class Controller:
     def _observe(self, run_id: str) -> Observed:
         """The run, its config snapshot, its running layers' Jobs and their pods."""
         run = self.store.load_run(run_id)
-        cfg = config_from_dict(run.config, run.dataset)
+        # The run's current config (`pipeline apply` replaces it), with the memory its
+        # layers' current attempts ask for after OOM kills (shared.oom).
+        cfg = with_memory_factors(config_from_dict(run.config, run.dataset), run)
         now = self.clock()
         running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.get_job(name) for name in running}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from shared.oom import next_memory_factor
 from shared.state import LayerState, RunState, layer_key
 
 
@@ -69,12 +70,22 @@ def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> Non
     ls.delete_requested = True
 
 
-def resubmit(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
-    """Start a failed layer again as a new Job; done chunks are skipped by the workers."""
+def resubmit(
+    run: RunState,
+    stage: str,
+    layer: int,
+    by: str,
+    now: datetime,
+    oom_memory_factor: float | None = None,
+) -> None:
+    """Start a failed layer again as a new Job; done chunks are skipped by the workers. With
+    `oom_memory_factor` (job.oom_memory_factor) and OOM kills in the failed attempt, the new
+    one asks for that much more memory (shared.oom)."""
     ls = layer_of(run, stage, layer)
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
     fresh = LayerState(stage=ls.stage, layer=ls.layer, attempt=ls.attempt + 1)
+    fresh.memory_factor = next_memory_factor(ls, oom_memory_factor)
     _carry_costs(ls, fresh)
     fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now
     run.layers[ls.key] = fresh

@@ -19,6 +19,7 @@ from shared import intervals
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing, run_cost
+from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.pod_accounting import PodRecord, close_layer, record_pods
 from shared.pricing import RateRow
@@ -254,6 +255,9 @@ def decide(
         if ls.phase == "running":
             if ls.job_name in pods:
                 records[ls.key] = record_pods(ls, pods[ls.job_name], now)
+                oom = oom_alert_details(ls)
+                if oom is not None:
+                    out.append(Alert("oom_killed", ls.stage, ls.layer, oom))
             _running_layer(state, ls, jobs.get(ls.job_name), lp, now, plan.stall_after_s, out)
             if ls.phase != "running":
                 close_layer(ls)

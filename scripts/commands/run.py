@@ -175,7 +175,12 @@ def scale(run_id: str, stage: str, layer: int, parallelism: int) -> None:
 @layer_arguments
 def submit(run_id: str, stage: str, layer: int) -> None:
     """Re-submit a failed layer as a new Job; chunks already done are skipped."""
-    _apply(run_id, "submit", lambda run: ops.resubmit(run, stage, layer, operator_name(), _now()))
+
+    def mutate(run: RunState) -> None:
+        factor = run_config(run).job.for_stage(stage).oom_memory_factor
+        ops.resubmit(run, stage, layer, operator_name(), _now(), factor)
+
+    _apply(run_id, "submit", mutate)
     click.echo(f"re-submitted {stage} L{layer} of {run_id}")
 
 
