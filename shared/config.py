@@ -205,6 +205,10 @@ class PipelineConfig(_Strict):
     commands: dict[str, list[str]] = {}
     workloads: dict[str, str] = {}  # stage -> "package.module:function" per-chunk plugin
     controller: ControllerSettings = ControllerSettings()
+    # stage -> the layer `pipeline start` begins it at (the layers below were built before:
+    # their done markers are checked); `--from-layer` overrides it. The predecessor's
+    # `job.workloads.<stage>.start_layer` is read as this.
+    start_layers: dict[str, int] = {}
     # Credential files for the worker pods' Secret (file name in the pod -> local file).
     secret_name: str = "cloud-volume-secrets"
     secret_files: dict[str, str] = {}
@@ -224,6 +228,11 @@ class PipelineConfig(_Strict):
         for stage in self.job.workloads:
             if stage not in STAGE_NAMES:
                 raise ValueError(f"job.workloads.{stage}: unknown stage; expected one of {known}")
+        for stage, layer in self.start_layers.items():
+            if stage not in STAGE_NAMES:
+                raise ValueError(f"start_layers.{stage}: unknown stage; expected one of {known}")
+            if layer < 2:
+                raise ValueError(f"start_layers.{stage}: {layer}; layers start at 2")
         return self
 
     @property
