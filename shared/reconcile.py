@@ -190,7 +190,8 @@ def _running_layer(
     target = ls.scale_override or ramp_target(plan.ramp, plan.completions, ls.ramp_started_at, now)
     target = max(1, min(target, plan.completions))
     if ls.scale_override is None:
-        target = max(target, min(ls.parallelism, plan.completions))  # the ramp never lowers
+        # The ramp never lowers, but a lowered ramp.max (`pipeline apply`) does.
+        target = max(target, min(ls.parallelism, plan.completions, plan.ramp.max))
     if vcpus is not None:
         target = vcpus.take_running(ls, plan.cpu, target)
     if target != job.parallelism:

@@ -16,7 +16,7 @@ from shared.operator_actions import resubmit
 from shared.progress import LayerPods, LayerSize, layer_progress
 from shared.reconcile import Alert, LayerPlan, Plan, Snapshot, decide
 from shared.state import LayerState, RunState
-from tests.unit.test_reconcile import RAMP, T0, job, make_run, name_for
+from tests.builders.reconcile_runs import RAMP, T0, job, make_run, name_for
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 
