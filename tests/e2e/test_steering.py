@@ -96,3 +96,31 @@ def test_apply_changes_a_running_layers_parallelism_and_refuses_a_seed_change(
     assert "--force" in out
     again = pipeline(here, "apply", "r1", "-c", "demo-data/edited.yml").stdout
     assert "no change" in again
+
+
+def _oom_at_half_a_gib(doc: dict) -> None:
+    """Pods that peak at 0.6 GiB against the demo's 0.5 GiB request at layer 2 (layers 3 and 4
+    ask for 1 GiB), no retries, and the factor that gives layer 2's next attempt 0.75 GiB."""
+    doc["env"] = {"LOCAL_POD_PEAK_MEMORY_GIB": "0.6"}
+    doc["job"]["resources"]["overrides"] = {3: {"memory": 1.0}, 4: {"memory": 1.0}}
+    doc["job"]["task_retries"] = 0
+    doc["job"]["oom_memory_factor"] = 1.5
+
+
+def test_oom_kills_are_counted_alerted_and_the_next_attempt_gets_more_memory(
+    local_stack: Path,
+):
+    here = local_stack
+    cfg = _demo(here, _oom_at_half_a_gib)
+    pipeline(here, "start", "-c", cfg, "--stages", "ingest", "--run-id", "r1")
+    doc = wait_status(here, "r1", lambda d: _l2(d)["phase"] == "failed", "ingest L2 failed")
+    assert _l2(doc)["oom"] == 2  # both batches of layer 2, killed once each
+    out = pipeline(here, "inspect", "r1", "ingest", "2").stdout
+    assert out.count("oom_killed") == 1
+    pipeline(here, "submit", "r1", "ingest", "2")
+    doc = wait_status(here, "r1", lambda d: d["status"] != "running", "finished")
+    assert doc["status"] == "succeeded"
+    described = pipeline(here, "pods", "r1", "ingest", "2").stdout
+    assert "OOMKilled" not in described  # the new attempt's pods ran
+    render = pipeline(here, "describe", "r1", "ingest", "2").stdout
+    assert "Complete" in render
