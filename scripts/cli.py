@@ -13,6 +13,7 @@ import click
 
 from scripts.commands import (
     admin,
+    apply,
     config,
     costs,
     demo,
@@ -115,6 +116,7 @@ COMMAND_MODULES = (
     admin,
     config,
     simulate,
+    apply,
 )
 for module in COMMAND_MODULES:
     for command in module.COMMANDS:

@@ -9,6 +9,8 @@ and `at` (ISO time of the decision), plus the kind's details:
   `batches_omitted`, and `detail` (the `pipeline inspect` command that shows them all)
 - `layer_failed`: `reason`, and `failed_indexes` (the Job failed) or `fix` (it was refused)
 - `layer_stalled`: `no_progress_s`
+- `oom_killed` (once per layer attempt): `pods`, `memory_request_gib`, `peak_memory_gib`
+  (null: not measured), `fix`
 - `budget_reached`: `spend_usd`, `budget_usd`
 - `run_finished`: `status`
 - `run_unhealthy`: `error`, `failures` (consecutive failed reconciles), `since`

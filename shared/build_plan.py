@@ -70,6 +70,7 @@ def plan_for(cfg: PipelineConfig, run: RunState) -> Plan:
         },
         stall_after_s=cfg.controller.stall_after_s,
         billing=billing_for(cfg, run.stages),
+        max_vcpus=cfg.controller.max_vcpus,
     )
 
 

@@ -79,6 +79,9 @@ class JobSettings(_Strict):
     parallel: bool = True
     processes_per_vcpu: float = Field(default=1.0, gt=0)
     burst: bool = True
+    # After OOM kills, a layer's next attempt (a re-created Job) asks for this much more
+    # memory, snapped to Autopilot; None: off (the memory stays the config's).
+    oom_memory_factor: float | None = Field(default=None, gt=1.0)
     ramp: Ramp = Ramp()
     resources: Resources = Resources()
 
@@ -97,6 +100,7 @@ class JobOverride(_Strict):
     parallel: bool | None = None
     processes_per_vcpu: float | None = Field(default=None, gt=0)
     burst: bool | None = None
+    oom_memory_factor: float | None = Field(default=None, gt=1.0)
     ramp: Ramp | None = None
     resources: Resources | None = None
 
@@ -131,6 +135,9 @@ class ControllerSettings(_Strict):
     budget_usd: float | None = Field(default=None, gt=0)
     stall_after_s: float = Field(default=1800.0, gt=0)
     tick_period_s: float = Field(default=60.0, gt=0)
+    # The vCPUs requested by the running layers of all the project's runs together (pods x
+    # vCPU per pod); None: no cap beyond each layer's ramp.
+    max_vcpus: float | None = Field(default=None, gt=0)
 
 
 class DataSource(_Strict):
@@ -198,6 +205,10 @@ class PipelineConfig(_Strict):
     commands: dict[str, list[str]] = {}
     workloads: dict[str, str] = {}  # stage -> "package.module:function" per-chunk plugin
     controller: ControllerSettings = ControllerSettings()
+    # stage -> the layer `pipeline start` begins it at (the layers below were built before:
+    # their done markers are checked); `--from-layer` overrides it. The predecessor's
+    # `job.workloads.<stage>.start_layer` is read as this.
+    start_layers: dict[str, int] = {}
     # Credential files for the worker pods' Secret (file name in the pod -> local file).
     secret_name: str = "cloud-volume-secrets"
     secret_files: dict[str, str] = {}
@@ -217,6 +228,11 @@ class PipelineConfig(_Strict):
         for stage in self.job.workloads:
             if stage not in STAGE_NAMES:
                 raise ValueError(f"job.workloads.{stage}: unknown stage; expected one of {known}")
+        for stage, layer in self.start_layers.items():
+            if stage not in STAGE_NAMES:
+                raise ValueError(f"start_layers.{stage}: unknown stage; expected one of {known}")
+            if layer < 2:
+                raise ValueError(f"start_layers.{stage}: {layer}; layers start at 2")
         return self
 
     @property

@@ -65,7 +65,7 @@ def map_pipeline(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         identity["ksa"] = identity.pop("service_account")
         out["workload_identity"] = identity
         notes.append("workload_identity.service_account: renamed workload_identity.ksa")
-    _map_job(out.setdefault("job", {}), notes)
+    _map_job(out, out.setdefault("job", {}), notes)
     return out, notes
 
 
@@ -84,7 +84,7 @@ def _map_images(out: dict[str, Any], notes: list[str]) -> None:
             notes.append(f"commands.{stage}: the image's entry point {' '.join(commands[stage])}")
 
 
-def _map_job(job: dict[str, Any], notes: list[str]) -> None:
+def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[str]) -> None:
     for key, value in PREDECESSOR_JOB_DEFAULTS.items():
         if key not in job:
             job[key] = value
@@ -95,11 +95,18 @@ def _map_job(job: dict[str, Any], notes: list[str]) -> None:
             job["workloads"][stage] = {}
             continue
         if "start_layer" in block:
-            del block["start_layer"]
-            notes.append(
-                f"job.workloads.{stage}.start_layer: dropped (each stage starts at layer 2; "
-                "chunks already marked done are skipped)"
-            )
+            layer = block.pop("start_layer")
+            if layer is not None and int(layer) > 2:
+                out.setdefault("start_layers", {})[stage] = int(layer)
+                notes.append(
+                    f"job.workloads.{stage}.start_layer: read as start_layers.{stage}: {layer} "
+                    f"(`pipeline start` begins {stage} at layer {layer} once every chunk of "
+                    f"layer {int(layer) - 1} is marked done)"
+                )
+            else:
+                notes.append(
+                    f"job.workloads.{stage}.start_layer: dropped (each stage starts at layer 2)"
+                )
         _map_job_block(block, f"job.workloads.{stage}", notes)
 
 

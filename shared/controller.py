@@ -30,6 +30,7 @@ from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
 from shared.job_events import JobEvent
 from shared.manifest import for_create
+from shared.oom import with_memory_factors
 from shared.ownership import stamped
 from shared.pricing import RateRow, load_rates
 from shared.reconcile import (
@@ -44,7 +45,8 @@ from shared.reconcile import (
     reject,
 )
 from shared.run_store import RunNotFoundError, RunStore, StaleStateError
-from shared.state import layer_key
+from shared.state import RunState, layer_key
+from shared.vcpu_budget import running_vcpus
 
 log = logging.getLogger("cave_pipeline.controller")
 
@@ -204,12 +206,25 @@ class Controller:
     def _observe(self, run_id: str) -> Observed:
         """The run, its config snapshot, its running layers' Jobs and their pods."""
         run = self.store.load_run(run_id)
-        cfg = config_from_dict(run.config, run.dataset)
+        # The run's current config (`pipeline apply` replaces it), with the memory its
+        # layers' current attempts ask for after OOM kills (shared.oom).
+        cfg = with_memory_factors(config_from_dict(run.config, run.dataset), run)
         now = self.clock()
         running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.get_job(name) for name in running}
         pods = {name: self.cluster.list_pods(name) for name, job in jobs.items() if job}
-        return Observed(Snapshot(run, jobs, pods), cfg, now)
+        others = 0.0
+        if cfg.controller.max_vcpus is not None:
+            # The cap is the project's: what the other running runs hold counts against it.
+            ids = [r for r in self.store.active_runs() if r != run_id]
+            others = running_vcpus([o for o in map(self._load_if_any, ids) if o is not None])
+        return Observed(Snapshot(run, jobs, pods, others), cfg, now)
+
+    def _load_if_any(self, run_id: str) -> RunState | None:
+        try:
+            return self.store.load_run(run_id)
+        except RunNotFoundError:
+            return None  # purged since the query
 
     def _dry_run(
         self, decision: Decision, plan: Plan

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from shared.oom import next_memory_factor
 from shared.state import LayerState, RunState, layer_key
 
 
@@ -69,12 +70,22 @@ def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> Non
     ls.delete_requested = True
 
 
-def resubmit(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
-    """Start a failed layer again as a new Job; done chunks are skipped by the workers."""
+def resubmit(
+    run: RunState,
+    stage: str,
+    layer: int,
+    by: str,
+    now: datetime,
+    oom_memory_factor: float | None = None,
+) -> None:
+    """Start a failed layer again as a new Job; done chunks are skipped by the workers. With
+    `oom_memory_factor` (job.oom_memory_factor) and OOM kills in the failed attempt, the new
+    one asks for that much more memory (shared.oom)."""
     ls = layer_of(run, stage, layer)
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
     fresh = LayerState(stage=ls.stage, layer=ls.layer, attempt=ls.attempt + 1)
+    fresh.memory_factor = next_memory_factor(ls, oom_memory_factor)
     _carry_costs(ls, fresh)
     fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now
     run.layers[ls.key] = fresh
@@ -93,3 +104,30 @@ def _carry_costs(old: LayerState, fresh: LayerState) -> None:
     fresh.pods_preempted = old.pods_preempted
     fresh.succeeded_runtime_s = old.succeeded_runtime_s
     fresh.cpu_request, fresh.memory_request_gib = old.cpu_request, old.memory_request_gib
+
+
+class ActiveRunError(ActionError):
+    """Another run of the same graph is still active (two runs would race on one table)."""
+
+
+ACTIVE_STATUSES = ("running", "paused")
+
+
+def guard_one_active(
+    run: RunState, others: list[RunState], force: bool, by: str, now: datetime, why: str
+) -> None:
+    """Refuse a second active run of `run.graph_id` (ActiveRunError naming the other runs
+    and `--force`); with `force`, record on `run` who started it past which runs, when and
+    why. `others` are the store's runs of the graph (any status: finished ones pass)."""
+    active = sorted(
+        o.run_id for o in others if o.status in ACTIVE_STATUSES and o.run_id != run.run_id
+    )
+    if not active:
+        return
+    if not force:
+        raise ActiveRunError(
+            f"graph {run.graph_id} already has an active run: {', '.join(active)} "
+            f"(see `pipeline status {active[0]}`); two runs of one graph race on its table. "
+            "Wait for it, cancel it, or start anyway with --force (recorded on the new run)"
+        )
+    run.forced_start = {"by": by, "at": now, "why": why or "--force", "past_runs": active}

@@ -20,6 +20,7 @@ from shared.cluster import PodInfo
 from shared.state import LayerState
 
 FINISHED = ("Succeeded", "Failed")
+OOM_KILLED = "OOMKilled"  # the container's terminated reason when the OOM killer ended it
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ def record_pods(ls: LayerState, pods: list[PodInfo], now: datetime) -> list[PodR
             ls.pods_preempted += 1
         else:
             ls.pods_failed += 1
+            ls.oom_killed += rec.reason == OOM_KILLED
     _close_vanished(ls, pods, open_before)
     ls.pods_listed_at = now
     running = [p for p in pods if p.phase not in FINISHED]

@@ -200,7 +200,8 @@ def layer_progress(
         ready=pods.ready if pods is not None else None,
         retries=ls.pods_failed,
         failed=intervals.count(ls.failed_indexes),
-        oom=pods.oom if pods is not None else None,
+        # The layer's own count (pods since garbage-collected included) or the listing's.
+        oom=_oom(ls, pods),
         parallelism=ls.parallelism if running else 0,
         ramp_target=ramp_target if running else None,
         approval=_approval(run, ls),
@@ -285,6 +286,14 @@ def run_progress(
 # then what comes next, then older done layers.
 ROW_PRIORITY = {"running": 0, "failed": 1, "waiting": 3, "succeeded": 4}
 RECENT_DONE = 2  # succeeded layers ranked before the waiting ones
+
+
+def _oom(ls: LayerState, pods: LayerPods | None) -> int | None:
+    """OOM kills of the layer's attempt: as counted by the controller, or as listed now
+    (whichever saw more); None when neither knows (no count, cluster not read)."""
+    if pods is None:
+        return ls.oom_killed or None
+    return max(ls.oom_killed, pods.oom)
 
 
 def visible_rows(layers: list[LayerProgress], max_rows: int) -> tuple[list[LayerProgress], dict]:

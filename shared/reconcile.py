@@ -19,10 +19,12 @@ from shared import intervals
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing, run_cost
+from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.pod_accounting import PodRecord, close_layer, record_pods
 from shared.pricing import RateRow
 from shared.state import LayerState, RunState, layer_key
+from shared.vcpu_budget import VcpuBudget
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class Plan:
     layers: dict[str, LayerPlan]
     stall_after_s: float = 1800.0
     billing: Billing | None = None
+    # controller.max_vcpus: the cap on pods x vCPU over the running layers of all the
+    # project's runs (None: no cap).
+    max_vcpus: float | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,9 @@ class Snapshot:
     run: RunState
     jobs: dict[str, JobStatus | None] = field(default_factory=dict)
     pods: dict[str, list[PodInfo]] = field(default_factory=dict)
+    # vCPUs requested by the running layers of the project's other running runs (their
+    # stored parallelism x vCPU per pod), read only when the plan has a max_vcpus.
+    others_vcpus: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,7 @@ def _running_layer(
     now: datetime,
     stall_after_s: float,
     out: list[Action],
+    vcpus: VcpuBudget | None = None,
 ) -> None:
     paused = run.status == "paused"
     if job is None:
@@ -181,7 +190,10 @@ def _running_layer(
     target = ls.scale_override or ramp_target(plan.ramp, plan.completions, ls.ramp_started_at, now)
     target = max(1, min(target, plan.completions))
     if ls.scale_override is None:
-        target = max(target, min(ls.parallelism, plan.completions))  # the ramp never lowers
+        # The ramp never lowers, but a lowered ramp.max (`pipeline apply`) does.
+        target = max(target, min(ls.parallelism, plan.completions, plan.ramp.max))
+    if vcpus is not None:
+        target = vcpus.take_running(ls, plan.cpu, target)
     if target != job.parallelism:
         out.append(PatchJob(ls.job_name, parallelism=target))
     ls.parallelism = target
@@ -245,6 +257,7 @@ def decide(
     records: dict[str, list[PodRecord]] = {}
     if state.status in ("succeeded", "failed"):
         return Decision(state, out, now)
+    vcpus = VcpuBudget.of(plan.max_vcpus, state, seen.others_vcpus)
     for ls in state.ordered_layers():
         lp = plan.layers[ls.key]
         if ls.delete_requested:
@@ -254,12 +267,17 @@ def decide(
         if ls.phase == "running":
             if ls.job_name in pods:
                 records[ls.key] = record_pods(ls, pods[ls.job_name], now)
-            _running_layer(state, ls, jobs.get(ls.job_name), lp, now, plan.stall_after_s, out)
+                oom = oom_alert_details(ls)
+                if oom is not None:
+                    out.append(Alert("oom_killed", ls.stage, ls.layer, oom))
+            job = jobs.get(ls.job_name)
+            _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus)
             if ls.phase != "running":
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
             if state.advance == "auto" or ls.approved:
-                _start_layer(state, ls, lp, now, out)
+                if vcpus is None or vcpus.room_for_one(lp.cpu):
+                    _start_layer(state, ls, lp, now, out, vcpus)
             elif not ls.approval_alerted:
                 ls.approval_alerted = True
                 out.append(Alert("approval_needed", ls.stage, ls.layer, {"advance": run.advance}))
@@ -274,7 +292,12 @@ def decide(
 
 
 def _start_layer(
-    state: RunState, ls: LayerState, lp: LayerPlan, now: datetime, out: list[Action]
+    state: RunState,
+    ls: LayerState,
+    lp: LayerPlan,
+    now: datetime,
+    out: list[Action],
+    vcpus: VcpuBudget | None = None,
 ) -> None:
     ls.phase, ls.completions = "running", lp.completions
     ls.cpu_request, ls.memory_request_gib = lp.cpu, lp.memory_gib
@@ -282,6 +305,8 @@ def _start_layer(
     ls.eligible_at = _eligible_since(state, ls) or now
     ls.submitted_at = ls.ramp_started_at = ls.progress_at = now
     ls.parallelism = ramp_target(lp.ramp, lp.completions, now, now)
+    if vcpus is not None:
+        ls.parallelism = vcpus.take_new(lp.cpu, ls.parallelism)
     out.append(CreateJob(ls.stage, ls.layer, ls.job_name, ls.parallelism))
 
 

@@ -80,6 +80,9 @@ class RunStore(Protocol):
     def active_runs(self) -> list[str]:
         """Runs that are running or paused."""
 
+    def runs_of_graph(self, graph_id: str) -> list[RunState]:
+        """Every run of one graph, any status (layers not loaded)."""
+
     def list_runs(self) -> list[RunState]:
         """Every run, newest first (layers not loaded)."""
 

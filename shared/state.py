@@ -67,6 +67,14 @@ class LayerState:
     pods_watermark: datetime | None = None  # pods created after it are new to us
     pods_at_watermark: list[str] = field(default_factory=list)
     pods_listed_at: datetime | None = None  # the last listing: when open pods were last seen
+    # Out-of-memory kills (container reason OOMKilled) of this attempt's pods; alerted once.
+    oom_killed: int = 0
+    oom_alerted: bool = False
+    # The memory of this attempt's pods over the config's (job.oom_memory_factor, compounded
+    # per attempt that saw OOM kills).
+    memory_factor: float = 1.0
+    # `pipeline start --from-layer`: built by an earlier run (its done markers were checked).
+    done_before: bool = False
 
     @property
     def key(self) -> str:
@@ -97,7 +105,10 @@ class RunState:
     budget_alerted: bool = False
     finish_alerted: bool = False
     version: int = 0
-    config: dict[str, Any] = field(default_factory=dict)  # pipeline.yml snapshot
+    config: dict[str, Any] = field(default_factory=dict)  # pipeline.yml snapshot (current)
+    config_version: int = 1  # bumped by `pipeline apply` (history: runs/{run}/config_versions)
+    # `pipeline start --force` past another active run of the graph: who, when, why, which.
+    forced_start: dict[str, Any] = field(default_factory=dict)
     dataset: dict[str, Any] = field(default_factory=dict)  # dataset snapshot
     layers: dict[str, LayerState] = field(default_factory=dict)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import click
 
@@ -23,9 +23,10 @@ from scripts.services import connect, operator_name
 from scripts.views.status import MAX_ROWS, status_view
 from scripts.views.terminal import console, live
 from shared import operator_actions as ops
+from shared import start_from
 from shared.build_plan import new_run
 from shared.cluster import Cluster, ClusterError
-from shared.config import load_config
+from shared.config import PipelineConfig, load_config
 from shared.manifest import validate_config_renders
 from shared.progress import RunProgress
 from shared.stages import default_stages
@@ -44,8 +45,15 @@ def start_run(
     stages: list[str] | None,
     advance: str | None,
     budget: float | None,
+    force: bool = False,
+    reason: str = "",
+    from_layer: int | None = None,
+    from_stage: str | None = None,
 ) -> RunState:
-    """Validate the config, store a new run and kick the controller."""
+    """Validate the config, store a new run and kick the controller. A second active run
+    of the graph is refused unless `force` (then recorded on the run, with `reason`). With
+    `from_layer` (or the config's `start_layers`) a stage starts mid-graph once the layer
+    below is complete in the ledger."""
     cfg = load_config(cfg_path)
     validate_config_renders(cfg)
     services = connect()
@@ -57,9 +65,37 @@ def start_run(
         _now(),
         budget,
     )
+    # Check, then create: two starts in the same second could both pass; the guard is for
+    # the operator who forgot a run is still going, not a lock.
+    others = services.store.runs_of_graph(cfg.graph_id)
+    ops.guard_one_active(run, others, force, operator_name(), _now(), reason)
+    for stage, first in start_from.start_layers(cfg, run, from_stage, from_layer).items():
+        missing, total = _not_done(cfg, stage, first - 1)
+        start_from.check_layer_done(stage, first - 1, total, missing)
+        start_from.skip_below(run, stage, first, operator_name(), _now())
     services.store.create_run(run)
     services.kick(run.run_id, "start", operator_name())
     return run
+
+
+def _not_done(cfg: PipelineConfig, stage: str, layer: int) -> tuple[list[int], int]:
+    """The chunks of `layer` of `stage` not marked done in the graph's table, and how many
+    chunks the layer has (one batched read per 10,000 chunks)."""
+    from shared.adapters.bigtable.chunk_ledger import (
+        ChunkLedger,
+        close_bigtable_client,
+        open_bigtable_client,
+    )
+
+    ids = list(start_from.layer_chunk_ids(cfg, stage, layer))
+    client = open_bigtable_client(
+        cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
+    )
+    try:
+        done = ChunkLedger(client, stage).done_among(ids)
+    finally:
+        close_bigtable_client(client)
+    return [c for c in ids if c not in done], len(ids)
 
 
 def _apply(run_id: str, action: str, mutate) -> RunState:  # noqa: ANN001 - a RunState mutator
@@ -93,16 +129,51 @@ def setup(config_path: str) -> None:
 @click.option("--stages", default=None, help="Comma list; default: the dataset's DAG.")
 @click.option("--advance", type=ADVANCE, default=None, help="Default: controller.advance.")
 @click.option("--budget", type=float, default=None, help="Pause and alert at this USD.")
+@click.option("--force", is_flag=True, help="Start even if another run of the graph is active.")
+@click.option("--reason", default="", help="Why --force (recorded on the run).")
+@click.option(
+    "--from-layer",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Start mid-graph: the layers below were built before (their done markers are checked).",
+)
+@click.option("--stage", "from_stage", default=None, help="The stage of --from-layer.")
 def start(
     config_path: str,
     run_id: str | None,
     stages: str | None,
     advance: str | None,
     budget: float | None,
+    force: bool,
+    reason: str,
+    from_layer: int | None,
+    from_stage: str | None,
 ) -> None:
-    """Start a build; the controller runs it from here, no terminal needed."""
-    run = start_run(config_path, run_id, stages.split(",") if stages else None, advance, budget)
+    """Start a build; the controller runs it from here, no terminal needed. One active run
+    per graph: a second is refused (naming the first) unless --force. --from-layer L
+    [--stage S] (default: the config's start_layers) starts S at layer L once every chunk of
+    layer L-1 is marked done."""
+    try:
+        run = start_run(
+            config_path,
+            run_id,
+            stages.split(",") if stages else None,
+            advance,
+            budget,
+            force=force,
+            reason=reason,
+            from_layer=from_layer,
+            from_stage=from_stage,
+        )
+    except ops.ActionError as e:
+        raise click.ClickException(str(e)) from None
     click.echo(f"started run {run.run_id} ({', '.join(run.stages)}; advance {run.advance})")
+    skipped = [ls.key for ls in run.ordered_layers() if ls.done_before]
+    if skipped:
+        click.echo(f"built before (done markers checked): {', '.join(skipped)}")
+    if run.forced_start:
+        past = ", ".join(run.forced_start["past_runs"])
+        click.echo(f"warning: forced past the active run(s) {past} (recorded)", err=True)
 
 
 @click.command()
@@ -149,7 +220,12 @@ def scale(run_id: str, stage: str, layer: int, parallelism: int) -> None:
 @layer_arguments
 def submit(run_id: str, stage: str, layer: int) -> None:
     """Re-submit a failed layer as a new Job; chunks already done are skipped."""
-    _apply(run_id, "submit", lambda run: ops.resubmit(run, stage, layer, operator_name(), _now()))
+
+    def mutate(run: RunState) -> None:
+        factor = run_config(run).job.for_stage(stage).oom_memory_factor
+        ops.resubmit(run, stage, layer, operator_name(), _now(), factor)
+
+    _apply(run_id, "submit", mutate)
     click.echo(f"re-submitted {stage} L{layer} of {run_id}")
 
 

@@ -101,8 +101,15 @@ def test_an_empty_env_block_is_an_empty_mapping():
         ),
         (
             {"workload": "ingest", "job": {"workloads": {"meshing": {"start_layer": 3}}}},
-            lambda o: o["job"]["workloads"]["meshing"] == {},
-            "job.workloads.meshing.start_layer: dropped",
+            lambda o: (
+                o["job"]["workloads"]["meshing"] == {} and o["start_layers"] == {"meshing": 3}
+            ),
+            "job.workloads.meshing.start_layer: read as start_layers.meshing: 3",
+        ),
+        (
+            {"workload": "ingest", "job": {"workloads": {"meshing": {"start_layer": 2}}}},
+            lambda o: o["job"]["workloads"]["meshing"] == {} and "start_layers" not in o,
+            "job.workloads.meshing.start_layer: dropped (each stage starts at layer 2)",
         ),
         ({"workload": "ingest"}, lambda o: o["dataset"] == "d.yml", "workload: dropped"),
     ],

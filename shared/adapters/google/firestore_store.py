@@ -1,7 +1,8 @@
 """Firestore adapter of the run store.
 
 Layout: `runs/{run}` (run fields + `version`), `runs/{run}/layers/{stage}-L{n}`,
-`runs/{run}/alerts/{id}` (the alert outbox), `runs/{run}/layers/{key}/pods/{page}` (pod
+`runs/{run}/alerts/{id}` (the alert outbox), `runs/{run}/config_versions/{n}` (`pipeline apply`'s
+history: who, when, the diff), `runs/{run}/layers/{key}/pods/{page}` (pod
 attempts, a page of records per document), `jobs/{job_name}` -> run id,
 `dedupe/{event_id}` with an `expires_at` TTL field, and `leases/{run}` (the reconcile lease,
 `reconcile_lease.py`). Every state transition is one atomic batch whose run-document write
@@ -32,6 +33,7 @@ from shared.run_store import (
 from shared.state import RunState
 
 RUNS, LAYERS, ALERTS, PODS = "runs", "layers", "alerts", "pods"
+CONFIG_VERSIONS = "config_versions"
 JOBS, DEDUPE = "jobs", "dedupe"
 # A field of the run document outside RunState: consecutive failed reconciles. Commits
 # update only RunState's fields, so they leave it alone.
@@ -218,6 +220,30 @@ class FirestoreRunStore(ReconcileLeaseMixin):
             filter=firestore.FieldFilter("status", "in", ["running", "paused"])
         )
         return [d.id for d in query.stream()]
+
+    def add_config_version(self, run_id: str, entry: dict[str, Any]) -> None:
+        """Record one `pipeline apply` (its `version` names the document; the run document
+        already holds that version's config)."""
+        ref = self._run(run_id).collection(CONFIG_VERSIONS).document(f"{entry['version']:06d}")
+        # The diff as JSON text: values may be lists of lists (a chunk size in an override).
+        doc = {k: v for k, v in entry.items() if k != "changes"}
+        ref.set({**doc, "changes_json": json.dumps(entry["changes"], default=str)})
+
+    def config_versions(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's `pipeline apply` history, oldest first."""
+        out = []
+        for snap in self._run(run_id).collection(CONFIG_VERSIONS).stream():
+            doc = snap.to_dict()
+            doc["changes"] = json.loads(doc.pop("changes_json", "[]"))
+            out.append(doc)
+        return sorted(out, key=lambda d: d["version"])
+
+    def runs_of_graph(self, graph_id: str) -> list[RunState]:
+        """Every run of one graph (layers not loaded), for the one-active-run guard."""
+        query = self.db.collection(RUNS).where(
+            filter=firestore.FieldFilter("graph_id", "==", graph_id)
+        )
+        return [RunState.from_docs(d.to_dict(), []) for d in query.stream()]
 
     def list_runs(self) -> list[RunState]:
         runs = [RunState.from_docs(d.to_dict(), []) for d in self.db.collection(RUNS).stream()]

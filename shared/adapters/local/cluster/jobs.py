@@ -150,7 +150,11 @@ class LocalJob:
                 self.succeeded.add(pod.index)
             return
         else:
-            pod.phase, pod.reason = "Failed", pod.reason or "Error"
+            # The container runtime's reason: OOMKilled when the (simulated) OOM killer did it.
+            pod.phase, pod.reason = (
+                "Failed",
+                pod.reason or ("OOMKilled" if pod.oom_killed else "Error"),
+            )
         if self.finished or pod.index in self.succeeded or pod.index in self.failed_indexes:
             return
         spec = self.spec

@@ -117,6 +117,8 @@ class LocalNode:
         if not pod.spawn(argv, full_env, now, NODE_NAME):
             pod.reason = "StartError"
             job.on_pod_exit(pod, START_ERROR_EXIT_CODE, now)
+            return
+        pod.simulate_oom(env)
 
     def shut_down(self, pods: list[LocalPod], grace_cap: float, reap: Callable[[], None]) -> None:
         """Terminate pods (SIGTERM, SIGKILL after min(their grace, grace_cap)) and wait."""

@@ -27,6 +27,10 @@ log = logging.getLogger("cave_pipeline.local_cluster")
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz"  # lowercase, no vowels (no accidental words)
 _VAR_REF = re.compile(r"\$(\$|\(([A-Za-z_][A-Za-z0-9_.-]*)\))")
 START_ERROR_EXIT_CODE = 128
+# Fault injection: a pod whose env sets this peak (GiB) above its memory request is killed
+# by the simulated OOM killer (SIGKILL, exit 137, reason OOMKilled), as a container over its
+# memory limit would be; a pod with enough memory runs normally.
+PEAK_MEMORY_ENV = "LOCAL_POD_PEAK_MEMORY_GIB"
 
 
 def pod_name(job_name: str, index: int, rng: random.Random) -> str:
@@ -98,6 +102,7 @@ class LocalPod:
     unschedulable_reported: bool = False
     proc: subprocess.Popen[bytes] | None = None
     kill_at: float | None = None  # time.monotonic() deadline for SIGKILL
+    oom_killed: bool = False  # SIGKILLed by the simulated OOM killer (PEAK_MEMORY_ENV)
 
     @property
     def terminal(self) -> bool:
@@ -139,6 +144,21 @@ class LocalPod:
                 return False
         self.phase, self.started, self.node, self.reason = "Running", now, node, None
         log.debug("pod %s started (pid %d): %s", self.name, self.proc.pid, argv)
+        return True
+
+    def simulate_oom(self, env: dict[str, str]) -> bool:
+        """Kill the pod as the OOM killer would if its env asks for more memory than its
+        request (PEAK_MEMORY_ENV); True if it was."""
+        try:
+            peak = float(env.get(PEAK_MEMORY_ENV) or 0)
+        except ValueError:
+            log.warning("pod %s: %s=%r is not a number", self.name, PEAK_MEMORY_ENV, env)
+            return False
+        if peak <= self.memory_gib:
+            return False
+        self.oom_killed = True
+        self.signal_group(signal.SIGKILL)
+        log.info("pod %s OOMKilled (peak %g GiB > %g GiB)", self.name, peak, self.memory_gib)
         return True
 
     def signal_group(self, sig: int) -> None:

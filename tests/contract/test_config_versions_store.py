@@ -1,0 +1,69 @@
+"""`pipeline apply` on the Firestore emulator: the run's stored config is replaced, its
+version bumped, and the history entry (who, when, the diff) kept in
+`runs/{run}/config_versions`; a refused change leaves both untouched."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from scripts.cli import main
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
+from tests.builders.stored_runs import DEMO
+
+
+@pytest.fixture
+def cli(firestore_project: str) -> Any:
+    bus = PubSubBus(firestore_project)
+    bus.ensure_topic("kick")
+    runner = CliRunner()
+    env = {"PIPELINE_PROJECT": firestore_project, "USER": "alice"}
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(main, list(args), env=env)
+
+    yield invoke
+    bus.close()
+
+
+def _edited(tmp_path: Path, name: str, **job: Any) -> str:
+    doc = yaml.safe_load(DEMO.read_text())
+    doc["job"].update(job)
+    shutil.copy(DEMO.parent / doc["dataset"], tmp_path / doc["dataset"])
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_apply_stores_the_version_and_its_history(cli, firestore_project, tmp_path):
+    store = FirestoreRunStore(firestore_project)
+    assert cli("start", "-c", str(DEMO), "--run-id", "r1").exit_code == 0
+    ramp = {"start": 2, "factor": 2, "period": 3, "max": 9}
+    out = cli("apply", "r1", "-c", _edited(tmp_path, "a.yml", ramp=ramp), "--by", "bob")
+    assert out.exit_code == 0, out.output
+    assert "config.job.ramp.max: 4 -> 9  [at once (next reconcile)]" in out.output
+    run = store.load_run("r1")
+    assert run.config_version == 2 and run.config["job"]["ramp"]["max"] == 9
+    (entry,) = store.config_versions("r1")
+    assert (entry["version"], entry["by"], entry["forced"]) == (2, "bob", False)
+    assert entry["changes"] == [
+        {"key": "config.job.ramp.max", "old": 4, "new": 9, "when": "at once (next reconcile)"}
+    ]
+    assert entry["at"] is not None
+
+    seed = cli("apply", "r1", "-c", _edited(tmp_path, "b.yml", ramp=ramp, perm_seed=7))
+    assert seed.exit_code != 0 and "config.job.perm_seed 42 -> 7" in seed.output
+    assert store.load_run("r1").config["job"]["perm_seed"] == 42
+    assert len(store.config_versions("r1")) == 1
+
+    forced = cli("apply", "r1", "-c", _edited(tmp_path, "b.yml", ramp=ramp, perm_seed=7), "--force")
+    assert forced.exit_code == 0, forced.output
+    assert store.load_run("r1").config["job"]["perm_seed"] == 7
+    last = store.config_versions("r1")[-1]
+    assert (last["version"], last["by"], last["forced"]) == (3, "alice", True)

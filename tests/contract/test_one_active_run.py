@@ -1,0 +1,60 @@
+"""`pipeline start` keeps one active run per graph (scripts/commands/run.py, the guard in
+shared/operator_actions.py): the runs of the graph are read from the Firestore emulator, a
+second active run is refused naming the first and `--force`, and `--force` is recorded on the
+new run's document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from scripts.cli import main
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
+from tests.builders.stored_runs import DEMO
+
+
+@pytest.fixture
+def cli(firestore_project: str) -> Any:
+    bus = PubSubBus(firestore_project)
+    bus.ensure_topic("kick")
+    runner = CliRunner()
+    env = {"PIPELINE_PROJECT": firestore_project, "USER": "alice"}
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(main, list(args), env=env)
+
+    yield invoke
+    bus.close()
+
+
+def test_a_second_active_run_of_the_graph_is_refused_then_forced(cli, firestore_project):
+    store = FirestoreRunStore(firestore_project)
+    first = cli("start", "-c", str(DEMO), "--run-id", "first")
+    assert first.exit_code == 0, first.output
+    second = cli("start", "-c", str(DEMO), "--run-id", "second")
+    assert second.exit_code != 0
+    assert "already has an active run: first" in second.output
+    assert "--force" in second.output
+    assert [r.run_id for r in store.runs_of_graph(store.load_run("first").graph_id)] == ["first"]
+    forced = cli("start", "-c", str(DEMO), "--run-id", "second", "--force", "--reason", "rerun")
+    assert forced.exit_code == 0, forced.output
+    doc = store.load_run("second").forced_start
+    assert doc["by"] == "alice" and doc["why"] == "rerun" and doc["past_runs"] == ["first"]
+    assert doc["at"] is not None
+    assert store.load_run("first").forced_start == {}
+
+
+def test_a_finished_run_of_the_graph_does_not_block_a_new_one(cli, firestore_project):
+    store = FirestoreRunStore(firestore_project)
+    assert cli("start", "-c", str(DEMO), "--run-id", "old").exit_code == 0
+
+    def finish(run):  # noqa: ANN001, ANN202
+        run.status = "failed"
+
+    store.update_run("old", finish)
+    again = cli("start", "-c", str(DEMO), "--run-id", "new")
+    assert again.exit_code == 0, again.output
+    assert store.load_run("new").forced_start == {}
