@@ -52,6 +52,9 @@ class RunForecast:
     remaining_s: float
     projected_usd: float
     layers: list[LayerForecast]
+    # The per-chunk time assumed while no pod of the run has finished (None once one has):
+    # until then the forecast is a guess and the views say so.
+    assumed_chunk_s: float | None = None
 
 
 def drain_seconds(
@@ -169,7 +172,9 @@ def forecast(
     total = max(done_at.values(), default=0.0)
     # The cluster fee runs while any Job does: the rest of the run, at one cluster.
     fee = max((r.cluster_fee_hr for r in rates.values()), default=0.0) * total / 3600
-    return RunForecast(total, sum(lf.projected_usd for lf in out) + fee, out)
+    observed = any(ls.pods_succeeded for ls in run.layers.values())
+    assumed = None if observed else default_chunk_s
+    return RunForecast(total, sum(lf.projected_usd for lf in out) + fee, out, assumed)
 
 
 def run_forecast(cfg: PipelineConfig, run: RunState, now: datetime) -> RunForecast:

@@ -112,6 +112,7 @@ class RunProgress:
     layers: list[LayerProgress] = field(default_factory=list)
     eta_basis: str = AVERAGE_RATE  # FORECAST when eta_s comes from shared.forecast
     projected_usd: float | None = None  # spent plus the forecast cost of the rest of the run
+    assumed_chunk_s: float | None = None  # the forecast's guess before any pod finished
 
 
 def chunks_done(completed_indexes: str, size: LayerSize) -> int:
@@ -279,6 +280,7 @@ def run_progress(
         layers=layers,
         eta_basis=basis,
         projected_usd=projected,
+        assumed_chunk_s=None if forecast is None else forecast.assumed_chunk_s,
     )
 
 

@@ -139,6 +139,7 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
         doc = {"run_id": run_id, "status": run.status, "layers": rows}
         doc.update(eta_s=progress.eta_s, eta_basis=progress.eta_basis)
         doc["projected_usd"] = progress.projected_usd
+        doc["assumed_chunk_s"] = progress.assumed_chunk_s
         click.echo(json.dumps(doc, indent=2))
         return
     table = titled_table(

@@ -92,9 +92,11 @@ def forecast_eta(p: RunProgress) -> str:
     if p.eta_basis != FORECAST or p.eta_s is None or p.status in ("succeeded", "failed"):
         return ""
     running = next((lp for lp in p.layers if lp.phase == "running"), None)
+    # Before any pod finished the forecast rests on an assumed chunk time: say so.
+    guess = "" if p.assumed_chunk_s is None else f" (guess: {p.assumed_chunk_s:g} s/chunk)"
     if running is None or running.eta_s is None:
-        return f"ETA run {span(p.eta_s)}"
-    return f"ETA {span(running.eta_s)} ({running.key}), run {span(p.eta_s)}"
+        return f"ETA run {span(p.eta_s)}{guess}"
+    return f"ETA {span(running.eta_s)} ({running.key}), run {span(p.eta_s)}{guess}"
 
 
 def forecast_cost(p: RunProgress) -> str:

@@ -19,12 +19,13 @@ T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 
 
 def big_run(
-    top: int = 16, running: int = 7, forecast: bool = False
+    top: int = 16, running: int = 7, forecast: bool = False, assumed_chunk_s: float | None = None
 ) -> tuple[RunState, RunProgress]:
     """ingest L2..top with layers below `running` done, it running, the rest waiting; meshing
     and l2cache waiting on ingest. Chunk counts up to 262144 per layer. With `forecast`, each
     unfinished layer is forecast to take 40 min more than the one before it (the running one:
-    40 min) and to cost $75.5 more, the run ends with the last one."""
+    40 min) and to cost $75.5 more, the run ends with the last one; `assumed_chunk_s` marks it
+    as made before any pod finished."""
     stages = ["ingest", "meshing", "l2cache"]
     tops = {"ingest": top, "meshing": top, "l2cache": 2}
     run = RunState("pinky-20260301-080000-ab12", "pinky_v2", stages, tops, advance="approve",
@@ -62,5 +63,6 @@ def big_run(
     fc = None
     if forecast:
         end = max(lf.finishes_in_s for lf in forecasts)
-        fc = RunForecast(end, sum(lf.projected_usd for lf in forecasts), forecasts)
+        usd = sum(lf.projected_usd for lf in forecasts)
+        fc = RunForecast(end, usd, forecasts, assumed_chunk_s)
     return run, run_progress(run, rows, now, cost_usd=1234.5678, cluster=cluster, forecast=fc)

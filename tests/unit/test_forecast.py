@@ -171,6 +171,7 @@ def test_observed_runtimes_beat_the_default():
     l2.pods_succeeded, l2.succeeded_runtime_s = 10, 10 * 64.0  # 2 s a chunk, observed
     slow = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 0.0)
     assert slow.remaining_s > 1.9 * fresh.remaining_s  # observed beats the default
+    assert (fresh.assumed_chunk_s, slow.assumed_chunk_s) == (1.0, None)  # a guess says so
     assert slow.projected_usd > 1.9 * fresh.projected_usd
     l2.completed_indexes = f"0-{plans['ingest-L2'].completions - 2}"
     nearly = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 0.0)

@@ -55,8 +55,9 @@ def test_counts_fit_five_characters(n, text):
 
 
 @pytest.mark.parametrize("top", [4, 9, 16])
-def test_the_forecast_fits_100_columns(top):
-    lines = screen(big_run(top=top, running=3, forecast=True)[1])
+@pytest.mark.parametrize("assumed", [None, 30.0])
+def test_the_forecast_fits_100_columns(top, assumed):
+    lines = screen(big_run(top=top, running=3, forecast=True, assumed_chunk_s=assumed)[1])
     assert max(len(line) for line in lines) <= 100
     assert not any("…" in line for line in lines)
 
@@ -75,3 +76,10 @@ def test_shows_the_forecast_eta_and_projected_costs():
     assert "average rate" not in text
     plain = "\n".join(screen(big_run(top=16, running=6)[1]))
     assert "average rate" in plain and "projected" not in plain  # no forecast: no projection
+
+
+def test_a_forecast_before_any_pod_finished_says_it_is_a_guess():
+    text = "\n".join(screen(big_run(top=16, running=6, forecast=True, assumed_chunk_s=30.0)[1]))
+    assert "run 18.0h (guess: 30 s/chunk)" in text
+    observed = "\n".join(screen(big_run(top=16, running=6, forecast=True)[1]))
+    assert "guess" not in observed
