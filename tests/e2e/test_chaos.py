@@ -28,14 +28,14 @@ def test_cheap_chaos_at_ci_size(tmp_path):
     proc = subprocess.run(
         [
             sys.executable, "-m", "scripts.cli", "demo", "--size", "64", "--json",
-            "--timeout", "300", "--workdir", str(tmp_path / "work"),
+            "--timeout", "200", "--workdir", str(tmp_path / "work"),
             "--chaos", str(n), "--chaos-kinds", "cheap", "--chaos-seed", "3",
             "--baseline-wall-s", BASELINE_WALL_S,
         ],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=420,
+        timeout=285,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
