@@ -137,9 +137,14 @@ class Dispatcher:
 
         return deliver
 
-    def stop(self) -> None:
-        """Stop pulling; deliveries still queued are nacked, not run."""
+    def stop(self, in_flight_wait_s: float = 30.0) -> None:
+        """Stop pulling; deliveries still queued are nacked, not run. A delivery in flight is
+        waited for (up to `in_flight_wait_s` per function), so the emulators are not stopped
+        under it: a function cut off mid-call retries against them for minutes."""
         self._stopping.set()
+        for lock in self._in_flight.values():
+            if lock.acquire(timeout=in_flight_wait_s):
+                lock.release()
         for future in self._futures:
             future.cancel()
         for future in self._futures:
