@@ -54,6 +54,8 @@ class ChaosSession:
     faults: list[cp.Fault]
     root: Path
     injector: ChaosInjector | None = None
+    store: Any = None  # the run store and services of the stack (set by begin)
+    services: Any = None
     resubmits: list[str] = field(default_factory=list)
     chunks_lost: int = 0
     lost_detail: dict[str, int] = field(default_factory=dict)
