@@ -67,6 +67,7 @@ class DemoResult:
     eta_forecasts: list[list[float]] = field(default_factory=list)
     mid_layer_forecasts: int = 0
     forecast_error_at_40pct: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # e.g. the chaos verdict (--chaos)
 
     def summary(self) -> dict[str, Any]:
         """The `--json` object."""
@@ -103,6 +104,7 @@ class DemoResult:
             "eta_forecasts": self.eta_forecasts,
             "mid_layer_forecasts": self.mid_layer_forecasts,
             "forecast_error_at_40pct": self.forecast_error_at_40pct,
+            **self.extra,
         }
 
 
@@ -166,13 +168,16 @@ def run_demo(
     volume_seed: int = 7,
     approve_after_s: float | None = None,
     on_finish: Callable[[FirestoreRunStore, RunState], None] | None = None,
+    chaos: Any | None = None,
 ) -> DemoResult:
     """Run the demo build end to end and check it with the oracles.
 
     ``approve_after_s`` (approve mode): the demo approves each layer that many seconds after
     it became eligible (:class:`AutoApprover`); None leaves the approvals to an operator.
     ``on_finish(store, run)`` runs once the run ended, while the emulators still serve (the
-    report is written there).
+    report is written there). ``chaos``: a `scripts.chaos_run.ChaosSession` that injects
+    faults once the stack is up, plays the operator on failed layers and reads its verdict
+    before the stack stops.
     """
     stages = check_stages(cfg, stages)  # fail fast, before the stack starts
     workdir.mkdir(parents=True, exist_ok=True)
@@ -199,6 +204,8 @@ def run_demo(
             started = time.monotonic()
             run = new_run(cfg, f"{cfg.graph_id}-demo", stages, advance, datetime.now(UTC))
             store.create_run(run)
+            if chaos is not None:
+                chaos.begin(stack, store, services)
             services.kick(run.run_id, "start", "demo")
             approver = (
                 AutoApprover(store, services.kick, approve_after_s)
@@ -206,8 +213,11 @@ def run_demo(
                 else None
             )
             etas = EtaRecorder(cfg, started)
-            run = _watch(store, run.run_id, timeout_s, etas.wrap(on_progress), approver)
+            on_failed = None if chaos is None else chaos.on_failed
+            run = _watch(store, run.run_id, timeout_s, etas.wrap(on_progress), approver, on_failed)
             wall = time.monotonic() - started
+            if chaos is not None:
+                chaos.finish(cfg, run, tables[cfg.graph_id])
             nodes = read_all_nodes(tables[cfg.graph_id])
             rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
             alerts = _count_alerts(store, run.run_id)
@@ -215,6 +225,8 @@ def run_demo(
                 on_finish(store, run)
             bus.close()
         finally:
+            if chaos is not None:
+                chaos.end()
             for client in tables.values():
                 close_bigtable_client(client)
         jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
@@ -298,13 +310,17 @@ def _watch(
     timeout_s: float,
     on_progress: Callable[[RunState], None],
     approver: AutoApprover | None = None,
+    on_failed: Callable[[RunState], bool] | None = None,
 ) -> RunState:
+    """Poll the run until it ends. `on_failed(run)` (chaos: the scripted operator) is asked
+    when a layer failed; True keeps watching (it re-submits the layer when alerted)."""
     deadline = time.monotonic() + timeout_s
     while True:
         run = store.load_run(run_id)
         on_progress(run)
         failed = [ls.key for ls in run.ordered_layers() if ls.phase == "failed"]
-        if run.status in ("succeeded", "failed") or failed:
+        ended = run.status in ("succeeded", "failed") or failed
+        if ended and not (run.status != "succeeded" and on_failed and on_failed(run)):
             return run
         if time.monotonic() > deadline:
             where = [

@@ -14,6 +14,9 @@ and `at` (ISO time of the decision), plus the kind's details:
 - `budget_reached`: `spend_usd`, `budget_usd`
 - `run_finished`: `status`
 - `run_unhealthy`: `error`, `failures` (consecutive failed reconciles), `since`
+- `claim_lost`: `job`, `chunk_count`, `chunks` (chunk ids, the first MAX_CLAIM_LOST_CHUNKS),
+  `pods` [{`pod`, `index`, `chunks`}] (the first MAX_BATCHES): workers whose chunk claim was
+  lost or could not be renewed (the fencing path: nothing marked done, the chunk redone)
 
 A batch's chunks are computed here (`shared.layer_spec`); its `log_tail` is empty in the
 committed body and filled by the controller when it publishes, best effort (the last
@@ -40,6 +43,8 @@ LOG_TAIL_BYTES = 4096  # ... of which at most the last 4 KiB
 MAX_BATCHES = 20  # failed batches detailed (chunks, log tail) in one alert
 MAX_BODY_BYTES = 64 * 1024  # of an alert body as JSON (Pub/Sub, Firestore, mail all bear it)
 MAX_TEXT_CHARS = 4096  # of any other text field (a reason, an error)
+MAX_CLAIM_LOST_CHUNKS = 200  # chunk ids one claim_lost alert lists
+CLAIM_LOST_EVENT = "claim_lost"  # the `event` of a worker's record (worker.lock_keeper)
 SUMMARIES = ("indexes", "failed_indexes")  # interval strings: cut last, and only if need be
 
 
@@ -165,3 +170,46 @@ def run_unhealthy_body(
         "since": since.isoformat(),
         "fix": f"see the error; fix the run's cause, or `pipeline pause {run_id}`",
     }
+
+
+def claim_lost_chunks(log_text: str) -> list[int]:
+    """Chunk ids of the `claim_lost` records in a worker's log (JSON lines; others skipped)."""
+    chunks: list[int] = []
+    for line in log_text.splitlines():
+        if CLAIM_LOST_EVENT not in line:
+            continue
+        try:
+            record = json.loads(line)
+            if record.get("event") == CLAIM_LOST_EVENT:
+                chunks.append(int(record["chunk_id"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return sorted(set(chunks))
+
+
+def claim_lost_body(
+    run: RunState, stage: str, layer: int, job: str, pods: list[tuple[str, int, list[int]]],
+    now: datetime,
+) -> dict[str, Any]:  # fmt: skip
+    """One alert for the pods of a layer (name, Job index, chunk ids) whose workers lost a
+    chunk claim: sent once per set of pods (each pod is recorded once), bounded."""
+    chunks = sorted({c for _, _, ids in pods for c in ids})
+    return bounded(
+        {
+            "kind": CLAIM_LOST_EVENT,
+            "run_id": run.run_id,
+            "graph_id": run.graph_id,
+            "stage": stage,
+            "layer": layer,
+            "at": now.isoformat(),
+            "job": job,
+            "chunk_count": len(chunks),
+            "chunks": chunks[:MAX_CLAIM_LOST_CHUNKS],
+            "pods": [
+                {"pod": name, "index": index, "chunks": ids[:MAX_CLAIM_LOST_CHUNKS]}
+                for name, index, ids in pods[:MAX_BATCHES]
+            ],
+            "pods_omitted": max(0, len(pods) - MAX_BATCHES),
+            "detail": f"pipeline inspect {run.run_id} {stage} {layer}",
+        }
+    )

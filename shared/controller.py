@@ -20,6 +20,8 @@ from typing import Any
 from shared.alerts import (
     LOG_TAIL_LINES,
     alert_body,
+    claim_lost_body,
+    claim_lost_chunks,
     run_unhealthy_body,
     tail_requests,
     with_log_tails,
@@ -51,6 +53,8 @@ from shared.vcpu_budget import running_vcpus
 log = logging.getLogger("cave_pipeline.controller")
 
 AlertPublisher = Callable[[str, dict[str, Any]], None]
+CLAIM_LOST_PODS = 20  # logs of newly failed pods one reconcile reads for claim_lost records
+CLAIM_LOST_LOG_LINES = 300
 STALE_RETRIES = 5  # reconciles of one run that may lose the commit race before giving up
 UNHEALTHY_AFTER = 5  # consecutive failed tick reconciles of one run before `run_unhealthy`
 # Failures that say nothing about the run itself: if every run fails with one, the tick is
@@ -265,12 +269,41 @@ class Controller:
             for a in decision.actions
             if isinstance(a, Alert)
         ]
+        alerts += self._claim_lost_alerts(decision)
         records = {k: [r.to_doc() for r in v] for k, v in decision.pod_records.items()}
         try:
             self.store.commit(obs.seen.run, state, alerts, records)
         except StaleStateError:
             return False
         return True
+
+    def _claim_lost_alerts(self, decision: Decision) -> list[dict[str, Any]]:
+        """A `claim_lost` alert per layer whose pods, newly recorded as failed transient
+        (exit 1), logged a lost claim. Committed with the pod records, so each pod is
+        alerted once. Best effort: an unreadable log (a pod gone) is skipped."""
+        out = []
+        budget = CLAIM_LOST_PODS
+        for key, records in decision.pod_records.items():
+            ls = decision.state.layers[key]
+            pods = []
+            for rec in records:
+                if rec.phase != "Failed" or rec.exit_code != 1 or budget <= 0:
+                    continue
+                budget -= 1
+                try:
+                    text = self.cluster.pod_log(rec.name, CLAIM_LOST_LOG_LINES)
+                except Exception as e:  # noqa: BLE001 - the alert is a courtesy
+                    _log("WARNING", "pod log unavailable", pod=rec.name, error=str(e))
+                    continue
+                chunks = claim_lost_chunks(text)
+                if chunks:
+                    pods.append((rec.name, rec.index, chunks))
+            if pods:
+                state = decision.state
+                out.append(
+                    claim_lost_body(state, ls.stage, ls.layer, ls.job_name, pods, decision.at)
+                )
+        return out
 
     def _act(self, decision: Decision, manifests: dict[str, dict[str, Any]]) -> None:
         state = decision.state

@@ -36,6 +36,7 @@ from google.api_core.exceptions import NotFound
 from shared.adapters.bigtable.chunk_ledger import ChunkLedger, ClaimResult
 from shared.grid import batch_coords
 from shared.layers import chunk_id
+from worker import chaos_points
 from worker.chunk_attempt import begin_attempt
 from worker.env import WorkerEnv
 from worker.errors import (
@@ -261,7 +262,9 @@ class BatchRunner:
             return self._failed(exc, clog, name)
         t0 = time.perf_counter()
         try:
+            chaos_points.before_plugin(ctx, self.ledger, clog)
             self.fn(ctx)
+            chaos_points.after_plugin(ctx)
             pause_point("before_done", clog)
         except BaseException as exc:  # noqa: BLE001 - classified below (SystemExit: transient)
             self.stats.chunk_compute_s += time.perf_counter() - t0
@@ -295,6 +298,7 @@ class BatchRunner:
             )
             self.stats.transient += 1
             return None
+        chaos_points.after_done(ctx)
         clog.debug(f"chunk {name} done", compute_s=round(spent, 6))
         self.stats.processed += 1
         return None

@@ -69,6 +69,29 @@ DEMO_CONFIG_OPTION = click.option(
 )
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON summary line.")
 @click.option(
+    "--chaos",
+    "chaos_n",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help='Inject N faults spread over the run and over kinds (README "Chaos"); first a '
+    "fault-free run of the same size, unless --baseline-wall-s.",
+)
+@click.option("--chaos-seed", type=int, default=1, show_default=True)
+@click.option(
+    "--chaos-kinds",
+    default="all",
+    show_default=True,
+    help="Comma list of fault kinds, or 'cheap' (no 30 s API outage, Bigtable cut-off or "
+    "fatal chunk), or 'all'.",
+)
+@click.option(
+    "--baseline-wall-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --chaos: the fault-free wall time to measure against (skips that run).",
+)
+@click.option(
     "--report",
     "report_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -88,6 +111,10 @@ def demo(
     timeout_s: float,
     workdir: str | None,
     as_json: bool,
+    chaos_n: int | None,
+    chaos_seed: int,
+    chaos_kinds: str,
+    baseline_wall_s: float | None,
     report_path: Path | None,
 ) -> None:
     """Build the demo dataset's chunked graph unattended, then check it against an oracle.
@@ -99,6 +126,7 @@ def demo(
 
     if approve_after_s is not None and advance != "approve":
         raise click.UsageError("--approve-after needs --advance approve")
+    kinds = _chaos_kinds(chaos_n, chaos_kinds, baseline_wall_s)
 
     stage_list = [s.strip() for s in stages.split(",") if s.strip()]
     tmp = None if workdir else tempfile.TemporaryDirectory(prefix="cave-demo-")
@@ -120,9 +148,7 @@ def demo(
         )
         cluster = LocalClusterView(work / "stack" / "cluster")
         with Live(console=console, refresh_per_second=4, transient=False) as live:
-            result = run_demo(
-                cfg,
-                work,
+            args = dict(
                 stages=stage_list,
                 advance=advance,
                 timeout_s=timeout_s,
@@ -130,6 +156,11 @@ def demo(
                 on_progress=lambda run: live.update(status_view(*gather(run, _now(), cluster))),
                 on_finish=None if report_path is None else _reporter(report_path, console),
             )
+            if chaos_n is None:
+                result = run_demo(cfg, work, **args)
+            else:
+                cluster = LocalClusterView(work / "chaos" / "stack" / "cluster")
+                result = _run_chaos(cfg, work, chaos_n, chaos_seed, kinds, baseline_wall_s, args)
         summary = result.summary()
         verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"
         checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]
@@ -141,12 +172,47 @@ def demo(
         )
         for line in result.oracle["mismatches"]:
             console.print(f"  [red]{line}[/]")
+        if chaos_n is not None:
+            _print_chaos(console, summary)
         if as_json:
             click.echo(json.dumps(summary))
     finally:
         if tmp is not None:
             tmp.cleanup()
     sys.exit(0 if result.ok else 1)
+
+
+def _chaos_kinds(n: int | None, text: str, baseline_wall_s: float | None) -> tuple[str, ...]:
+    """The --chaos-kinds asked for, checked (usage errors name the option)."""
+    from shared.chaos_plan import ChaosPlanError, parse_kinds
+
+    if n is None:
+        if baseline_wall_s is not None:
+            raise click.UsageError("--baseline-wall-s needs --chaos N")
+        return ()
+    try:
+        return parse_kinds(text)
+    except ChaosPlanError as e:
+        raise click.UsageError(str(e)) from None
+
+
+def _run_chaos(cfg, work, n, seed, kinds, baseline_wall_s, args):  # noqa: ANN001, ANN202
+    from scripts.chaos_run import run_chaos_demo
+
+    return run_chaos_demo(
+        cfg, work, n=n, seed=seed, kinds=kinds, baseline_wall_s=baseline_wall_s, **args
+    )
+
+
+def _print_chaos(console: Console, summary: dict) -> None:
+    faults = ", ".join(f"{k} {v}" for k, v in summary["faults"].items()) or "none"
+    lost, unsafe = summary["chunks_lost"], summary["chunks_processed_twice_where_unsafe"]
+    colour = "green" if lost == 0 and unsafe == 0 else "red"
+    console.print(
+        f"chaos: {sum(summary['faults'].values())} faults injected ({faults}); "
+        f"[{colour}]{lost} chunks lost, {unsafe} processed twice where unsafe[/]; "
+        f"{summary['extra_wall_s']}s over the fault-free {summary['baseline_wall_s']}s"
+    )
 
 
 def _reporter(path: Path, console: Console):  # noqa: ANN202 - run_demo's on_finish

@@ -97,6 +97,9 @@ class Dispatcher:
         self._in_flight = {target: threading.Lock() for _, target in routes.values()}
         self._futures: list[Any] = []
         self._stopping = threading.Event()
+        # Chaos (shared.adapters.local.chaos): called with (subscription, message, deliver);
+        # True means it took the message over (duplicated, delayed, held back or dropped).
+        self.fault_hook: Callable[[str, Any, Callable[[], None]], bool] | None = None
 
     def start(self) -> Dispatcher:
         flow = pubsub_v1.types.FlowControl(max_messages=10)
@@ -108,6 +111,12 @@ class Dispatcher:
 
     def _callback(self, topic: str, sub: str, target: str) -> Callable[[Any], None]:
         def deliver(message: pubsub_v1.subscriber.message.Message) -> None:
+            hook = self.fault_hook
+            if hook is not None and hook(sub, message, lambda: post(message)):
+                return
+            post(message)
+
+        def post(message: pubsub_v1.subscriber.message.Message) -> None:
             headers, body = cloud_event_request(self.project, topic, sub, message)
             with self._in_flight[target]:
                 if self._stopping.is_set():
@@ -128,9 +137,14 @@ class Dispatcher:
 
         return deliver
 
-    def stop(self) -> None:
-        """Stop pulling; deliveries still queued are nacked, not run."""
+    def stop(self, in_flight_wait_s: float = 30.0) -> None:
+        """Stop pulling; deliveries still queued are nacked, not run. A delivery in flight is
+        waited for (up to `in_flight_wait_s` per function), so the emulators are not stopped
+        under it: a function cut off mid-call retries against them for minutes."""
         self._stopping.set()
+        for lock in self._in_flight.values():
+            if lock.acquire(timeout=in_flight_wait_s):
+                lock.release()
         for future in self._futures:
             future.cancel()
         for future in self._futures:

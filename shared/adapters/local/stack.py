@@ -19,6 +19,7 @@ from typing import Any
 
 from shared.adapters import wiring
 from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.local.chaos import ClusterApiGate
 from shared.adapters.local.cluster.events import EventSettings
 from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.adapters.local.emulators import EmulatorSet
@@ -85,6 +86,8 @@ class LocalStack:
         self._saved_env: dict[str, str | None] = {}
         self.bus: PubSubBus | None = None
         self.cluster: LocalCluster | None = None
+        # what the controller calls: the cluster, behind a gate chaos can close
+        self.api: ClusterApiGate | None = None
         self.dispatcher: Dispatcher | None = None
         self.ticker: Ticker | None = None
 
@@ -126,7 +129,8 @@ class LocalStack:
             events=self.events,
         )
         self.cluster.start()
-        wiring.use_cluster(self.cluster)
+        self.api = ClusterApiGate(self.cluster)
+        wiring.use_cluster(self.api)  # type: ignore[arg-type]  # a Cluster by delegation
         self.dispatcher = Dispatcher(self.project, self.routes).start()
         self.ticker = Ticker(self.tick, self.tick_period_s).start()
         self._write_env_file()
@@ -160,7 +164,7 @@ class LocalStack:
         if self.cluster is not None:
             wiring.use_cluster(None)
             self.cluster.stop()
-            self.cluster = None
+            self.cluster = self.api = None
         if self.bus is not None:
             self.bus.close()
             self.bus = None

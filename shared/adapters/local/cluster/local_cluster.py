@@ -299,6 +299,17 @@ class LocalCluster:
         self._wake.set()
         return pod.name
 
+    def kill_pod(self, name: str) -> bool:
+        """SIGKILL one running pod (exit 137); False if it is not running."""
+        with self._lock:
+            found = self._find_active_locked(name)
+            if found is None or found[1].proc is None:
+                return False
+            found[1].signal_group(signal.SIGKILL)
+            log.info("pod %s killed (SIGKILL)", name)
+        self._wake.set()
+        return True
+
     def lose_node(
         self, pod_names: list[str] | None = None, keep_running: bool = False
     ) -> list[str]:

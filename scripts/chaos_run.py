@@ -1,0 +1,221 @@
+"""`pipeline demo --chaos N`: the demo build with N faults injected, and the chaos verdict.
+
+`ChaosSession` plugs into `scripts.demo_run.run_demo`: once the stack is up it starts the
+injector (`shared.adapters.local.chaos`) on the plan (`shared.chaos_plan`); while the run
+goes it plays the operator where one is needed (a layer failed, its alert published: the
+layer is re-submitted as `pipeline submit` does); once the run ended it reads the ledger and
+the workers' attempt records for the verdict (`shared.chaos_audit`): chunks lost, chunks
+processed twice where unsafe. `summary_fields` is what `--json` adds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from google.cloud.bigtable.data import ReadRowsQuery
+
+from shared import chaos_plan as cp
+from shared import operator_actions as ops
+from shared.adapters.bigtable.chunk_ledger import CHUNK_DONE, ChunkLedger, chunk_row_key
+from shared.adapters.bigtable.ledger_filters import column_filter
+from shared.adapters.local import chaos_mailbox as mb
+from shared.adapters.local.chaos import ChaosInjector
+from shared.chaos_audit import audit_chunks, lost_chunks
+from shared.chunk_keys import chunk_id_from_row_key
+from shared.config import PipelineConfig
+from shared.layer_spec import layer_spec
+from shared.layers import chunk_id
+from shared.state import RunState
+
+log = logging.getLogger("cave_pipeline.chaos")
+
+CHAOS_LOCK_EXPIRY_S = 12.0  # so a worker cut off from Bigtable costs seconds, not minutes
+OPERATOR = "chaos-operator"
+FAILURE_ALERTS = ("layer_failed", "failed_indexes")
+
+
+def chaos_config(cfg: PipelineConfig) -> PipelineConfig:
+    """The demo config with a short lock expiry (for the baseline run too: same config)."""
+    job = cfg.job.model_copy(
+        update={"lock_expiry_s": min(cfg.job.lock_expiry_s, CHAOS_LOCK_EXPIRY_S)}
+    )
+    return cfg.model_copy(update={"job": job})
+
+
+@dataclass
+class ChaosSession:
+    """The faults of one chaos run, and what it found. See the module docstring."""
+
+    faults: list[cp.Fault]
+    root: Path
+    injector: ChaosInjector | None = None
+    store: Any = None  # the run store and services of the stack (set by begin)
+    services: Any = None
+    resubmits: list[str] = field(default_factory=list)
+    chunks_lost: int = 0
+    lost_detail: dict[str, int] = field(default_factory=dict)
+    unsafe: int = 0
+    unsafe_chunks: tuple[str, ...] = ()
+    redone: int = 0
+    _saved_env: str | None = None
+    _resubmitted_at: dict[str, datetime] = field(default_factory=dict)
+
+    def begin(self, stack: Any, store: Any, services: Any) -> None:
+        """The stack is up: point the workers at the mailbox and start injecting."""
+        self._saved_env = os.environ.get(mb.CHAOS_DIR_ENV)
+        os.environ[mb.CHAOS_DIR_ENV] = str(mb.mailbox(self.root))  # pods inherit os.environ
+        self.injector = ChaosInjector(self.faults, self.root, stack.cluster, stack.api)
+        stack.dispatcher.fault_hook = self.injector.pubsub
+        self.store, self.services = store, services
+        self.injector.start()
+
+    def end(self) -> None:
+        """Stop injecting (idempotent); the workers still running hold no chunk for us."""
+        if self.injector is not None:
+            self.injector.stop()
+        if self._saved_env is None:
+            os.environ.pop(mb.CHAOS_DIR_ENV, None)
+        else:
+            os.environ[mb.CHAOS_DIR_ENV] = self._saved_env
+
+    def on_failed(self, run: RunState) -> bool:
+        """A layer failed: once its alert is out, re-submit it as an operator would (the
+        injected fatal chunk is fixed: it fires once). False if no layer failed (the run
+        failed for another reason: the demo stops)."""
+        failed = [ls for ls in run.ordered_layers() if ls.phase == "failed"]
+        if not failed:
+            return False
+        alerts = self.store.all_alerts(run.run_id)
+        for ls in failed:
+            since = self._resubmitted_at.get(ls.key)
+            alerted = any(
+                a.kind in FAILURE_ALERTS
+                and a.sent
+                and a.body.get("stage") == ls.stage
+                and int(a.body.get("layer", 0)) == ls.layer
+                and (since is None or a.created_at > since)
+                for a in alerts
+            )
+            if not alerted:
+                continue  # the operator acts on the alert: none yet for this failure
+            log.warning("chaos operator: re-submitting %s after its alert", ls.key)
+            self.store.update_run(
+                run.run_id,
+                lambda r, s=ls.stage, n=ls.layer: ops.resubmit(r, s, n, OPERATOR, _now()),
+            )
+            self._resubmitted_at[ls.key] = _now()
+            self.services.kick(run.run_id, "submit", OPERATOR)
+            self.resubmits.append(ls.key)
+        return True
+
+    def finish(self, cfg: PipelineConfig, run: RunState, graph_client: Any) -> None:
+        """The verdict, read while the emulators still serve."""
+        self.end()
+        done_cells: dict[tuple[str, int], int] = {}
+        root, bits = _root_layer(cfg), cfg.ds.graph_config.SPATIAL_BITS
+        for ls in run.ordered_layers():
+            spec = layer_spec(cfg, ls.stage, ls.layer)
+            ids = [
+                chunk_id(ls.layer, c, root, bits)
+                for i in range(spec.completions)
+                for c in spec.batch_chunks(i)
+            ]
+            lost = lost_chunks(ids, ChunkLedger(graph_client, ls.stage).done_among(ids))
+            if lost:
+                self.lost_detail[ls.key] = len(lost)
+            done_cells.update(_done_cells(graph_client, ls.stage, ids))
+        self.chunks_lost = sum(self.lost_detail.values())
+        verdict = audit_chunks(mb.audit_records(self.root), done_cells)
+        self.unsafe, self.unsafe_chunks, self.redone = (
+            verdict.unsafe,
+            verdict.unsafe_chunks,
+            verdict.redone,
+        )
+
+    def summary_fields(self, wall_s: float, baseline_wall_s: float) -> dict[str, Any]:
+        """What `--json` adds in a chaos run."""
+        injected = self.injector.counts() if self.injector is not None else {}
+        planned = cp.planned_by_kind(self.faults)
+        missing = {k: n - injected.get(k, 0) for k, n in planned.items()}
+        return {
+            "faults": injected,
+            "faults_planned": planned,
+            # due after the run ended, or with nothing to act on by then
+            "faults_not_injected": {k: n for k, n in sorted(missing.items()) if n > 0},
+            "chunks_lost": self.chunks_lost,
+            "chunks_lost_by_layer": self.lost_detail,
+            "chunks_processed_twice_where_unsafe": self.unsafe,
+            "unsafe_chunks": list(self.unsafe_chunks),
+            "chunks_redone_safely": self.redone,
+            "operator_resubmits": self.resubmits,
+            "baseline_wall_s": round(baseline_wall_s, 2),
+            "extra_wall_s": round(wall_s - baseline_wall_s, 2),
+        }
+
+
+def _root_layer(cfg: PipelineConfig) -> int:
+    from shared.layers import layer_count
+
+    return layer_count(cfg.layer2_shape())
+
+
+def _done_cells(client: Any, stage: str, ids: list[int]) -> dict[tuple[str, int], int]:
+    """Done cells (every version kept) per chunk: two mean two done writes."""
+    out: dict[tuple[str, int], int] = {}
+    keys = sorted({chunk_row_key(c, stage) for c in ids})
+    for start in range(0, len(keys), 5000):
+        query = ReadRowsQuery(
+            row_keys=keys[start : start + 5000], row_filter=column_filter(CHUNK_DONE)
+        )
+        for row in client._table.read_rows(query):
+            out[(stage, chunk_id_from_row_key(row.row_key))] = len(row.cells)
+    return out
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ChaosBaselineError(RuntimeError):
+    """The fault-free run the chaos run is measured against did not succeed."""
+
+
+def run_chaos_demo(
+    cfg: PipelineConfig,
+    workdir: Path,
+    *,
+    n: int,
+    seed: int,
+    kinds: tuple[str, ...],
+    baseline_wall_s: float | None,
+    **demo_args: Any,
+) -> Any:
+    """A fault-free run (unless `baseline_wall_s` is given), then the same build with `n`
+    faults spread over the baseline's duration; the chaos run's DemoResult, its `extra`
+    holding the verdict and `ok` requiring no chunk lost and no unsafe double."""
+    from scripts.demo_run import prepare_config, run_demo
+
+    cfg = chaos_config(cfg)
+    if baseline_wall_s is None:
+        base_dir = workdir / "baseline"
+        base = run_demo(prepare_config(cfg, base_dir, None, None), base_dir, **demo_args)
+        if not base.ok:
+            raise ChaosBaselineError(
+                f"the fault-free baseline run failed (status {base.run.status}, oracle "
+                f"{base.oracle['mismatches'][:3]}); fix that before measuring chaos"
+            )
+        baseline_wall_s = base.wall_s
+    faults = cp.plan_faults(n, seed, baseline_wall_s, kinds)
+    chaos_dir = workdir / "chaos"
+    session = ChaosSession(faults, chaos_dir / "mailbox")
+    result = run_demo(
+        prepare_config(cfg, chaos_dir, None, None), chaos_dir, chaos=session, **demo_args
+    )
+    result.extra = session.summary_fields(result.wall_s, baseline_wall_s)
+    result.ok = result.ok and session.chunks_lost == 0 and session.unsafe == 0
+    return result

@@ -1,0 +1,77 @@
+"""Chaos verdicts from the chunk ledger and the workers' attempt records. Pure module.
+
+A chunk is *processed twice where unsafe* when either
+- its done marker was written more than once (two done cells in the ledger, or two
+  attempts that each recorded writing it), or
+- the plugin ran it to completion in two attempts A then B where B did not know of A:
+  B began before A returned (two live computations at once), or B's chain of prior
+  attempts (`previous_token`: the unfinished attempt each begin found in the ledger, whose
+  own begin found the one before, ...) does not reach A's token. Such a B could not have
+  cleaned up after A (DESIGN 4.2, crash safety).
+
+A chunk redone by an attempt that knew of the earlier one is a safe redo (`redone`).
+A chunk is *lost* when its layer finished but the ledger has no done marker for it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ChunkVerdict:
+    """Totals over every chunk audited."""
+
+    unsafe: int = 0  # chunks processed twice where unsafe
+    redone: int = 0  # chunks run to completion more than once, each time knowingly
+    unsafe_chunks: tuple[str, ...] = ()  # "stage:chunk_id" of the unsafe ones (first 20)
+
+
+def _knows(later: dict[str, Any], earlier_token: int, begun: dict[int, dict[str, Any]]) -> bool:
+    """Whether `later`'s chain of prior attempts reaches `earlier_token`."""
+    seen: set[int] = set()
+    token = later.get("previous_token")
+    while token is not None and token not in seen:
+        if token == earlier_token:
+            return True
+        seen.add(token)
+        token = begun.get(token, {}).get("previous_token")
+    return False
+
+
+def audit_chunks(
+    records: Iterable[dict[str, Any]], done_cells: dict[tuple[str, int], int] | None = None
+) -> ChunkVerdict:
+    """The verdict over attempt `records` (worker.chaos_points: `begun`, `returned`, `done`
+    with `stage`, `chunk_id`, `token`, `previous_token`, `t`) and the ledger's count of done
+    cells by (stage, chunk id)."""
+    by_chunk: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_chunk[(str(r["stage"]), int(r["chunk_id"]))].append(r)
+    done_cells = done_cells or {}
+    unsafe: list[str] = []
+    redone = 0
+    for key in sorted(set(by_chunk) | set(done_cells)):
+        recs = sorted(by_chunk.get(key, []), key=lambda r: r.get("t", 0.0))
+        begun = {r["token"]: r for r in recs if r["event"] == "begun"}
+        returned = [r for r in recs if r["event"] == "returned"]
+        dones = sum(r["event"] == "done" for r in recs)
+        bad = max(dones, done_cells.get(key, 0)) > 1
+        for a, b in zip(returned, returned[1:], strict=False):
+            b_begun = begun.get(b["token"], b)
+            overlap = b_begun.get("t", 0.0) < a.get("t", 0.0)
+            if overlap or not _knows(b_begun, a["token"], begun):
+                bad = True
+        if bad:
+            unsafe.append(f"{key[0]}:{key[1]}")
+        elif len(returned) > 1:
+            redone += 1
+    return ChunkVerdict(len(unsafe), redone, tuple(unsafe[:20]))
+
+
+def lost_chunks(expected: Iterable[int], done: set[int]) -> list[int]:
+    """The expected chunk ids without a done marker."""
+    return sorted(set(expected) - done)

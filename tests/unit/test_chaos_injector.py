@@ -1,0 +1,116 @@
+"""The local chaos injector's fault mechanics that need no stack: the cluster API gate, the
+Pub/Sub fault hook, the function-host killer and the worker mailbox."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from shared import chaos_plan as cp
+from shared.adapters.local import chaos_mailbox as mb
+from shared.adapters.local.chaos import ClusterApiGate, HostKiller, PubSubFaults
+from shared.cluster import ClusterUnreachableError
+
+
+class Cluster:
+    namespace = "default"
+
+    def get_job(self, name: str) -> str:
+        return f"job {name}"
+
+
+def test_the_gate_refuses_every_call_while_down_then_passes_them_through():
+    gate = ClusterApiGate(Cluster())
+    assert gate.get_job("a") == "job a" and gate.namespace == "default"
+    gate.refuse_for(0.3)
+    with pytest.raises(ClusterUnreachableError, match="get_job"):
+        gate.get_job("a")
+    assert gate.refused == 1
+    time.sleep(0.35)
+    assert gate.get_job("b") == "job b"
+
+
+class Message:
+    def __init__(self) -> None:
+        self.acked = 0
+
+    def ack(self) -> None:
+        self.acked += 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "now", "later", "acked"),
+    [
+        (cp.PUBSUB_DUPLICATE, ["m", "m"], ["m", "m"], 0),
+        (cp.PUBSUB_DROP, [], [], 1),
+        (cp.PUBSUB_DELAY, [], ["m"], 0),
+    ],
+)
+def test_pubsub_faults_take_the_next_event_or_kick(monkeypatch, kind, now, later, acked):
+    monkeypatch.setattr("shared.adapters.local.chaos.DELAY_S", 0.1)
+    hook, seen, msg = PubSubFaults(), [], Message()
+    assert hook("job-events-fn", msg, lambda: seen.append("x")) is False  # nothing armed
+    hook.arm(kind)
+    assert hook("ticks-fn", msg, lambda: seen.append("tick")) is False  # ticks are left be
+    assert hook("job-events-fn", msg, lambda: seen.append("m")) is True
+    assert seen == now and msg.acked == acked
+    time.sleep(0.3)
+    assert seen == later and dict(hook.injected) == {kind: 1}
+
+
+def test_a_reordered_message_goes_after_the_next_one():
+    hook, seen = PubSubFaults(), []
+    hook.arm(cp.PUBSUB_REORDER)
+    assert hook("kick-fn", Message(), lambda: seen.append("first")) is True
+    assert hook("job-events-fn", Message(), lambda: seen.append("second")) is False
+    seen.append("second")  # the dispatcher delivers the message the hook let through
+    time.sleep(0.2)
+    assert seen == ["second", "first"]
+
+
+def test_the_host_killer_fires_once_per_arming_and_only_with_actions():
+    from shared.controller import Controller
+
+    original = Controller._act
+    acted: list[object] = []
+    Controller._act = lambda self, decision, manifests: acted.append(decision)  # type: ignore
+    killer = HostKiller()
+    try:
+        killer.install()
+
+        class Decision:
+            def __init__(self, actions: list[str]) -> None:
+                self.actions = actions
+
+        killer.arm()
+        Controller._act(None, Decision([]), {})  # nothing to act on: not the moment
+        with pytest.raises(RuntimeError, match="between commit and act"):
+            Controller._act(None, Decision(["create"]), {})
+        Controller._act(None, Decision(["create"]), {})  # disarmed: acts
+        assert len(acted) == 2 and killer.injected == 1
+        killer.uninstall()
+    finally:
+        Controller._act = original  # type: ignore[method-assign]
+
+
+def test_each_armed_fault_goes_to_exactly_one_worker(tmp_path):
+    root = mb.mailbox(tmp_path)
+    for i in range(20):
+        mb.arm(root, f"{i:05d}-chunk_transient", "chunk_transient")
+    got: list[dict] = []
+    lock = threading.Lock()
+
+    def worker(name: str) -> None:
+        while (fault := mb.take(root, name)) is not None:
+            with lock:
+                got.append(fault)
+
+    threads = [threading.Thread(target=worker, args=(f"pod-{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(f["fault_id"] for f in got) == [f"{i:05d}-chunk_transient" for i in range(20)]
+    assert len(mb.taken(root)) == 20 and mb.still_armed(root) == []
