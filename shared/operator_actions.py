@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.state import LayerState, RunState, layer_key
+from shared.state import SETUP_LAYER, LayerState, RunState, SetupState, layer_key
 
 
 class ActionError(ValueError):
@@ -70,7 +70,11 @@ def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> Non
 
 
 def resubmit(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
-    """Start a failed layer again as a new Job; done chunks are skipped by the workers."""
+    """Start a failed layer again as a new Job; done chunks are skipped by the workers.
+    Layer 0 is the stage's setup pass."""
+    if layer == SETUP_LAYER:
+        _resubmit_setup(run, stage)
+        return
     ls = layer_of(run, stage, layer)
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
@@ -78,6 +82,17 @@ def resubmit(run: RunState, stage: str, layer: int, by: str, now: datetime) -> N
     _carry_costs(ls, fresh)
     fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now
     run.layers[ls.key] = fresh
+    if run.status == "failed":
+        run.status = "running"
+
+
+def _resubmit_setup(run: RunState, stage: str) -> None:
+    setup = run.setups.get(stage)
+    if setup is None:
+        raise ActionError(f"run {run.run_id} has no setup pass for stage {stage!r}")
+    if setup.phase != "failed":
+        raise ActionError(f"the {stage} setup is {setup.phase}: only a failed one can be re-run")
+    run.setups[stage] = SetupState(stage=stage, attempt=setup.attempt + 1)
     if run.status == "failed":
         run.status = "running"
 

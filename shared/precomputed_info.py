@@ -2,8 +2,9 @@
 
 PyChunkedGraph takes a graph's grid from its watershed's bounds (mip 0), so a dataset file in
 the predecessor's shape has no `data_source.size`. This reads local (`file://` or a plain
-path) info files only; for any other location, or an unreadable one, `GridUnreadable` says so
-and the caller names `data_source.size` as the way out.
+path) info files, and `gs://` ones through google-auth (`shared.adapters.google.
+info_reader`); for any other location, or an unreadable one, `GridUnreadable` says so and the
+caller names `data_source.size` as the way out.
 """
 
 from __future__ import annotations
@@ -49,7 +50,11 @@ def read_watershed_size(watershed: str, base: Path) -> tuple[int, int, int]:
         raise GridUnreadable("data_source.watershed is empty")
     path = local_info_path(watershed, base)
     if path is None:
-        raise GridUnreadable(f"{watershed} is remote; only local info files are read here")
+        if urlparse(watershed.removeprefix("precomputed://")).scheme == "gs":
+            from shared.adapters.google.info_reader import read_gs_info  # google-auth: I/O
+
+            return size_from_info(read_gs_info(watershed))
+        raise GridUnreadable(f"{watershed}: only file:// and gs:// info files are read")
     try:
         info = json.loads(path.read_text())
     except FileNotFoundError:
