@@ -255,6 +255,12 @@ def implied_renders(cfg: PipelineConfig) -> list[tuple[str, int]]:
 
 
 def validate_config_renders(cfg: PipelineConfig) -> None:
-    """Render every implied (stage, layer); raise the first ManifestError (config load time)."""
+    """Render every implied (stage, layer) and each stage's setup Job; raise the first
+    ManifestError (config load time)."""
+    from shared.setup_job import has_setup, render_setup_job  # it builds on this module
+
     for stage, layer in implied_renders(cfg):
         render_job(cfg, stage, layer, run_id="validate", parallelism=1)
+    for stage in default_stages(cfg):
+        if has_setup(cfg, stage):
+            render_setup_job(cfg, stage, run_id="validate")

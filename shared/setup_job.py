@@ -12,6 +12,7 @@ scheduling and operator env as the stage's workers.
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 from typing import Any
@@ -38,7 +39,7 @@ from shared.manifest import (
 )
 from shared.stages import PlanError, setup_command
 from shared.state import SETUP_LAYER
-from shared.worker_contract import DATASET_FILE, setup_env
+from shared.worker_contract import CAVE_SECRET, DATASET_FILE, setup_env
 
 STEP = PREFIX + "step"
 # What a setup pod asks for: the predecessor's util pod (imports PyChunkedGraph, writes a
@@ -46,6 +47,9 @@ STEP = PREFIX + "step"
 SETUP_CPU, SETUP_MEMORY_GIB = 0.25, 1.0
 # PyChunkedGraph reads data_source with its own upper-case keys (and no `size`: its grid
 # comes from the watershed), so the mounted dataset file is written in that shape.
+# PyChunkedGraph's meshing opens a graphene volume that wants cave-secret.json to exist but
+# never calls the graph server: a placeholder token satisfies it (the predecessor's, too).
+PLACEHOLDER_CAVE_SECRET = b'{"token": "placeholder"}'
 _PCG_SOURCE_KEYS = {"watershed": "WATERSHED", "edges": "EDGES", "components": "COMPONENTS"}
 
 
@@ -165,4 +169,23 @@ def dataset_config_map_manifest(cfg: PipelineConfig, run_id: str) -> dict[str, A
             },
         },
         "data": {DATASET_FILE: yaml.safe_dump(dataset, sort_keys=False)},
+    }
+
+
+def secret_manifest(cfg: PipelineConfig, contents: dict[str, bytes]) -> dict[str, Any]:
+    """The v1 Secret `secret_name` of the pods' credential files (file name in the pod ->
+    contents, read from `secret_files`), with a placeholder cave-secret.json when none is
+    given. Mounted at /root/.cloudvolume/secrets by every worker and setup pod."""
+    files = dict(contents)
+    files.setdefault(CAVE_SECRET, PLACEHOLDER_CAVE_SECRET)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": cfg.secret_name,
+            "namespace": cfg.namespace,
+            "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
+        },
+        "data": {k: base64.b64encode(v).decode() for k, v in sorted(files.items())},
     }

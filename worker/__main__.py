@@ -98,6 +98,8 @@ def main() -> int:
     log = log.bind(run=env.run_id, stage=env.stage, layer=env.layer, index=env.index)
     state.update(log=log, grace_s=env.term_grace_s)
 
+    from google.api_core.exceptions import NotFound
+
     from shared.adapters.bigtable.chunk_ledger import open_bigtable_client
     from shared.adapters.bigtable.graph_meta_store import read_graph_meta
     from worker.claim_tokens import attempt_token, lineage, lineage_range, takeover_enabled
@@ -123,6 +125,8 @@ def main() -> int:
     try:
         # The grid is the graph's (its setup wrote it), as PyChunkedGraph's workers read it.
         env = with_graph_meta(env, read_graph_meta(client))
+    except NotFound:
+        pass  # no such table: the plugin's first read says so, naming it
     except WorkerConfigError as exc:
         log.error(f"bad graph metadata: {exc}", exit_code=EXIT_FATAL)
         return EXIT_FATAL

@@ -251,3 +251,26 @@ def test_setups_survive_the_stored_document():
     d = step(fresh_run())
     back = RunState.from_docs(d.state.run_doc(), [ls.to_doc() for ls in d.state.layers.values()])
     assert back.setups == d.state.setups
+
+
+def test_status_shows_layer_2_waiting_on_the_setup():
+    from shared.progress import waits_on
+
+    d = step(fresh_run())
+    assert waits_on(d.state, d.state.layers["ingest-L2"]) == "ingest setup (running)"
+    name = d.state.setups["ingest"].job_name
+    d = step(d.state, {name: done_job(name, "Failed")})
+    assert waits_on(d.state, d.state.layers["ingest-L2"]) == (
+        "ingest setup (failed: pipeline submit r1 ingest 0)"
+    )
+    assert waits_on(d.state, d.state.layers["ingest-L3"]) == "ingest-L2 (waiting)"
+
+
+def test_validate_refuses_a_setup_that_cannot_be_rendered():
+    from shared.manifest import ManifestError, validate_config_renders
+
+    validate_config_renders(DEMO)
+    cfg = pcg_cfg(l2cache_config={"table_id": "t"})  # no cv_path for the l2cache setup
+    cfg = cfg.model_copy(update={"images": {**cfg.images, "l2cache": "img"}})
+    with pytest.raises(ManifestError, match="setup of stage l2cache.*cv_path"):
+        validate_config_renders(cfg)

@@ -4,7 +4,8 @@
 authorized session (Application Default Credentials: a key file named by
 GOOGLE_APPLICATION_CREDENTIALS, gcloud's user credentials, or the metadata server). Every
 failure (no credentials, no network, 403, 404, not JSON) raises `GridUnreadable` saying what
-happened; the config loader adds `data_source.size` as the way out.
+happened; the config loader adds `data_source.size` as the way out. Importing this module
+registers it with `shared.precomputed_info` (the CLI does).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from typing import Any, Protocol
 from urllib.parse import quote, urlparse
 
-from shared.precomputed_info import GridUnreadable
+from shared.precomputed_info import GridUnreadable, register_info_reader
 
 GCS = "https://storage.googleapis.com"
 READ_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
@@ -72,3 +73,6 @@ def read_gs_info(watershed: str, session: Session | None = None) -> dict[str, An
     if not isinstance(info, dict):
         raise GridUnreadable(f"{url} is not a JSON object")
     return info
+
+
+register_info_reader("gs", read_gs_info)  # load_config reads gs:// watersheds through this
