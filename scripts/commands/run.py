@@ -152,7 +152,8 @@ def scale(run_id: str, stage: str, layer: int, parallelism: int) -> None:
 @click.command()
 @layer_arguments
 def submit(run_id: str, stage: str, layer: int) -> None:
-    """Re-submit a failed layer as a new Job; chunks already done are skipped."""
+    """Re-submit a failed layer as a new Job; chunks already done are skipped. Layer 0 re-runs
+    the stage's failed setup pass."""
     _apply(run_id, "submit", lambda run: ops.resubmit(run, stage, layer, operator_name(), _now()))
     click.echo(f"re-submitted {stage} L{layer} of {run_id}")
 
