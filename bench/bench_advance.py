@@ -97,6 +97,7 @@ def measure(
         ids = []
         for i in range(runs):
             run = new_run(cfg, f"adv-{design}-{i}", ["ingest"], "auto", datetime.now(UTC))
+            run.setups.clear()  # the layers are measured; setup passes are not
             store.create_run(run)
             bus.publish_json("kick", {"run_id": run.run_id, "action": "start"})
             ids.append(run.run_id)

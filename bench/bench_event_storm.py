@@ -101,6 +101,7 @@ def storm(project: str, mode: str, args: argparse.Namespace) -> dict[str, float]
     run = new_run(
         cfg, f"storm-{mode}-{uuid.uuid4().hex[:6]}", ["ingest"], "auto", datetime.now(UTC)
     )
+    run.setups.clear()  # the layers are measured; setup passes are not
     store = FirestoreRunStore(project)
     store.create_run(run)
     cluster = MovingLayer()

@@ -26,6 +26,7 @@ from scripts.commands import (
     run,
     simulate,
 )
+from shared.adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from shared.cluster import ClusterError, ClusterUnreachableError
 from shared.config import ConfigError

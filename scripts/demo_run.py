@@ -319,6 +319,7 @@ def _watch(
         run = store.load_run(run_id)
         on_progress(run)
         failed = [ls.key for ls in run.ordered_layers() if ls.phase == "failed"]
+        failed += [f"{s} setup" for s, st in run.setups.items() if st.phase == "failed"]
         ended = run.status in ("succeeded", "failed") or failed
         if ended and not (run.status != "succeeded" and on_failed and on_failed(run)):
             return run

@@ -8,6 +8,8 @@ and `at` (ISO time of the decision), plus the kind's details:
   `batches` [{`index`, `chunks`, `log_tail`}] for the first MAX_BATCHES of them,
   `batches_omitted`, and `detail` (the `pipeline inspect` command that shows them all)
 - `layer_failed`: `reason`, and `failed_indexes` (the Job failed) or `fix` (it was refused)
+- `setup_failed` (layer 0: a stage's setup pass): `reason`, `job`, `fix`, and `log_tail` (the
+  setup pod's, filled when published like a batch's)
 - `layer_stalled`: `no_progress_s`
 - `oom_killed` (once per layer attempt): `pods`, `memory_request_gib`, `peak_memory_gib`
   (null: not measured), `fix`
@@ -94,13 +96,18 @@ def approval_forecast(
 
 def tail_requests(body: dict[str, Any]) -> list[tuple[str, int]]:
     """(Job name, index) of each batch whose log tail the published alert should carry."""
+    if body.get("kind") == "setup_failed" and body.get("job"):
+        return [(body["job"], 0)]  # the setup pod's own log
     if body.get("kind") != "failed_indexes":
         return []
     return [(body["job"], int(b["index"])) for b in body.get("batches", [])]
 
 
 def with_log_tails(body: dict[str, Any], tails: dict[int, str]) -> dict[str, Any]:
-    """A copy of `body` whose batches carry the fetched log tails (by index)."""
+    """A copy of `body` whose batches (or, for a setup, itself) carry the fetched log tails
+    (by index)."""
+    if "batches" not in body:
+        return bounded({**body, "log_tail": tails.get(0, "")[-LOG_TAIL_BYTES:]})
     batches = [
         {**b, "log_tail": tails.get(int(b["index"]), "")[-LOG_TAIL_BYTES:]} for b in body["batches"]
     ]

@@ -15,10 +15,12 @@ from shared.autopilot import ResourceLimitError
 from shared.config import PipelineConfig
 from shared.costs import billing_for
 from shared.layer_spec import LayerRangeError, attempt_salt, job_name, layer_spec
+from shared.layers import layer_count
 from shared.manifest import ManifestError, render_job
-from shared.reconcile import LayerPlan, Plan
+from shared.reconcile import LayerPlan, Plan, SetupPlan
+from shared.setup_job import has_setup, render_setup_job, setup_job_name
 from shared.stages import check_stages, top_layer
-from shared.state import LayerState, RunState, build_layers
+from shared.state import LayerState, RunState, SetupState, build_layers
 
 # The parallelism a planned manifest is rendered with; `manifest.for_create` writes the
 # decision's value into it when the Job is created.
@@ -54,6 +56,21 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
     return LayerPlan(spec.completions, ramp, req.cpu, req.memory_gib, name, manifest, refusal)
 
 
+def setup_plan(cfg: PipelineConfig, run_id: str, setup: SetupState) -> SetupPlan:
+    """The plan of a stage's setup pass: its Job (rendered while it may be created) and the
+    grid its graph metadata must agree with."""
+    name = setup_job_name(cfg.graph_id, setup.stage, run_id, setup.attempt)
+    grid = cfg.layer2_shape()
+    layers = layer_count(grid, cfg.ds.graph_config.FANOUT)
+    if setup.phase not in ("waiting", "running"):
+        return SetupPlan(name, layer2_shape=grid, layer_count=layers)
+    try:
+        manifest = render_setup_job(cfg, setup.stage, run_id=run_id, attempt=setup.attempt)
+    except ManifestError as e:
+        return SetupPlan(name, refusal=str(e), layer2_shape=grid, layer_count=layers)
+    return SetupPlan(name, manifest, layer2_shape=grid, layer_count=layers)
+
+
 def may_create(ls: LayerState) -> bool:
     """Whether a reconcile may create the layer's Job: it is waiting, or running (its Job may
     have to be re-created). A finished layer never gets a Job again (a re-submit makes it
@@ -71,6 +88,7 @@ def plan_for(cfg: PipelineConfig, run: RunState) -> Plan:
         stall_after_s=cfg.controller.stall_after_s,
         billing=billing_for(cfg, run.stages),
         max_vcpus=cfg.controller.max_vcpus,
+        setups={s: setup_plan(cfg, run.run_id, st) for s, st in run.setups.items()},
     )
 
 
@@ -98,4 +116,5 @@ def new_run(
         config=snapshot,
         dataset=cfg.ds.model_dump(mode="json"),
         layers=build_layers(stages, tops),
+        setups={s: SetupState(stage=s) for s in stages if has_setup(cfg, s)},
     )

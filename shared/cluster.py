@@ -98,6 +98,9 @@ class Cluster(Protocol):
         ManifestRejectedError if it would be refused, ClusterUnreachableError if the
         cluster cannot be asked. Called before any state that depends on it is written."""
 
+    def apply_config_map(self, manifest: dict[str, Any]) -> None:
+        """Create or replace a v1 ConfigMap (a run's dataset file, mounted by its pods)."""
+
     def get_job(self, name: str) -> JobStatus | None:
         """The Job's status, or None if there is no such Job."""
 

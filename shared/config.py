@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from shared import config_compat
 from shared.layers import layer2_shape_of
 from shared.precomputed_info import GridUnreadable, read_watershed_size
-from shared.stages import STAGE_NAMES
+from shared.stages import SETUP_SUFFIX, STAGE_NAMES
 
 log = logging.getLogger("cave_pipeline.config")
 
@@ -223,6 +223,8 @@ class PipelineConfig(_Strict):
         known = ", ".join(STAGE_NAMES)
         for field in ("images", "commands", "workloads"):
             for stage in getattr(self, field):
+                if field == "commands" and stage.endswith(SETUP_SUFFIX):
+                    stage = stage.removesuffix(SETUP_SUFFIX)  # a stage's setup command
                 if stage not in STAGE_NAMES:
                     raise ValueError(f"{field}.{stage}: unknown stage; expected one of {known}")
         for stage in self.job.workloads:
@@ -305,9 +307,20 @@ def load_config(path: str | Path) -> PipelineConfig:
 
 
 def _with_size(dataset: Dataset, ds_path: Path) -> Dataset:
-    """`dataset` with `data_source.size` read from the watershed when the file has none."""
+    """`dataset` with `data_source.size` read from the watershed when the file has none; a
+    size given that disagrees with a readable info file is refused with both numbers."""
     source = dataset.data_source
     if source.size is not None:
+        try:
+            found = read_watershed_size(source.watershed, ds_path.parent)
+        except GridUnreadable:
+            return dataset  # no info file to check against (or no network): the size stands
+        if tuple(found) != tuple(source.size):
+            raise ConfigError(
+                f"{ds_path}: data_source.size: {list(source.size)} disagrees with the "
+                f"watershed's info file ({source.watershed}: {list(found)} at mip 0); fix it, "
+                "or drop data_source.size to use the info file's"
+            )
         return dataset
     try:
         size = read_watershed_size(source.watershed, ds_path.parent)

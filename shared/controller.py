@@ -47,7 +47,8 @@ from shared.reconcile import (
     reject,
 )
 from shared.run_store import RunNotFoundError, RunStore, StaleStateError
-from shared.state import RunState, layer_key
+from shared.setup_job import dataset_config_map_manifest
+from shared.state import SETUP_LAYER, RunState, layer_key
 from shared.vcpu_budget import running_vcpus
 
 log = logging.getLogger("cave_pipeline.controller")
@@ -55,6 +56,7 @@ log = logging.getLogger("cave_pipeline.controller")
 AlertPublisher = Callable[[str, dict[str, Any]], None]
 CLAIM_LOST_PODS = 20  # logs of newly failed pods one reconcile reads for claim_lost records
 CLAIM_LOST_LOG_LINES = 300
+SETUP_LOG_LINES = 1000  # of a completed setup pod's log: where it reports the graph metadata
 STALE_RETRIES = 5  # reconciles of one run that may lose the commit race before giving up
 UNHEALTHY_AFTER = 5  # consecutive failed tick reconciles of one run before `run_unhealthy`
 # Failures that say nothing about the run itself: if every run fails with one, the tick is
@@ -195,6 +197,9 @@ class Controller:
             decision = decide(obs.seen, plan, self.rates, obs.now)
             manifests, refusals = self._dry_run(decision, plan)
             decision = reject(decision, refusals)
+            if any(isinstance(a, CreateJob) and a.layer == SETUP_LAYER for a in decision.actions):
+                # The setup pods mount the run's dataset file (PCG_DATASET): write it first.
+                manifests["configmap"] = dataset_config_map_manifest(obs.cfg, run_id)
             if decision.changed:
                 if not self._commit(obs, decision):
                     continue  # someone else moved the run on: decide again from fresh state
@@ -222,13 +227,28 @@ class Controller:
             # The cap is the project's: what the other running runs hold counts against it.
             ids = [r for r in self.store.active_runs() if r != run_id]
             others = running_vcpus([o for o in map(self._load_if_any, ids) if o is not None])
-        return Observed(Snapshot(run, jobs, pods, others), cfg, now)
+        setups = [s.job_name for s in run.setups.values() if s.phase == "running"]
+        setup_jobs = {name: self.cluster.get_job(name) for name in setups}
+        logs = {
+            name: self._setup_log(name)
+            for name, job in setup_jobs.items()
+            if job is not None and job.condition == "Complete"
+        }
+        snap = Snapshot(run, {**jobs, **setup_jobs}, pods, others_vcpus=others, setup_logs=logs)
+        return Observed(snap, cfg, now)
 
     def _load_if_any(self, run_id: str) -> RunState | None:
         try:
             return self.store.load_run(run_id)
         except RunNotFoundError:
             return None  # purged since the query
+
+    def _setup_log(self, job_name: str) -> str:
+        """The log of a completed setup Job's pod: the graph metadata it reports."""
+        pods = [p for p in self.cluster.list_pods(job_name, 0) if p.phase == "Succeeded"]
+        if not pods:
+            return ""
+        return self.cluster.pod_log(pods[-1].name, SETUP_LOG_LINES)
 
     def _dry_run(
         self, decision: Decision, plan: Plan
@@ -242,14 +262,16 @@ class Controller:
         for action in decision.actions:
             if not isinstance(action, CreateJob):
                 continue
-            lp = plan.layers[layer_key(action.stage, action.layer)]
+            setup = action.layer == SETUP_LAYER
+            key = layer_key(action.stage, action.layer)
+            lp = plan.setups[action.stage] if setup else plan.layers[key]
             if lp.manifest is None or lp.job_name != action.job_name:
                 refusals[action.job_name] = lp.refusal or (
                     f"no manifest planned for Job {action.job_name} (the plan names "
                     f"{lp.job_name or 'none'})"
                 )
                 continue
-            ls = decision.state.layers[layer_key(action.stage, action.layer)]
+            ls = decision.state.setups[action.stage] if setup else decision.state.layers[key]
             manifest = stamped(
                 for_create(lp.manifest, action.parallelism, action.suspend), decision.state, ls
             )
@@ -307,6 +329,8 @@ class Controller:
 
     def _act(self, decision: Decision, manifests: dict[str, dict[str, Any]]) -> None:
         state = decision.state
+        if "configmap" in manifests:
+            self.cluster.apply_config_map(manifests["configmap"])
         for action in decision.actions:
             if isinstance(action, CreateJob):
                 created = self.cluster.create_job(manifests[action.job_name])

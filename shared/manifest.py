@@ -16,7 +16,7 @@ from shared.autopilot import ResourceLimitError
 from shared.config import JobSettings, PipelineConfig
 from shared.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
 from shared.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError, default_stages, stage_layers
-from shared.worker_contract import N_PROCESSES, RESERVED, WorkerEnv
+from shared.worker_contract import L2CACHE_ENV, N_PROCESSES, RESERVED, WorkerEnv
 
 MANAGED_BY = "cave-pipeline"
 PREFIX = "cave-pipeline/"
@@ -80,9 +80,21 @@ def worker_env(cfg: PipelineConfig, spec: LayerSpec, run_id: str) -> WorkerEnv:
     )
 
 
-def _env(cfg: PipelineConfig, contract: WorkerEnv) -> list[dict[str, str]]:
-    """The container env: the worker contract, then the operator's `env` (which may not
-    shadow what the controller sets)."""
+def stage_env(cfg: PipelineConfig, stage: str) -> dict[str, str]:
+    """What a stage's pods get from the dataset: the l2cache target (`L2CACHE_CV_PATH`,
+    `L2CACHE_TABLE_ID` from `l2cache_config`, the predecessor's names) for l2cache."""
+    if stage != "l2cache":
+        return {}
+    block = cfg.ds.l2cache_config or {}
+    return {name: str(block[key]) for name, key in L2CACHE_ENV.items() if block.get(key)}
+
+
+def _env(
+    cfg: PipelineConfig, contract: dict[str, str], extra: dict[str, str] | None = None
+) -> list[dict[str, str]]:
+    """The container env: the worker contract, then what the stage and the mounts add
+    (unless the operator's `env` sets it), then the operator's `env` (which may not shadow
+    what the controller sets)."""
     for name in cfg.env:
         if name == N_PROCESSES:
             raise ManifestError(
@@ -93,7 +105,8 @@ def _env(cfg: PipelineConfig, contract: WorkerEnv) -> list[dict[str, str]]:
             raise ManifestError(f"env.{name}: set by the controller for every Job; remove it")
         if not name or "=" in name or not all(32 <= ord(c) < 127 for c in name):
             raise ManifestError(f"env.{name}: not a valid environment variable name")
-    pairs = [*contract.to_env().items()]
+    pairs = [*contract.items()]
+    pairs += [(k, v) for k, v in (extra or {}).items() if k not in cfg.env]
     pairs += list(cfg.env.items())
     return [{"name": k, "value": v} for k, v in pairs]
 
@@ -164,7 +177,6 @@ def render_job(
         raise ManifestError(f"job.batch_size: {completions} batches overflow pod hostnames")
     cap = parallelism_cap(completions)
     req = spec.requests
-    env = _env(cfg, worker_env(cfg, spec, run_id))
     selector, tolerations = _scheduling(cfg, job)
 
     labels = {
@@ -181,11 +193,10 @@ def render_job(
         PREFIX + "grid-shape": ",".join(map(str, spec.grid_shape)),
     }
     meta = {"labels": labels, "annotations": annotations}
-    container = {
+    container: dict[str, Any] = {
         "name": CONTAINER,
         "image": cfg.images[stage],
         "command": list(cfg.commands.get(stage) or DEFAULT_COMMAND),
-        "env": env,
         "resources": worker_pod.resources_block(job, req),
     }
     pod_spec: dict[str, Any] = {
@@ -196,6 +207,9 @@ def render_job(
         **({"nodeSelector": selector} if selector else {}),
         **({"tolerations": tolerations} if tolerations else {}),
     }
+    mount_env = worker_pod.pod_volumes(pod_spec, container, cfg, run_id)
+    contract = worker_env(cfg, spec, run_id).to_env()
+    container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env})
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -241,6 +255,12 @@ def implied_renders(cfg: PipelineConfig) -> list[tuple[str, int]]:
 
 
 def validate_config_renders(cfg: PipelineConfig) -> None:
-    """Render every implied (stage, layer); raise the first ManifestError (config load time)."""
+    """Render every implied (stage, layer) and each stage's setup Job; raise the first
+    ManifestError (config load time)."""
+    from shared.setup_job import has_setup, render_setup_job  # it builds on this module
+
     for stage, layer in implied_renders(cfg):
         render_job(cfg, stage, layer, run_id="validate", parallelism=1)
+    for stage in default_stages(cfg):
+        if has_setup(cfg, stage):
+            render_setup_job(cfg, stage, run_id="validate")

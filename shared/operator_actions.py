@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from shared.oom import next_memory_factor
-from shared.state import LayerState, RunState, layer_key
+from shared.state import SETUP_LAYER, LayerState, RunState, SetupState, layer_key
 
 
 class ActionError(ValueError):
@@ -80,7 +80,10 @@ def resubmit(
 ) -> None:
     """Start a failed layer again as a new Job; done chunks are skipped by the workers. With
     `oom_memory_factor` (job.oom_memory_factor) and OOM kills in the failed attempt, the new
-    one asks for that much more memory (shared.oom)."""
+    one asks for that much more memory (shared.oom). Layer 0 is the stage's setup pass."""
+    if layer == SETUP_LAYER:
+        _resubmit_setup(run, stage)
+        return
     ls = layer_of(run, stage, layer)
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
@@ -89,6 +92,17 @@ def resubmit(
     _carry_costs(ls, fresh)
     fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now
     run.layers[ls.key] = fresh
+    if run.status == "failed":
+        run.status = "running"
+
+
+def _resubmit_setup(run: RunState, stage: str) -> None:
+    setup = run.setups.get(stage)
+    if setup is None:
+        raise ActionError(f"run {run.run_id} has no setup pass for stage {stage!r}")
+    if setup.phase != "failed":
+        raise ActionError(f"the {stage} setup is {setup.phase}: only a failed one can be re-run")
+    run.setups[stage] = SetupState(stage=stage, attempt=setup.attempt + 1)
     if run.status == "failed":
         run.status = "running"
 

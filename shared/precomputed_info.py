@@ -2,16 +2,22 @@
 
 PyChunkedGraph takes a graph's grid from its watershed's bounds (mip 0), so a dataset file in
 the predecessor's shape has no `data_source.size`. This reads local (`file://` or a plain
-path) info files only; for any other location, or an unreadable one, `GridUnreadable` says so
-and the caller names `data_source.size` as the way out.
+path) info files, and remote ones through the reader registered for their scheme
+(`register_info_reader`: `shared.adapters.google.info_reader` registers `gs`, and the CLI
+imports it); for any other location, or an unreadable one, `GridUnreadable` says so and the
+caller names `data_source.size` as the way out.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+# scheme -> a function reading that location's info document (raises GridUnreadable)
+_REMOTE_READERS: dict[str, Callable[[str], dict[str, Any]]] = {}
 
 
 class GridUnreadable(ValueError):
@@ -43,13 +49,23 @@ def local_info_path(watershed: str, base: Path) -> Path | None:
     return (base / url) / "info"
 
 
+def register_info_reader(scheme: str, reader: Callable[[str], dict[str, Any]]) -> None:
+    """Read info files of `scheme` (e.g. "gs") locations with `reader` (an adapter's)."""
+    _REMOTE_READERS[scheme] = reader
+
+
 def read_watershed_size(watershed: str, base: Path) -> tuple[int, int, int]:
     """The size of the watershed at `watershed` (a local precomputed volume)."""
     if not watershed:
         raise GridUnreadable("data_source.watershed is empty")
     path = local_info_path(watershed, base)
     if path is None:
-        raise GridUnreadable(f"{watershed} is remote; only local info files are read here")
+        scheme = urlparse(watershed.removeprefix("precomputed://")).scheme
+        reader = _REMOTE_READERS.get(scheme)
+        if reader is None:
+            known = ", ".join(f"{s}://" for s in ("file", *sorted(_REMOTE_READERS)))
+            raise GridUnreadable(f"{watershed}: only {known} info files are read here")
+        return size_from_info(reader(watershed))
     try:
         info = json.loads(path.read_text())
     except FileNotFoundError:

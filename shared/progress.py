@@ -144,6 +144,10 @@ def waits_on(run: RunState, ls: LayerState) -> str:
         open_deps = [d for d in deps if not run.stage_complete(d)]
         if open_deps:
             return "stage " + ", ".join(open_deps)
+        setup = run.setups.get(ls.stage)
+        if setup is not None and setup.phase != "succeeded":  # the stage's setup pass
+            fix = f": pipeline submit {run.run_id} {ls.stage} 0" if setup.phase == "failed" else ""
+            return f"{ls.stage} setup ({setup.phase}{fix})"
     if run.advance != "auto" and not ls.approved:
         return f"approval: pipeline approve {run.run_id} {ls.stage} {ls.layer}"
     if run.status == "paused":

@@ -19,11 +19,12 @@ from shared import intervals
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing, run_cost
+from shared.graph_meta import GraphMetaError, mismatch, parse_report
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.pod_accounting import PodRecord, close_layer, record_pods
 from shared.pricing import RateRow
-from shared.state import LayerState, RunState, layer_key
+from shared.state import SETUP_LAYER, LayerState, RunState, SetupState, layer_key
 from shared.vcpu_budget import VcpuBudget
 
 
@@ -43,9 +44,22 @@ class LayerPlan:
 
 
 @dataclass(frozen=True)
+class SetupPlan:
+    """A stage's setup pass: its Job (name and manifest, or why none renders) and the grid
+    the graph metadata it writes must agree with (layer-2 chunk grid, layer count)."""
+
+    job_name: str
+    manifest: dict[str, Any] | None = field(default=None, compare=False)
+    refusal: str = ""
+    layer2_shape: tuple[int, int, int] = (1, 1, 1)
+    layer_count: int = 2
+
+
+@dataclass(frozen=True)
 class Plan:
-    """What the config says about a run: each layer's plan (by layer key), when a layer
-    counts as stalled, and how the run is billed (None: no budget guard)."""
+    """What the config says about a run: each layer's plan (by layer key), each stage's
+    setup pass (by stage), when a layer counts as stalled, and how the run is billed (None:
+    no budget guard)."""
 
     layers: dict[str, LayerPlan]
     stall_after_s: float = 1800.0
@@ -53,6 +67,7 @@ class Plan:
     # controller.max_vcpus: the cap on pods x vCPU over the running layers of all the
     # project's runs (None: no cap).
     max_vcpus: float | None = None
+    setups: dict[str, SetupPlan] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,6 +81,8 @@ class Snapshot:
     # vCPUs requested by the running layers of the project's other running runs (their
     # stored parallelism x vCPU per pod), read only when the plan has a max_vcpus.
     others_vcpus: float = 0.0
+    # The log of each completed setup Job's pod, by Job name: the graph metadata it reports.
+    setup_logs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -258,6 +275,10 @@ def decide(
     if state.status in ("succeeded", "failed"):
         return Decision(state, out, now)
     vcpus = VcpuBudget.of(plan.max_vcpus, state, seen.others_vcpus)
+    for setup in state.setups.values():
+        sp = plan.setups.get(setup.stage)
+        if sp is not None:
+            _setup_step(state, setup, sp, seen, now, out)
     for ls in state.ordered_layers():
         lp = plan.layers[ls.key]
         if ls.delete_requested:
@@ -310,6 +331,49 @@ def _start_layer(
     out.append(CreateJob(ls.stage, ls.layer, ls.job_name, ls.parallelism))
 
 
+def _setup_step(
+    run: RunState, setup: SetupState, sp: SetupPlan, seen: Snapshot, now: datetime, out: list
+) -> None:
+    """A stage's setup pass: created once the stages it waits for are complete; succeeded
+    when its Job completes and the graph metadata it reports (if any) fits the planned grid;
+    failed (with a `setup_failed` alert carrying the pod's log tail) otherwise."""
+    if setup.phase == "waiting":
+        if run.status == "running" and run.stage_may_begin(setup.stage):
+            setup.phase, setup.job_name, setup.started_at = "running", sp.job_name, now
+            out.append(CreateJob(setup.stage, SETUP_LAYER, sp.job_name, 1))
+        return
+    if setup.phase != "running":
+        return
+    job = seen.jobs.get(setup.job_name)
+    if job is None:  # committed but not created (or deleted by hand): create it again
+        out.append(CreateJob(setup.stage, SETUP_LAYER, setup.job_name, 1))
+        return
+    reason = foreign_owner(job, run, setup)  # type: ignore[arg-type]
+    if reason is None and job.condition == "Complete":
+        try:
+            meta = parse_report(seen.setup_logs.get(setup.job_name, ""))
+        except GraphMetaError as e:
+            reason = f"the setup reported malformed graph metadata: {e}"
+        else:
+            reason = mismatch(meta, sp.layer2_shape, sp.layer_count) if meta else ""
+            if not reason:
+                setup.phase, setup.finished_at = "succeeded", job.completion_time or now
+                return
+    elif reason is None and job.condition == "Failed":
+        reason = f"the setup pod failed ({job.reason or 'Failed'})"
+    if reason is None:
+        return  # still running
+    fail_setup(run, setup, reason, now, out)
+
+
+def fail_setup(run: RunState, setup: SetupState, reason: str, now: datetime, out: list) -> None:
+    """Fail a stage's setup pass: its layers stay waiting; the alert names the re-submit."""
+    setup.phase, setup.finished_at, setup.failure_reason = "failed", now, reason
+    fix = f"fix the cause, then `pipeline submit {run.run_id} {setup.stage} {SETUP_LAYER}`"
+    details = {"reason": reason, "job": setup.job_name, "fix": fix}
+    out.append(Alert("setup_failed", setup.stage, SETUP_LAYER, details))
+
+
 def reject(decision: Decision, refusals: dict[str, str]) -> Decision:
     """The decision with every refused Job creation taken back: its layer is failed with the
     reason and a `layer_failed` alert naming the fix. `refusals` maps a Job name to why the
@@ -320,6 +384,10 @@ def reject(decision: Decision, refusals: dict[str, str]) -> Decision:
     state = copy.deepcopy(decision.state)
     actions = [a for a in decision.actions if a not in refused]
     for action in refused:
+        if action.layer == SETUP_LAYER:
+            reason = f"rejected: {refusals[action.job_name]}"
+            fail_setup(state, state.setups[action.stage], reason, decision.at, actions)
+            continue
         ls = state.layers[layer_key(action.stage, action.layer)]
         ls.phase, ls.finished_at = "failed", decision.at
         ls.failure_reason = f"rejected: {refusals[action.job_name]}"

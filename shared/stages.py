@@ -4,7 +4,8 @@ The one home of the build DAG's vocabulary (DESIGN 3): config validation, the bu
 the run state's dependency checks, the manifest and the CLI all ask this module. Ingest runs
 layer 2 to the root; meshing (present when the dataset has `mesh_config`) from layer 2 to
 `mesh_config.max_layer` or the root; l2cache (present with `l2cache_config`) is a single
-layer-2 pass; the migration is two passes over every layer, cleanup first. Pure module.
+layer-2 pass; the migration is two passes over every layer, the cleanup after it. Each stage
+has a setup pass (`setup_command`) that runs once before its first layer. Pure module.
 """
 
 from __future__ import annotations
@@ -19,6 +20,19 @@ if TYPE_CHECKING:  # config imports this module for the stage names
 
 # The command a Job runs unless `commands.<stage>` names the image's own entry point.
 DEFAULT_COMMAND: tuple[str, ...] = ("python", "-m", "worker")
+# A stage's setup pass (one pod before its first layer; `commands.<stage>_setup` overrides,
+# an empty list turns it off). A stage run by our worker (a `workloads` plugin) runs the
+# worker's setup entry, which calls the plugin module's `setup`; a stage run by a
+# PyChunkedGraph image's entry point runs that image's setup (cave-pipeline 0.0.4 stages.py).
+WORKER_SETUP: tuple[str, ...] = ("python", "-m", "worker.setup")
+PCG_SETUP: dict[str, tuple[str, ...]] = {
+    "ingest": ("python", "-m", "pychunkedgraph.pipeline.ingest.setup"),
+    "meshing": ("python", "-m", "pychunkedgraph.pipeline.meshing.setup"),
+    "migrate": ("python", "-m", "pychunkedgraph.pipeline.migrate.setup"),
+    "migrate_cleanup": ("python", "-m", "pychunkedgraph.pipeline.migrate.setup"),
+    "l2cache": ("python", "-m", "pcgl2cache.pipeline.l2cache.setup"),
+}
+SETUP_SUFFIX = "_setup"  # `commands.<stage>_setup`
 FIRST_LAYER = 2  # layer 1 is the supervoxel layer, never a Job
 
 LastLayer = Literal["root", "layer2", "mesh"]
@@ -47,8 +61,10 @@ STAGES: dict[str, Stage] = {
         Stage("ingest"),
         Stage("l2cache", ("ingest",), "layer2", "l2cache_config", listed=2),
         Stage("meshing", ("ingest",), "mesh", "mesh_config", listed=1),
-        Stage("migrate_cleanup", in_default_build=False),
-        Stage("migrate", ("migrate_cleanup",), in_default_build=False),
+        # The order of cave-pipeline 0.0.4's stages.py (its README says cleanup first, its
+        # code runs the cleanup after the migration): `migrate`, then `migrate_cleanup`.
+        Stage("migrate", in_default_build=False),
+        Stage("migrate_cleanup", ("migrate",), in_default_build=False),
     )
 }
 STAGE_NAMES: tuple[str, ...] = tuple(STAGES)
@@ -109,3 +125,47 @@ def top_layer(cfg: PipelineConfig, name: str) -> int:
 def stage_layers(cfg: PipelineConfig, name: str) -> range:
     """Every layer a stage runs, lowest first."""
     return range(FIRST_LAYER, top_layer(cfg, name) + 1)
+
+
+class SetupConfigError(PlanError):
+    """A stage's setup command cannot be built from the config (the message names the key)."""
+
+
+def setup_command(cfg: PipelineConfig, name: str, exist_ok: bool = False) -> list[str] | None:
+    """The command of stage `name`'s setup pass, or None when it has none (turned off with
+    `commands.<stage>_setup: []`). `exist_ok` (a re-submitted setup) lets the ingest setup of
+    a PyChunkedGraph image find its table already there."""
+    stage(name)
+    override = cfg.commands.get(name + SETUP_SUFFIX)
+    if override is not None:
+        return list(override) or None
+    if name not in cfg.commands:
+        return list(WORKER_SETUP)  # a workloads plugin: the worker's setup entry
+    argv = [*PCG_SETUP[name], cfg.graph_id]
+    if name == "ingest":
+        if (cfg.ds.ingest_config or {}).get("AGGLOMERATION"):
+            argv.append("--raw")  # an agglomeration source implies the raw input path
+        if exist_ok:
+            argv.append("--exist-ok")
+    elif name == "l2cache":
+        argv = [*PCG_SETUP[name], *_l2cache_setup_args(cfg)]
+    return argv
+
+
+def _l2cache_setup_args(cfg: PipelineConfig) -> list[str]:
+    lc = cfg.ds.l2cache_config or {}
+    table, cv = lc.get("table_id"), lc.get("cv_path")
+    if not (table and cv):
+        raise SetupConfigError(
+            "dataset l2cache_config: the l2cache setup needs table_id and cv_path (or set "
+            "commands.l2cache_setup)"
+        )
+    args = [str(table), cfg.graph_id, str(cv)]
+    cave = [lc.get(k) for k in ("cave_host", "cave_dataset", "cave_service")]
+    if any(cave) and not all(cave):
+        raise SetupConfigError(
+            "dataset l2cache_config: cave_host, cave_dataset and cave_service go together"
+        )
+    if all(cave):  # registers the graph with CAVE auth so its graphene volume is readable
+        args += ["--cave-host", cave[0], "--cave-dataset", cave[1], "--cave-service", cave[2]]
+    return args

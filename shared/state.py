@@ -13,6 +13,7 @@ from typing import Any
 
 from shared.stages import FIRST_LAYER, dependencies
 
+SETUP_LAYER = 0  # a setup Job's layer (label, CreateJob, `pipeline submit RUN STAGE 0`)
 RUN_STATUSES = ("running", "paused", "succeeded", "failed")
 LAYER_PHASES = ("waiting", "running", "succeeded", "failed")
 
@@ -90,6 +91,33 @@ class LayerState:
 
 
 @dataclass
+class SetupState:
+    """A stage's setup pass (`shared.setup_job`): one pod that must succeed before the
+    stage's first layer may start. Re-submitting a failed one bumps `attempt` (a new Job)."""
+
+    stage: str
+    phase: str = "waiting"
+    attempt: int = 0
+    job_name: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    failure_reason: str = ""
+
+    @property
+    def layer(self) -> int:
+        """The setup Job's layer label (0: before layer 2), as the ownership checks read it."""
+        return SETUP_LAYER
+
+    def to_doc(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> SetupState:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+@dataclass
 class RunState:
     """A build: its stages and layers, advance mode and status."""
 
@@ -111,6 +139,17 @@ class RunState:
     forced_start: dict[str, Any] = field(default_factory=dict)
     dataset: dict[str, Any] = field(default_factory=dict)  # dataset snapshot
     layers: dict[str, LayerState] = field(default_factory=dict)
+    # Each stage's setup pass (stages without one are absent; runs from before setups too).
+    setups: dict[str, SetupState] = field(default_factory=dict)
+
+    def setup_pending(self, stage: str) -> bool:
+        """True while the stage's setup pass has not succeeded (False: none, or done)."""
+        setup = self.setups.get(stage)
+        return setup is not None and setup.phase != "succeeded"
+
+    def stage_may_begin(self, stage: str) -> bool:
+        """Every stage `stage` depends on is complete: its setup may run."""
+        return all(self.stage_complete(dep) for dep in dependencies(stage) if dep in self.stages)
 
     def ordered_layers(self) -> list[LayerState]:
         """Layers in build order: stages as listed, lowest layer first."""
@@ -127,7 +166,7 @@ class RunState:
         below = self.layers.get(layer_key(ls.stage, ls.layer - 1))
         if below is not None:
             return below.phase == "succeeded"
-        return all(self.stage_complete(dep) for dep in dependencies(ls.stage) if dep in self.stages)
+        return not self.setup_pending(ls.stage) and self.stage_may_begin(ls.stage)
 
     def ready_since(self, ls: LayerState) -> datetime | None:
         """When the layer's dependencies were met: the layer below finished or, for a
@@ -136,6 +175,9 @@ class RunState:
         below = self.layers.get(layer_key(ls.stage, ls.layer - 1))
         if below is not None:
             return below.finished_at
+        setup = self.setups.get(ls.stage)
+        if setup is not None:  # it ran once the stages it waits for were done
+            return setup.finished_at if setup.phase == "succeeded" else None
         deps = [d for d in dependencies(ls.stage) if d in self.stages]
         if not deps:
             return self.created_at
@@ -149,8 +191,10 @@ class RunState:
 
     @classmethod
     def from_docs(cls, run: dict[str, Any], layers: list[dict[str, Any]]) -> RunState:
-        known = {f.name for f in fields(cls)} - {"layers"}
+        known = {f.name for f in fields(cls)} - {"layers", "setups"}
         state = cls(**{k: v for k, v in run.items() if k in known})
+        setups = run.get("setups") or {}
+        state.setups = {k: SetupState.from_doc(v) for k, v in setups.items()}
         state.layers = {ls.key: ls for ls in (LayerState.from_doc(d) for d in layers)}
         return state
 

@@ -36,6 +36,20 @@ LOCK_EXPIRY_S = "PCG_LOCK_EXPIRY_S"
 BIGTABLE_PROJECT = "BIGTABLE_PROJECT"
 BIGTABLE_INSTANCE = "BIGTABLE_INSTANCE"
 DATASET_JSON = "PCG_DATASET_JSON"
+# The images' lock time-to-live is about 3 min x (L-1) x PCG_LOCK_EXPIRY_SCALE (contract 2):
+# written per layer so that it equals PCG_LOCK_EXPIRY_S, the TTL the controller plans with.
+LOCK_EXPIRY_SCALE = "PCG_LOCK_EXPIRY_SCALE"
+IMAGE_LOCK_S_PER_LAYER = 180.0
+# Mounts (contract 3): the credential files of the Secret, the dataset file of the ConfigMap.
+SECRETS_DIR = "/root/.cloudvolume/secrets"
+GOOGLE_SECRET = "google-secret.json"
+CAVE_SECRET = "cave-secret.json"
+GOOGLE_CREDENTIALS = "GOOGLE_APPLICATION_CREDENTIALS"
+DATASET_DIR = "/app/datasets"
+DATASET_FILE = "dataset.yml"
+DATASET_PATH = "PCG_DATASET"  # where the setups (and workers) find the dataset file
+# The l2cache workers' target, from the dataset's l2cache_config (the predecessor's names).
+L2CACHE_ENV = {"L2CACHE_CV_PATH": "cv_path", "L2CACHE_TABLE_ID": "table_id"}
 TERM_GRACE_S = "PCG_TERM_GRACE_S"  # the operator's knob (config `env`), default below
 COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set per pod by Kubernetes, never by the manifest
 
@@ -57,6 +71,8 @@ RESERVED = frozenset(
         BIGTABLE_PROJECT,
         BIGTABLE_INSTANCE,
         DATASET_JSON,
+        LOCK_EXPIRY_SCALE,
+        DATASET_PATH,
     }
 )
 
@@ -142,6 +158,7 @@ class WorkerEnv:
             **({WORKLOAD: self.workload} if self.workload else {}),
             N_LAYERS: str(self.n_layers),
             LOCK_EXPIRY_S: _seconds(self.lock_expiry_s),
+            LOCK_EXPIRY_SCALE: repr(lock_expiry_scale(self.lock_expiry_s, self.layer)),
             BIGTABLE_PROJECT: self.project,
             BIGTABLE_INSTANCE: self.instance,
             DATASET_JSON: dataset,
@@ -200,6 +217,40 @@ class WorkerEnv:
                 f"{n_batches} batches (grid {raw_grid}, batch size {self.layer_batch_size})"
             )
         _check_grid(self.grid_shape, self.layer, self.dataset)
+
+
+def lock_expiry_scale(lock_expiry_s: float, layer: int) -> float:
+    """`PCG_LOCK_EXPIRY_SCALE` that gives the images' lock (3 min x (L-1) x scale) the
+    time-to-live the controller plans for `layer` (`lock_expiry_s`)."""
+    return round(lock_expiry_s / (IMAGE_LOCK_S_PER_LAYER * max(1, layer - 1)), 6)
+
+
+def setup_env(
+    *,
+    graph_id: str,
+    stage: str,
+    run_id: str,
+    workload: str,
+    layer2_shape: tuple[int, int, int],
+    n_layers: int,
+    project: str,
+    instance: str,
+    dataset: dict[str, Any],
+) -> dict[str, str]:
+    """The env of a stage's setup pod: the graph, the planned grid (layer 2) and layer count
+    the setup writes into the graph's metadata, the table's instance and the dataset."""
+    env = {
+        GRAPH_ID: graph_id,
+        STAGE: stage,
+        RUN_ID: run_id,
+        **({WORKLOAD: workload} if workload else {}),
+        GRID_SHAPE: ",".join(map(str, layer2_shape)),
+        N_LAYERS: str(n_layers),
+        BIGTABLE_PROJECT: project,
+        BIGTABLE_INSTANCE: instance,
+        DATASET_JSON: json.dumps(dataset, separators=(",", ":"), sort_keys=True),
+    }
+    return env
 
 
 def _get(env: Mapping[str, str], name: str, default: str | None = None) -> str:

@@ -18,11 +18,22 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 from shared.autopilot import Requests, is_general_purpose, normalize_class
-from shared.config import JobSettings
+from shared.config import JobSettings, PipelineConfig
+from shared.worker_contract import (
+    DATASET_DIR,
+    DATASET_FILE,
+    DATASET_PATH,
+    GOOGLE_CREDENTIALS,
+    GOOGLE_SECRET,
+    SECRETS_DIR,
+)
 
 SPOT_KEY = "cloud.google.com/gke-spot"
+SECRETS_VOLUME, DATASET_VOLUME = "secrets", "dataset"
+DATASET_MAP_PREFIX = "cave-dataset-"
 CLASS_KEY = "cloud.google.com/compute-class"
 ZONE_KEY = "topology.kubernetes.io/zone"
 SPOT_TOLERATION = {"key": SPOT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
@@ -79,3 +90,46 @@ def scheduling(job: JobSettings, zone: str) -> tuple[dict[str, str], list[dict[s
             raise SchedulingError(f"zone: {zone!r} is not a zone name")
         selector[ZONE_KEY] = zone
     return selector, tolerations
+
+
+def dataset_config_map(graph_id: str, run_id: str) -> str:
+    """The ConfigMap holding run `run_id`'s dataset file (one per run: a run mounts the
+    dataset it was started with, whatever is edited later). A DNS-1123 subdomain."""
+    import hashlib
+
+    graph = re.sub(r"[^a-z0-9-]", "-", graph_id.lower())[:30].strip("-") or "graph"
+    return f"{DATASET_MAP_PREFIX}{graph}-{hashlib.sha256(run_id.encode()).hexdigest()[:8]}"
+
+
+def mounts(cfg: PipelineConfig, run_id: str) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """(volumes, volumeMounts, env) every worker and setup pod gets (contract section 3):
+    the credential files of Secret `secret_name` at /root/.cloudvolume/secrets, with
+    GOOGLE_APPLICATION_CREDENTIALS when `secret_files` has google-secret.json (Workload
+    Identity otherwise), and the run's dataset file at /app/datasets/dataset.yml (PCG_DATASET).
+    Both volumes are optional: a pod of a cluster without them starts, and the image names
+    the missing file (`pipeline setup` creates the Secret, the controller the ConfigMap)."""
+    volumes = [
+        {"name": SECRETS_VOLUME, "secret": {"secretName": cfg.secret_name, "optional": True}},
+        {
+            "name": DATASET_VOLUME,
+            "configMap": {"name": dataset_config_map(cfg.graph_id, run_id), "optional": True},
+        },
+    ]
+    volume_mounts = [
+        {"name": SECRETS_VOLUME, "mountPath": SECRETS_DIR, "readOnly": True},
+        {"name": DATASET_VOLUME, "mountPath": DATASET_DIR, "readOnly": True},
+    ]
+    env = {DATASET_PATH: f"{DATASET_DIR}/{DATASET_FILE}"}
+    if GOOGLE_SECRET in cfg.secret_files:
+        env[GOOGLE_CREDENTIALS] = f"{SECRETS_DIR}/{GOOGLE_SECRET}"
+    return volumes, volume_mounts, env
+
+
+def pod_volumes(
+    pod_spec: dict[str, Any], container: dict[str, Any], cfg: PipelineConfig, run_id: str
+) -> dict[str, str]:
+    """Add the mounts to a pod spec and its container; returns the env they need."""
+    volumes, volume_mounts, env = mounts(cfg, run_id)
+    pod_spec["volumes"] = volumes
+    container["volumeMounts"] = volume_mounts
+    return env

@@ -13,7 +13,8 @@ variable                   default   meaning
 ``PCG_LAYER``              required  layer of this Job (>= 2, <= PCG_N_LAYERS)
 ``PCG_PERM_SEED``          required  shuffle seed (>= 0)
 ``PCG_BATCH_SIZE``         required  this layer's batch size, used as is (contract 1)
-``PCG_GRID_SHAPE``         required  "X,Y,Z" grid of this layer (checked against the dataset)
+``PCG_GRID_SHAPE``         required  "X,Y,Z" grid of this layer (checked against the dataset
+                                     and the graph metadata in the table, which wins)
 ``PCG_N_LAYERS``           required  root layer
 ``PCG_DATASET_JSON``       required  the dataset config as a JSON object
 ``BIGTABLE_PROJECT``       required  Bigtable project
@@ -32,11 +33,13 @@ variable                   default   meaning
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
-from shared.worker_contract import WorkerEnv, WorkerEnvError
+from shared.graph_meta import GraphMeta
+from shared.worker_contract import GRID_SHAPE, N_LAYERS, WorkerEnv, WorkerEnvError
 from worker.errors import WorkerConfigError
 
-__all__ = ["WorkerEnv", "parse_env"]
+__all__ = ["WorkerEnv", "parse_env", "with_graph_meta"]
 
 
 def parse_env(env: Mapping[str, str]) -> WorkerEnv:
@@ -46,3 +49,27 @@ def parse_env(env: Mapping[str, str]) -> WorkerEnv:
         return WorkerEnv.from_env(env)
     except WorkerEnvError as exc:
         raise WorkerConfigError(str(exc)) from None
+
+
+def with_graph_meta(env: WorkerEnv, meta: GraphMeta | None) -> WorkerEnv:
+    """The worker's env with its geometry from the graph metadata its stage's setup wrote
+    (as PyChunkedGraph's workers take theirs from the graph): the dataset's size and chunk
+    size become the metadata's. Without metadata (a table set up before setups existed) the
+    env's own geometry stands. A metadata grid other than `PCG_GRID_SHAPE` or a layer count
+    other than `PCG_N_LAYERS` raises WorkerConfigError with both numbers."""
+    if meta is None:
+        return env
+    from shared.layer_spec import layer_geometry  # numpy: see shared.worker_contract
+
+    grid = tuple(int(v) for v in layer_geometry(meta.layer2_shape, env.layer, 1).grid_shape)
+    if grid != tuple(env.grid_shape) or meta.layer_count != env.n_layers:
+        raise WorkerConfigError(
+            f"the graph metadata (bounds {list(meta.bounds_lo)}..{list(meta.bounds_hi)}, "
+            f"chunk size {list(meta.chunk_size)}: layer-{env.layer} grid {list(grid)}, "
+            f"{meta.layer_count} layers) disagrees with {GRID_SHAPE}="
+            f"{','.join(map(str, env.grid_shape))}, {N_LAYERS}={env.n_layers}: the run was "
+            "planned for another grid; fix data_source.size and start a new run"
+        )
+    source = {**env.dataset.get("data_source", {}), "size": list(meta.size)}
+    graph = {**env.dataset.get("graph_config", {}), "CHUNK_SIZE": list(meta.chunk_size)}
+    return replace(env, dataset={**env.dataset, "data_source": source, "graph_config": graph})

@@ -114,13 +114,17 @@ def _apply(run_id: str, action: str, mutate) -> RunState:  # noqa: ANN001 - a Ru
 @click.command()
 @CONFIG_OPTION
 def setup(config_path: str) -> None:
-    """Create the graph's Bigtable table (lock and done rows live there), if missing."""
+    """Create the graph's Bigtable table (lock and done rows live there), if missing, and the
+    Secret `secret_name` of the pods' credential files (`secret_files`, a placeholder
+    cave-secret.json where none is given)."""
+    from scripts.secret_files import apply_secret
     from shared.adapters.bigtable.chunk_ledger import ensure_table
 
     cfg = load_config(config_path)
     connect()  # picks up a running local stack's emulator addresses
     ensure_table(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance)
     click.echo(f"table {cfg.graph_id} ready in {cfg.bigtable.project}/{cfg.bigtable.instance}")
+    click.echo(apply_secret(cfg))
 
 
 @click.command()
@@ -219,7 +223,8 @@ def scale(run_id: str, stage: str, layer: int, parallelism: int) -> None:
 @click.command()
 @layer_arguments
 def submit(run_id: str, stage: str, layer: int) -> None:
-    """Re-submit a failed layer as a new Job; chunks already done are skipped."""
+    """Re-submit a failed layer as a new Job; chunks already done are skipped. Layer 0 re-runs
+    the stage's failed setup pass."""
 
     def mutate(run: RunState) -> None:
         factor = run_config(run).job.for_stage(stage).oom_memory_factor

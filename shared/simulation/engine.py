@@ -87,6 +87,8 @@ class Simulation:
         # compares the run document: the simulator keeps `cfg` instead.
         self.run = copy.copy(run)
         self.run.config, self.run.dataset = {}, {}
+        # Setup passes are one short pod each: the simulation models the layers only.
+        self.run.setups = {}
         self.rng = random.Random(settings.seed)
         self.cluster = SimCluster(settings.cluster, self.rng, T0)
         self.heap: list[tuple[float, int, str, tuple]] = []

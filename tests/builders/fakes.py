@@ -17,6 +17,10 @@ class RecordingCluster:
         self.patches: list[tuple[str, int | None, bool | None]] = []
         self._lock = threading.Lock()
 
+    def apply_config_map(self, manifest: dict[str, Any]) -> None:
+        name = manifest["metadata"]["name"]
+        self.config_maps = {**getattr(self, "config_maps", {}), name: manifest}
+
     def create_job(self, manifest: dict[str, Any]) -> bool:
         name = manifest["metadata"]["name"]
         with self._lock:

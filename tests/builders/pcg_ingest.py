@@ -13,8 +13,10 @@ builds the demo's miniature chunked graph, so the demo's oracle can judge the re
   ``3 min x (L-1) x PCG_LOCK_EXPIRY_SCALE``;
 - ``run_and_exit`` leaves through ``os._exit`` with the harness's code (0, 1 or 42).
 
-Like the images, the grid comes from the graph, not from ``PCG_GRID_SHAPE``: the demo keeps
-its geometry in the dataset (``PCG_DATASET_JSON``), so that is where ``bounds_fn`` reads it.
+Like the images, the grid comes from the graph, not from ``PCG_GRID_SHAPE``: the setup pass
+(``python -m demo.setup``) wrote the graph metadata into the table, and ``bounds_fn`` reads the
+grid from there; the lock's time-to-live follows ``PCG_LOCK_EXPIRY_SCALE`` as the controller
+derived it from its own lock expiry.
 Each chunk logs one JSON line (``pcg_chunk``) so a test can count chunks per pod.
 
 This module imports only what a 3.12 venv with the harness has plus the repository's pure
@@ -74,11 +76,10 @@ def context_factory(env: dict[str, Any]) -> dict[str, Any]:
     from kvdbclient import BigTableClient, BigTableConfig
 
     from demo.common import geometry
-    from shared.layers import layer_count
+    from shared.adapters.bigtable.graph_meta_store import read_graph_meta
 
     dataset = json.loads(os.environ["PCG_DATASET_JSON"])
-    size, chunk, bits = geometry(dataset)
-    l2 = tuple(-(-s // c) for s, c in zip(size, chunk, strict=True))
+    _, _, bits = geometry(dataset)
     scale = float(os.environ.get("PCG_LOCK_EXPIRY_SCALE", "1"))
     expiry = timedelta(minutes=LOCK_MINUTES_PER_LAYER * (env["layer"] - 1) * scale)
     config = BigTableConfig(
@@ -87,13 +88,18 @@ def context_factory(env: dict[str, Any]) -> dict[str, Any]:
         ADMIN=False,
         READ_ONLY=False,
     )
+    client = BigTableClient(env["graph_id"], config, lock_expiry=expiry)
+    meta = read_graph_meta(client)  # what the setup pass wrote
+    if meta is None:
+        raise RuntimeError(f"table {env['graph_id']} has no graph metadata: run its setup")
+    dataset["data_source"]["size"] = list(meta.size)
     return {
         "graph_id": env["graph_id"],
         "dataset": dataset,
-        "l2_shape": l2,
-        "n_layers": layer_count(l2),
+        "l2_shape": meta.layer2_shape,
+        "n_layers": meta.layer_count,
         "bits": bits,
-        "client": BigTableClient(env["graph_id"], config, lock_expiry=expiry),
+        "client": client,
         "logger": _Logger(env["layer"], env["index"]),
     }
 

@@ -77,13 +77,24 @@ def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
     cfg = "demo-data/pipeline.yml"
     setup = pipeline(here, "setup", "-c", cfg)
     assert "Warning" not in setup.stderr and "Bigtable emulator" not in setup.stderr
+    # The pods' Secret, in the local cluster's folder: a placeholder cave-secret.json.
+    assert "secret cloud-volume-secrets ready in local cluster" in setup.stdout
+    secrets = list((here / ".local-stack").rglob("secrets/cloud-volume-secrets/cave-secret.json"))
+    assert [p.read_text() for p in secrets] == ['{"token": "placeholder"}']
     pipeline(here, "start", "-c", cfg, "--run-id", RUN, "--advance", "approve")
-    first = json.loads(pipeline(here, "status", RUN, "--json").stdout)
-    waiting = {row["key"]: row["waits_on"] for row in first["layers"]}
+    # Layer 2 waits on the stage's setup pass (no approval needed), then on its approval.
+    deadline = time.monotonic() + 120
+    while True:
+        first = json.loads(pipeline(here, "status", RUN, "--json").stdout)
+        waiting = {row["key"]: row["waits_on"] for row in first["layers"]}
+        if not waiting["ingest-L2"].startswith(("ingest setup (waiting", "ingest setup (running")):
+            break
+        assert time.monotonic() < deadline, f"setup still not done after 120 s: {waiting}"
+        time.sleep(1)
+    assert waiting["ingest-L2"].startswith("approval: pipeline approve r1 ingest 2"), waiting
     # the forecast: every layer still to build, the run's ETA and projected cost
     assert first["eta_basis"] == "forecast" and first["eta_s"] > 0 and first["projected_usd"] > 0
     assert all(row["eta_s"] > 0 for row in first["layers"])
-    assert waiting["ingest-L2"].startswith("approval: pipeline approve r1 ingest 2")
     assert "approved ingest-L2" in pipeline(here, "approve", RUN, "ingest").stdout
     deadline = time.monotonic() + 300
     while True:

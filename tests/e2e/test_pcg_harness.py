@@ -56,7 +56,12 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
         update={
             "job": job,
             # The image's entry point: the harness, not our worker.
-            "commands": {"ingest": [pcg_python, "-m", "tests.builders.pcg_ingest"]},
+            # The setup pass: the demo's own (graph metadata from the volume), which the
+            # harness's bounds_fn reads back, as PyChunkedGraph's workers read their graph's.
+            "commands": {
+                "ingest": [pcg_python, "-m", "tests.builders.pcg_ingest"],
+                "ingest_setup": ["python", "-m", "demo.setup"],
+            },
             "workloads": {k: v for k, v in demo.workloads.items() if k != "ingest"},
             "env": {"PYTHONPATH": str(ROOT)},
         }

@@ -165,7 +165,7 @@ def test_an_unreadable_grid_names_data_source_size(tmp_path, watershed):
         load_config(path)
 
 
-def test_data_source_size_overrides_the_watershed(tmp_path):
+def test_data_source_size_must_agree_with_a_readable_watershed(tmp_path):
     (tmp_path / "ws").mkdir()
     info = {"scales": [{"size": [640, 640, 64]}]}
     (tmp_path / "ws" / "info").write_text(json.dumps(info))
@@ -173,7 +173,14 @@ def test_data_source_size_overrides_the_watershed(tmp_path):
     assert load_config(
         _write(tmp_path, {"data_source": source, "graph_config": GRAPH})
     ).layer2_shape() == (10, 10, 1)
+    same = {"data_source": {**source, "size": [640, 640, 64]}, "graph_config": GRAPH}
+    assert load_config(_write(tmp_path, same)).layer2_shape() == (10, 10, 1)
+    # A size that disagrees with the info file is refused, naming both.
     sized = {"data_source": {**source, "size": [128, 128, 128]}, "graph_config": GRAPH}
+    with pytest.raises(ConfigError, match=r"\[128, 128, 128\] disagrees .*\[640, 640, 64\]"):
+        load_config(_write(tmp_path, sized))
+    # Without a readable info file the size stands (the way out when there is no network).
+    (tmp_path / "ws" / "info").unlink()
     assert load_config(_write(tmp_path, sized)).layer2_shape() == (2, 2, 2)
 
 

@@ -241,15 +241,15 @@ def test_dag_meshing_and_l2cache_wait_for_ingest_then_run_in_parallel():
 
 
 def test_migration_passes_in_order():
-    run = make_run(stages=("migrate_cleanup", "migrate"), tops={"migrate_cleanup": 3, "migrate": 3})
+    run = make_run(stages=("migrate", "migrate_cleanup"), tops={"migrate_cleanup": 3, "migrate": 3})
+    d = run_decide(run)
+    assert [(a.stage, a.layer) for a in d.actions if isinstance(a, CreateJob)] == [("migrate", 2)]
+    run.layers["migrate-L2"].phase = "succeeded"
+    run.layers["migrate-L3"].phase = "succeeded"
     d = run_decide(run)
     assert [(a.stage, a.layer) for a in d.actions if isinstance(a, CreateJob)] == [
         ("migrate_cleanup", 2)
     ]
-    run.layers["migrate_cleanup-L2"].phase = "succeeded"
-    run.layers["migrate_cleanup-L3"].phase = "succeeded"
-    d = run_decide(run)
-    assert [(a.stage, a.layer) for a in d.actions if isinstance(a, CreateJob)] == [("migrate", 2)]
 
 
 def test_all_layers_done_finishes_run_once():

@@ -140,6 +140,8 @@ def test_kubernetes_access_is_a_namespaced_role_with_only_the_needed_verbs():
         ("", "pods"): ["get", "list"],
         ("", "pods/log"): ["get", "list"],
         ("", "events"): ["get", "list"],
+        ("", "configmaps"): ["create", "update"],  # the run's dataset file
+        ("", "secrets"): ["create", "update"],  # `pipeline setup`'s credential files
     }
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",

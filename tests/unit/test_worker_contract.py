@@ -85,9 +85,14 @@ def test_the_manifest_writes_the_contract_the_worker_reads():
     assert (parsed.layer, parsed.grid_shape, parsed.batch_size) == (3, (4, 3, 2), 7)
     assert (parsed.layer_batch_size, parsed.n_processes, parsed.lock_expiry_s) == (7, 3, 150.0)
     assert parsed.dataset == cfg.ds.model_dump(mode="json", exclude_none=True)
-    contract_part = {k: v for k, v in env.items() if k != "EXTRA"}
+    # The mounts' env (PCG_DATASET) follows the contract, the operator's env comes last.
+    contract_part = {k: v for k, v in env.items() if k not in ("EXTRA", wc.DATASET_PATH)}
     assert parsed.to_env() == contract_part  # names, values and order as the manifest's
     assert env["EXTRA"] == "x"
+    assert env[wc.DATASET_PATH] == "/app/datasets/dataset.yml"
+    # The images' lock TTL (3 min x (L-1) x scale) equals the one the controller plans.
+    scale = float(env[wc.LOCK_EXPIRY_SCALE])
+    assert 180 * (3 - 1) * scale == pytest.approx(parsed.lock_expiry_s)
 
 
 def test_env_names_and_values_are_the_predecessors():
@@ -104,6 +109,7 @@ def test_env_names_and_values_are_the_predecessors():
         "PCG_WORKLOAD",
         "PCG_N_LAYERS",
         "PCG_LOCK_EXPIRY_S",
+        "PCG_LOCK_EXPIRY_SCALE",
         "BIGTABLE_PROJECT",
         "BIGTABLE_INSTANCE",
         "PCG_DATASET_JSON",

@@ -149,6 +149,30 @@ class GkeCluster:
             created = True
         return created
 
+    def apply_config_map(self, manifest: dict[str, Any]) -> None:
+        """Create or replace a ConfigMap (a run's dataset file)."""
+        self._apply(
+            manifest,
+            self.core.create_namespaced_config_map,
+            self.core.replace_namespaced_config_map,
+        )
+
+    def apply_secret(self, manifest: dict[str, Any]) -> None:
+        """Create or replace a Secret (`pipeline setup`'s credential files)."""
+        self._apply(
+            manifest, self.core.create_namespaced_secret, self.core.replace_namespaced_secret
+        )
+
+    def _apply(self, manifest: dict[str, Any], create: Any, replace: Any) -> None:
+        name = (manifest.get("metadata") or {}).get("name", "?")
+        what = f"{manifest.get('kind', 'object')} {name} in namespace {self.namespace}"
+        with self._call(f"create {what}", ignore=(409,)):
+            create(self.namespace, manifest, **self._opts)
+            return
+        # 409 (suppressed above): it exists already; replace its content.
+        with self._call(f"replace {what}"):
+            replace(name, self.namespace, manifest, **self._opts)
+
     def validate_job(self, manifest: dict[str, Any]) -> None:
         name = (manifest.get("metadata") or {}).get("name", "?")
         # A server-side dry run runs validation and admission (Autopilot's included) and

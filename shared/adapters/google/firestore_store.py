@@ -109,6 +109,12 @@ class FirestoreRunStore(ReconcileLeaseMixin):
         ]
         old_names = {key: ls.job_name for key, ls in before.layers.items()}
         new_jobs = [ls.job_name for ls in changed if ls.job_name not in ("", old_names.get(ls.key))]
+        old_setups = {k: st.job_name for k, st in before.setups.items()}
+        new_jobs += [
+            st.job_name
+            for k, st in after.setups.items()
+            if st.job_name not in ("", old_setups.get(k))
+        ]
         now = datetime.now(UTC)
         # Optimistic concurrency without a transaction: a transaction's read lock makes
         # concurrent reconciles abort each other (the emulator livelocks four of them). A

@@ -36,6 +36,7 @@ from typing import Any
 from shared.adapters.local.cluster.events import EventSettings, EventSink
 from shared.adapters.local.cluster.jobs import LocalJob
 from shared.adapters.local.cluster.metrics import pods_usage
+from shared.adapters.local.cluster.mounts import write_object
 from shared.adapters.local.cluster.node import LocalNode
 from shared.adapters.local.cluster.pods import LocalPod
 from shared.adapters.local.cluster.spec import parse_manifest
@@ -97,6 +98,7 @@ class LocalCluster:
             extra_env=extra_env or {},
             namespace=namespace,
             events=self.events,
+            objects_dir=self.state_dir,
         )
         self.namespace = namespace
         self.poll_interval = poll_interval
@@ -180,6 +182,13 @@ class LocalCluster:
             self._persist_locked()
         self._after_change()
         return True
+
+    def apply_config_map(self, manifest: dict[str, Any]) -> None:
+        write_object(self.state_dir, manifest)
+
+    def apply_secret(self, manifest: dict[str, Any]) -> None:
+        """Create or replace a Secret (`pipeline setup`'s credential files)."""
+        write_object(self.state_dir, manifest)
 
     def validate_job(self, manifest: dict[str, Any]) -> None:
         parse_manifest(manifest)  # raises ManifestRejectedError naming the field

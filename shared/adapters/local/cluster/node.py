@@ -17,6 +17,7 @@ from pathlib import Path
 
 from shared.adapters.local.cluster.events import EventSink
 from shared.adapters.local.cluster.jobs import LocalJob
+from shared.adapters.local.cluster.mounts import remap_env
 from shared.adapters.local.cluster.pods import (
     START_ERROR_EXIT_CODE,
     LocalPod,
@@ -61,6 +62,7 @@ class LocalNode:
         extra_env: dict[str, str],
         namespace: str,
         events: EventSink,
+        objects_dir: Path | None = None,
     ) -> None:
         self.pods_dir = pods_dir
         self.capacity_cpu = capacity_cpu
@@ -68,6 +70,7 @@ class LocalNode:
         self.extra_env = dict(extra_env)
         self.namespace = namespace
         self.events = events
+        self.objects_dir = objects_dir
 
     def reap(self, jobs: list[LocalJob], orphans: list[LocalPod], now: datetime) -> None:
         """Record every pod whose process has ended; SIGKILL those past their grace."""
@@ -109,6 +112,8 @@ class LocalNode:
         """Run the container: os.environ + extra_env + the manifest's env + the index."""
         job.dirty = True
         env = container_env(job.spec, pod.index, pod.name, self.namespace)
+        if self.objects_dir is not None:  # mounted Secrets and ConfigMaps: their files
+            env = remap_env(env, job.spec.mounts, self.objects_dir)
         argv = container_argv(job.spec, env)
         full_env = {**os.environ, **self.extra_env, **env, "HOSTNAME": pod.name}
         # The "image" is this checkout: its packages importable from any working directory.

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.adapters.local.cluster.mounts import Mount, parse_mounts
 from shared.cluster import ManifestRejectedError
 
 log = logging.getLogger("cave_pipeline.local_cluster")
@@ -99,6 +100,7 @@ class JobSpec:
     memory_gib: float
     grace_seconds: float
     pod_labels: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()  # Secret and ConfigMap volume mounts
 
 
 def _reject(message: str) -> ManifestRejectedError:
@@ -233,6 +235,7 @@ def parse_manifest(manifest: dict[str, Any]) -> JobSpec:
         cpu=cpu,
         memory_gib=memory,
         grace_seconds=float(template.get("terminationGracePeriodSeconds", 30)),
+        mounts=parse_mounts(template, container),
         pod_labels={
             str(k): str(v)
             for k, v in (

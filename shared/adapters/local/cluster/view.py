@@ -182,6 +182,9 @@ class LocalClusterView:
     def create_job(self, manifest: dict[str, Any]) -> bool:
         raise self._read_only("create a Job")
 
+    def apply_config_map(self, manifest: dict[str, Any]) -> None:
+        raise self._read_only("write a ConfigMap")
+
     def patch_job(
         self, name: str, *, parallelism: int | None = None, suspend: bool | None = None
     ) -> None:

@@ -1,0 +1,50 @@
+"""`pipeline setup`'s Secret: the pods' credential files (`secret_files`: file name in the pod
+-> local file, relative to pipeline.yml), written to the cluster the CLI talks to (a local
+stack's cluster folder, else GKE)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from scripts import cluster_access
+from shared.adapters.local.cluster.mounts import write_object
+from shared.cluster import ClusterError
+from shared.config import PipelineConfig
+from shared.setup_job import secret_manifest
+from shared.worker_contract import CAVE_SECRET
+
+
+def read_secret_files(cfg: PipelineConfig) -> dict[str, bytes]:
+    """The contents of `secret_files`; ClickException names a missing file and the key."""
+    base = Path(cfg.source_path).parent if cfg.source_path else Path.cwd()
+    out = {}
+    for name, local in cfg.secret_files.items():
+        path = (base / local).resolve()
+        try:
+            out[name] = path.read_bytes()
+        except OSError as e:
+            raise click.ClickException(
+                f"secret_files.{name}: {path} cannot be read ({e.strerror or e})"
+            ) from None
+    return out
+
+
+def apply_secret(cfg: PipelineConfig) -> str:
+    """Create or replace the Secret; returns what was done, for the operator."""
+    manifest = secret_manifest(cfg, read_secret_files(cfg))
+    files = ", ".join(manifest["data"])
+    placeholder = "" if CAVE_SECRET in cfg.secret_files else f" ({CAVE_SECRET}: a placeholder)"
+    try:
+        local = cluster_access.local_cluster_dir()
+        if local is not None:
+            write_object(Path(local), manifest)
+            where = f"local cluster {local}"
+        else:
+            cluster = cluster_access.read_cluster(cfg.namespace)
+            cluster.apply_secret(manifest)  # type: ignore[attr-defined]
+            where = f"namespace {cfg.namespace}"
+    except ClusterError as e:
+        raise click.ClickException(f"Secret {cfg.secret_name}: {e}") from None
+    return f"secret {cfg.secret_name} ready in {where}: {files}{placeholder}"
