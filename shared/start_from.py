@@ -73,7 +73,10 @@ def check_layer_done(stage: str, layer: int, total: int, missing: list[int]) -> 
 
 
 def skip_below(run: RunState, stage: str, first: int, by: str, now: datetime) -> list[str]:
-    """Record the layers of `stage` below `first` as built before this run; their keys."""
+    """Record the layers of `stage` below `first` as built before this run; their keys. The
+    stage's setup pass is dropped: it ran when those layers were built (the graph and its
+    metadata exist; a second ingest setup would refuse an existing table)."""
+    run.setups.pop(stage, None)
     keys = []
     for layer in range(FIRST_LAYER, first):
         ls = run.layers[layer_key(stage, layer)]

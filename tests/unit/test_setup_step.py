@@ -155,7 +155,7 @@ def done_job(name, condition="Complete", reason=None):
 
 def step(run, jobs=None, logs=None):
     plan = plan_for(DEMO, run)
-    return decide(Snapshot(run, jobs or {}, {}, logs or {}), plan, None, T0)
+    return decide(Snapshot(run, jobs or {}, {}, setup_logs=logs or {}), plan, None, T0)
 
 
 def creates(d):

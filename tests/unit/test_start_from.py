@@ -83,4 +83,5 @@ def test_skipped_layers_are_done_before_and_the_run_starts_at_the_layer():
     assert not run.layers["ingest-L4"].done_before
     d = decide(Snapshot(run), plan_for(CFG, run), None, NOW)
     creates = [a for a in d.actions if isinstance(a, CreateJob)]
-    assert [(c.stage, c.layer) for c in creates] == [("ingest", 4)]
+    assert [(c.stage, c.layer) for c in creates] == [("ingest", 4)]  # no setup pass
+    assert "ingest" not in run.setups
