@@ -252,9 +252,12 @@ def decide(
             out.append(DeleteJob(ls.job_name))
             continue
         if ls.phase == "running":
+            job = jobs.get(ls.job_name)
             if ls.job_name in pods:
-                records[ls.key] = record_pods(ls, pods[ls.job_name], now)
-            _running_layer(state, ls, jobs.get(ls.job_name), lp, now, plan.stall_after_s, out)
+                # A Complete Job's completion time vouches for pods that vanished unseen.
+                record = job.completion_time if job is not None else None
+                records[ls.key] = record_pods(ls, pods[ls.job_name], now, record)
+            _running_layer(state, ls, job, lp, now, plan.stall_after_s, out)
             if ls.phase != "running":
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
