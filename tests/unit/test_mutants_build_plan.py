@@ -27,11 +27,11 @@ def with_job(**job_changes) -> object:
 
 
 def test_a_new_run_stores_its_settings_and_json_snapshots_of_config_and_dataset() -> None:
-    run = new_run(DEMO, "r1", ["ingest"], "approve", T0, budget_usd=5.0)
+    run = new_run(DEMO, "r1", ["ingest"], "auto", T0, budget_usd=5.0)
     assert (run.run_id, run.graph_id, run.stages) == ("r1", DEMO.graph_id, ["ingest"])
     assert run.top_layers == {"ingest": max(ls.layer for ls in run.layers.values())}
     assert (run.advance, run.status, run.created_at, run.budget_usd) == (
-        "approve",
+        "auto",
         "running",
         T0,
         5.0,

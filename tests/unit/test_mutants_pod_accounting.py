@@ -89,11 +89,11 @@ def test_a_pod_that_vanishes_before_it_ran_adds_nothing() -> None:
 
 
 def test_a_vanished_pod_keeps_its_memory_and_cpu_apart_from_a_pod_still_listed() -> None:
-    ls = LayerState("ingest", 2)
+    ls = LayerState("ingest", 2, cpu_seconds=1.0, memory_gib_seconds=3.0)  # recorded before
     b = pod("b", started=30, memory_request_gib=4.0)
     record_pods(ls, [pod("a"), b], at(60))  # a: 60 s, b: 30 s so far
     record_pods(ls, [b], at(100))
-    assert (ls.cpu_seconds, ls.memory_gib_seconds) == (0.5 * 60, 2.0 * 60)
+    assert (ls.cpu_seconds, ls.memory_gib_seconds) == (1.0 + 0.5 * 60, 3.0 + 2.0 * 60)
     assert (ls.running_cpu_seconds, ls.running_memory_gib_seconds) == (0.5 * 70, 4.0 * 70)
 
 
@@ -139,3 +139,10 @@ def test_closing_a_layer_adds_its_running_usage_to_what_was_recorded() -> None:
     close_layer(ls)
     assert (ls.cpu_seconds, ls.memory_gib_seconds) == (15.0, 27.0)
     assert (ls.running_cpu_seconds, ls.running_memory_gib_seconds, ls.open_pods) == (0.0, 0.0, [])
+
+
+def test_a_vanished_pod_accrues_the_layers_requests_up_to_the_jobs_record() -> None:
+    ls = LayerState("ingest", 2, cpu_request=0.5, memory_request_gib=2.0)
+    record_pods(ls, [pod("a")], at(60))
+    record_pods(ls, [], at(200), at(100))  # the Job vouches for it until 100 s
+    assert (ls.cpu_seconds, ls.memory_gib_seconds) == (0.5 * 100, 2.0 * 100)

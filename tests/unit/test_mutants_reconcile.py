@@ -317,3 +317,15 @@ def test_a_reject_keeps_the_decisions_clock_and_pod_records() -> None:
     create = CreateJob("ingest", 2, name_for("ingest-L2"), 2)
     d = reject(Decision(run, [create], T0, {"x": []}), {name_for("ingest-L2"): "bad"})
     assert (d.at, d.pod_records) == (T0, {"x": []})
+
+
+def test_pods_listed_for_a_missing_job_are_recorded_and_the_job_recreated() -> None:
+    run = running(make_run())
+    done = _pod("Succeeded", 40)
+    d = decide(Snapshot(run, {}, {name_for("ingest-L2"): [done]}), plan(run), None, at_s(50))
+    assert d.pod_records == {"ingest-L2": [PodRecord.of(done)]}
+    assert d.actions == [CreateJob("ingest", 2, name_for("ingest-L2"), 2, False)]
+
+
+def at_s(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
