@@ -109,9 +109,15 @@ def _was_open(uid: str, open_before: set[str]) -> bool:
     return pod_key(uid) in open_before or uid in open_before  # the latter: older documents
 
 
-def record_pods(ls: LayerState, pods: list[PodInfo], now: datetime) -> list[PodRecord]:
+def record_pods(
+    ls: LayerState, pods: list[PodInfo], now: datetime, job_record: datetime | None = None
+) -> list[PodRecord]:
     """Update the layer's accounting from a fresh listing of its Job's pods; returns the
-    finished pods to store. Idempotent for a repeated listing against the same state."""
+    finished pods to store. Idempotent for a repeated listing against the same state.
+
+    `job_record` is the latest time the Job itself vouches for its pods (its completion
+    time, or the time of the event that reported them): a pod that vanished from the listing
+    is closed there when that is later than its last sighting."""
     open_before = unpack_open(ls.open_pods)
     records = [
         PodRecord.of(p)
@@ -129,7 +135,7 @@ def record_pods(ls: LayerState, pods: list[PodInfo], now: datetime) -> list[PodR
         else:
             ls.pods_failed += 1
             ls.oom_killed += rec.reason == OOM_KILLED
-    _close_vanished(ls, pods, open_before)
+    _close_vanished(ls, pods, open_before, job_record, now)
     ls.pods_listed_at = now
     running = [p for p in pods if p.phase not in FINISHED]
     ls.open_pods = pack_open(pod_key(p.uid) for p in running)
@@ -145,13 +151,24 @@ def record_pods(ls: LayerState, pods: list[PodInfo], now: datetime) -> list[PodR
     return records
 
 
-def _close_vanished(ls: LayerState, pods: list[PodInfo], open_before: set[str]) -> None:
+def _close_vanished(
+    ls: LayerState,
+    pods: list[PodInfo],
+    open_before: set[str],
+    job_record: datetime | None,
+    now: datetime,
+) -> None:
     """Pods open at the last listing and absent from this one were deleted (suspend,
     scale-down, pod GC, a lost node) before anyone saw them finish: close them at their last
     sighting, keeping the usage they had accrued by then. That is the last listing's running
-    total less what the pods still listed had accrued at that time."""
+    total less what the pods still listed had accrued at that time. When the Job's record of
+    them (`job_record`, capped at `now`) is later than that sighting, they ran on until then:
+    each accrues the layer's per-pod request from the sighting to that record. The listing
+    keeps no per-pod request or start for a vanished pod, so this counts a pod still pending
+    at its last sighting as running: an upper bound, as a budget guard wants."""
     listed = {pod_key(p.uid) for p in pods} | {p.uid for p in pods}
-    if ls.pods_listed_at is None or not (open_before - listed):
+    vanished = open_before - listed
+    if ls.pods_listed_at is None or not vanished:
         return
     still = [p for p in pods if _was_open(p.uid, open_before)]
     seen = ls.pods_listed_at
@@ -159,6 +176,11 @@ def _close_vanished(ls: LayerState, pods: list[PodInfo], open_before: set[str]) 
     mem = ls.running_memory_gib_seconds - sum(p.memory_request_gib * _age(p, seen) for p in still)
     ls.cpu_seconds += max(0.0, cpu)
     ls.memory_gib_seconds += max(0.0, mem)
+    if job_record is None:
+        return
+    unseen_s = max(0.0, (min(job_record, now) - seen).total_seconds())
+    ls.cpu_seconds += len(vanished) * ls.cpu_request * unseen_s
+    ls.memory_gib_seconds += len(vanished) * ls.memory_request_gib * unseen_s
 
 
 def _age(pod: PodInfo, now: datetime) -> float:

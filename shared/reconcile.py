@@ -286,12 +286,14 @@ def decide(
             out.append(DeleteJob(ls.job_name))
             continue
         if ls.phase == "running":
+            job = jobs.get(ls.job_name)
             if ls.job_name in pods:
-                records[ls.key] = record_pods(ls, pods[ls.job_name], now)
+                # A Complete Job's completion time vouches for pods that vanished unseen.
+                record = job.completion_time if job is not None else None
+                records[ls.key] = record_pods(ls, pods[ls.job_name], now, record)
                 oom = oom_alert_details(ls)
                 if oom is not None:
                     out.append(Alert("oom_killed", ls.stage, ls.layer, oom))
-            job = jobs.get(ls.job_name)
             _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus)
             if ls.phase != "running":
                 close_layer(ls)
