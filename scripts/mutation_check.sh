@@ -2,9 +2,9 @@
 # Mutation testing of the pure core (issue 9), NOT part of CI (about 15 minutes on 2 cores).
 #
 # mutmut 3 (config: [tool.mutmut] in pyproject.toml) mutates shared/reconcile.py,
-# pod_accounting.py, intervals.py, state.py and build_plan.py in a copy under mutants/, and
-# runs, for each mutant, the fast table tests there that cover the mutated function (no
-# emulators, no simulator runs). Then prints the score per module and the surviving mutants;
+# pod_accounting.py, intervals.py, state.py, build_plan.py and setup_step.py in a copy under
+# mutants/, and runs, for each mutant, the fast table tests there that cover the mutated
+# function (no emulators, no simulator runs). Then prints the score per module and the surviving mutants;
 # README "Mutation testing" lists the ones judged equivalent.
 #
 # Usage: bash scripts/mutation_check.sh [MUTANT_NAME ...]
@@ -45,7 +45,7 @@ from pathlib import Path
 # mutmut 3's exit codes (mutmut/stats.py): 1/3 killed, 0 survived, timeouts, no tests
 KILLED, SURVIVED, NO_TESTS = {1, 3}, {0}, {5, 33}
 TIMEOUT = {36, 24, -24, 152, 255}
-MODULES = ("reconcile", "pod_accounting", "intervals", "state", "build_plan")
+MODULES = ("reconcile", "pod_accounting", "intervals", "state", "build_plan", "setup_step")
 
 rows, survivors = [], []
 for module in MODULES:

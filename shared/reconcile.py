@@ -11,124 +11,50 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from shared import intervals
-from shared.cluster import JobStatus, PodInfo
+from shared.cluster import JobStatus
 from shared.config import Ramp
 from shared.costs import Billing, run_cost
-from shared.graph_meta import GraphMetaError, mismatch, parse_report
+from shared.decision import (
+    Action,
+    Alert,
+    CreateJob,
+    Decision,
+    DeleteJob,
+    LayerPlan,
+    PatchJob,
+    Plan,
+    SetupPlan,
+    Snapshot,
+)
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.pod_accounting import PodRecord, close_layer, record_pods
 from shared.pricing import RateRow
-from shared.state import SETUP_LAYER, LayerState, RunState, SetupState, layer_key
+from shared.setup_step import fail_setup, setup_step
+from shared.state import SETUP_LAYER, LayerState, RunState, layer_key
 from shared.vcpu_budget import VcpuBudget
 
-
-@dataclass(frozen=True)
-class LayerPlan:
-    """What the config says about one layer: its size, ramp and per-pod requests, and the
-    Job of its current attempt (name and rendered manifest, or why it cannot be rendered)."""
-
-    completions: int
-    ramp: Ramp
-    cpu: float = 0.0
-    memory_gib: float = 0.0
-    job_name: str = ""
-    # The rendered Job; the controller sets parallelism and suspension when it creates it.
-    manifest: dict[str, Any] | None = field(default=None, compare=False)
-    refusal: str = ""  # why the config renders no Job for this layer (manifest is None)
-
-
-@dataclass(frozen=True)
-class SetupPlan:
-    """A stage's setup pass: its Job (name and manifest, or why none renders) and the grid
-    the graph metadata it writes must agree with (layer-2 chunk grid, layer count)."""
-
-    job_name: str
-    manifest: dict[str, Any] | None = field(default=None, compare=False)
-    refusal: str = ""
-    layer2_shape: tuple[int, int, int] = (1, 1, 1)
-    layer_count: int = 2
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the config says about a run: each layer's plan (by layer key), each stage's
-    setup pass (by stage), when a layer counts as stalled, and how the run is billed (None:
-    no budget guard)."""
-
-    layers: dict[str, LayerPlan]
-    stall_after_s: float = 1800.0
-    billing: Billing | None = None
-    # controller.max_vcpus: the cap on pods x vCPU over the running layers of all the
-    # project's runs (None: no cap).
-    max_vcpus: float | None = None
-    setups: dict[str, SetupPlan] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What was observed of a run: its stored state, each running layer's Job (None: no
-    such Job) and that Job's pods, by Job name."""
-
-    run: RunState
-    jobs: dict[str, JobStatus | None] = field(default_factory=dict)
-    pods: dict[str, list[PodInfo]] = field(default_factory=dict)
-    # vCPUs requested by the running layers of the project's other running runs (their
-    # stored parallelism x vCPU per pod), read only when the plan has a max_vcpus.
-    others_vcpus: float = 0.0
-    # The log of each completed setup Job's pod, by Job name: the graph metadata it reports.
-    setup_logs: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CreateJob:
-    stage: str
-    layer: int
-    job_name: str
-    parallelism: int
-    suspend: bool = False
-
-
-@dataclass(frozen=True)
-class PatchJob:
-    job_name: str
-    parallelism: int | None = None
-    suspend: bool | None = None
-
-
-@dataclass(frozen=True)
-class DeleteJob:
-    job_name: str
-
-
-@dataclass(frozen=True)
-class Alert:
-    """An alert for the `alerts` topic; `kind` becomes the message attribute."""
-
-    kind: str
-    stage: str = ""
-    layer: int = 0
-    details: dict[str, Any] = field(default_factory=dict)
-
-
-Action = CreateJob | PatchJob | DeleteJob | Alert
-
-
-@dataclass
-class Decision:
-    """The new state, the side effects to perform after committing it, the pod attempts to
-    record, and whether the state differs from what was read (nothing to commit if not)."""
-
-    state: RunState
-    actions: list[Action]
-    at: datetime  # the `now` it was decided at
-    pod_records: dict[str, list[PodRecord]] = field(default_factory=dict)
-    changed: bool = False
+# The plan, snapshot and actions live in shared.decision; they are named here too because
+# callers read a reconcile as one module's vocabulary.
+__all__ = [
+    "Action",
+    "Alert",
+    "CreateJob",
+    "Decision",
+    "DeleteJob",
+    "LayerPlan",
+    "PatchJob",
+    "Plan",
+    "SetupPlan",
+    "Snapshot",
+    "decide",
+    "ramp_target",
+    "reject",
+]
 
 
 def ramp_target(ramp: Ramp, completions: int, started: datetime | None, now: datetime) -> int:
@@ -278,7 +204,7 @@ def decide(
     for setup in state.setups.values():
         sp = plan.setups.get(setup.stage)
         if sp is not None:
-            _setup_step(state, setup, sp, seen, now, out)
+            setup_step(state, setup, sp, seen, now, out)
     for ls in state.ordered_layers():
         lp = plan.layers[ls.key]
         if ls.delete_requested:
@@ -331,49 +257,6 @@ def _start_layer(
     if vcpus is not None:
         ls.parallelism = vcpus.take_new(lp.cpu, ls.parallelism)
     out.append(CreateJob(ls.stage, ls.layer, ls.job_name, ls.parallelism))
-
-
-def _setup_step(
-    run: RunState, setup: SetupState, sp: SetupPlan, seen: Snapshot, now: datetime, out: list
-) -> None:
-    """A stage's setup pass: created once the stages it waits for are complete; succeeded
-    when its Job completes and the graph metadata it reports (if any) fits the planned grid;
-    failed (with a `setup_failed` alert carrying the pod's log tail) otherwise."""
-    if setup.phase == "waiting":
-        if run.status == "running" and run.stage_may_begin(setup.stage):
-            setup.phase, setup.job_name, setup.started_at = "running", sp.job_name, now
-            out.append(CreateJob(setup.stage, SETUP_LAYER, sp.job_name, 1))
-        return
-    if setup.phase != "running":
-        return
-    job = seen.jobs.get(setup.job_name)
-    if job is None:  # committed but not created (or deleted by hand): create it again
-        out.append(CreateJob(setup.stage, SETUP_LAYER, setup.job_name, 1))
-        return
-    reason = foreign_owner(job, run, setup)  # type: ignore[arg-type]
-    if reason is None and job.condition == "Complete":
-        try:
-            meta = parse_report(seen.setup_logs.get(setup.job_name, ""))
-        except GraphMetaError as e:
-            reason = f"the setup reported malformed graph metadata: {e}"
-        else:
-            reason = mismatch(meta, sp.layer2_shape, sp.layer_count) if meta else ""
-            if not reason:
-                setup.phase, setup.finished_at = "succeeded", job.completion_time or now
-                return
-    elif reason is None and job.condition == "Failed":
-        reason = f"the setup pod failed ({job.reason or 'Failed'})"
-    if reason is None:
-        return  # still running
-    fail_setup(run, setup, reason, now, out)
-
-
-def fail_setup(run: RunState, setup: SetupState, reason: str, now: datetime, out: list) -> None:
-    """Fail a stage's setup pass: its layers stay waiting; the alert names the re-submit."""
-    setup.phase, setup.finished_at, setup.failure_reason = "failed", now, reason
-    fix = f"fix the cause, then `pipeline submit {run.run_id} {setup.stage} {SETUP_LAYER}`"
-    details = {"reason": reason, "job": setup.job_name, "fix": fix}
-    out.append(Alert("setup_failed", setup.stage, SETUP_LAYER, details))
 
 
 def reject(decision: Decision, refusals: dict[str, str]) -> Decision:

@@ -1,0 +1,119 @@
+"""What a reconcile reads and decides: the plan (what the config says about a run), the
+snapshot (what was observed of it), the actions to take after the commit and the decision
+that carries them with the new state. Pure data; `shared.reconcile` decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shared.cluster import JobStatus, PodInfo
+from shared.config import Ramp
+from shared.costs import Billing
+from shared.pod_accounting import PodRecord
+from shared.state import RunState
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """What the config says about one layer: its size, ramp and per-pod requests, and the
+    Job of its current attempt (name and rendered manifest, or why it cannot be rendered)."""
+
+    completions: int
+    ramp: Ramp
+    cpu: float = 0.0
+    memory_gib: float = 0.0
+    job_name: str = ""
+    # The rendered Job; the controller sets parallelism and suspension when it creates it.
+    manifest: dict[str, Any] | None = field(default=None, compare=False)
+    refusal: str = ""  # why the config renders no Job for this layer (manifest is None)
+
+
+@dataclass(frozen=True)
+class SetupPlan:
+    """A stage's setup pass: its Job (name and manifest, or why none renders) and the grid
+    the graph metadata it writes must agree with (layer-2 chunk grid, layer count)."""
+
+    job_name: str
+    manifest: dict[str, Any] | None = field(default=None, compare=False)
+    refusal: str = ""
+    layer2_shape: tuple[int, int, int] = (1, 1, 1)
+    layer_count: int = 2
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the config says about a run: each layer's plan (by layer key), each stage's
+    setup pass (by stage), when a layer counts as stalled, and how the run is billed (None:
+    no budget guard)."""
+
+    layers: dict[str, LayerPlan]
+    stall_after_s: float = 1800.0
+    billing: Billing | None = None
+    # controller.max_vcpus: the cap on pods x vCPU over the running layers of all the
+    # project's runs (None: no cap).
+    max_vcpus: float | None = None
+    setups: dict[str, SetupPlan] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What was observed of a run: its stored state, each running layer's Job (None: no
+    such Job) and that Job's pods, by Job name."""
+
+    run: RunState
+    jobs: dict[str, JobStatus | None] = field(default_factory=dict)
+    pods: dict[str, list[PodInfo]] = field(default_factory=dict)
+    # vCPUs requested by the running layers of the project's other running runs (their
+    # stored parallelism x vCPU per pod), read only when the plan has a max_vcpus.
+    others_vcpus: float = 0.0
+    # The log of each completed setup Job's pod, by Job name: the graph metadata it reports.
+    setup_logs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CreateJob:
+    stage: str
+    layer: int
+    job_name: str
+    parallelism: int
+    suspend: bool = False
+
+
+@dataclass(frozen=True)
+class PatchJob:
+    job_name: str
+    parallelism: int | None = None
+    suspend: bool | None = None
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    job_name: str
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert for the `alerts` topic; `kind` becomes the message attribute."""
+
+    kind: str
+    stage: str = ""
+    layer: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+Action = CreateJob | PatchJob | DeleteJob | Alert
+
+
+@dataclass
+class Decision:
+    """The new state, the side effects to perform after committing it, the pod attempts to
+    record, and whether the state differs from what was read (nothing to commit if not)."""
+
+    state: RunState
+    actions: list[Action]
+    at: datetime  # the `now` it was decided at
+    pod_records: dict[str, list[PodRecord]] = field(default_factory=dict)
+    changed: bool = False
