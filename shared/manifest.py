@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from shared import worker_pod
-from shared.autopilot import ResourceLimitError
+from shared.autopilot import Requests, ResourceLimitError
 from shared.config import JobSettings, PipelineConfig
 from shared.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
 from shared.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError, default_stages, stage_layers
@@ -111,6 +111,39 @@ def _env(
     return [{"name": k, "value": v} for k, v in pairs]
 
 
+def pod_spec(
+    cfg: PipelineConfig,
+    stage: str,
+    command: list[str],
+    req: Requests,
+    run_id: str,
+    contract: dict[str, str],
+) -> dict[str, Any]:
+    """The pod spec of every Job of a run, a layer's or a setup's: one container running
+    `command` in the stage's image with its requests, the contract env then the stage's and
+    the mounts'; Spot scheduling (or the compute class); the Secret and dataset mounts
+    (contract section 3). ManifestError if the scheduling cannot be rendered."""
+    job = cfg.job.for_stage(stage)
+    selector, tolerations = _scheduling(cfg, job)
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": cfg.images[stage],
+        "command": command,
+        "resources": worker_pod.resources_block(job, req),
+    }
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": cfg.workload_identity.ksa,
+        "terminationGracePeriodSeconds": SPOT_NOTICE_S,
+        "containers": [container],
+        **({"nodeSelector": selector} if selector else {}),
+        **({"tolerations": tolerations} if tolerations else {}),
+    }
+    mount_env = worker_pod.pod_volumes(pod, container, cfg, run_id)
+    container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env})
+    return pod
+
+
 def _scheduling(cfg: PipelineConfig, job: JobSettings) -> tuple[dict[str, str], list[dict]]:
     try:
         return worker_pod.scheduling(job, cfg.zone)
@@ -118,7 +151,8 @@ def _scheduling(cfg: PipelineConfig, job: JobSettings) -> tuple[dict[str, str], 
         raise ManifestError(str(e)) from None
 
 
-def _check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
+def check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
+    """ManifestError unless the stage, run id and namespace can name a Job."""
     if stage not in STAGE_NAMES:
         raise ManifestError(f"stage {stage!r}: unknown; expected one of {', '.join(STAGE_NAMES)}")
     if not run_id:
@@ -166,7 +200,7 @@ def render_job(
 ) -> dict[str, Any]:
     """The batch/v1 Indexed Job of `stage` at `layer` (named for `attempt` of the layer in
     run `run_id`), or ManifestError naming the field."""
-    _check_names(cfg, stage, run_id)
+    check_names(cfg, stage, run_id)
     spec = _spec(cfg, stage, layer)
     if parallelism < 1:
         raise ManifestError(f"parallelism {parallelism}: must be >= 1 (job.ramp.start/max)")
@@ -177,7 +211,9 @@ def render_job(
         raise ManifestError(f"job.batch_size: {completions} batches overflow pod hostnames")
     cap = parallelism_cap(completions)
     req = spec.requests
-    selector, tolerations = _scheduling(cfg, job)
+    command = list(cfg.commands.get(stage) or DEFAULT_COMMAND)
+    contract = worker_env(cfg, spec, run_id).to_env()
+    pod = pod_spec(cfg, stage, command, req, run_id, contract)
 
     labels = {
         "app.kubernetes.io/managed-by": MANAGED_BY,
@@ -193,23 +229,6 @@ def render_job(
         PREFIX + "grid-shape": ",".join(map(str, spec.grid_shape)),
     }
     meta = {"labels": labels, "annotations": annotations}
-    container: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": cfg.images[stage],
-        "command": list(cfg.commands.get(stage) or DEFAULT_COMMAND),
-        "resources": worker_pod.resources_block(job, req),
-    }
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "serviceAccountName": cfg.workload_identity.ksa,
-        "terminationGracePeriodSeconds": SPOT_NOTICE_S,
-        "containers": [container],
-        **({"nodeSelector": selector} if selector else {}),
-        **({"tolerations": tolerations} if tolerations else {}),
-    }
-    mount_env = worker_pod.pod_volumes(pod_spec, container, cfg, run_id)
-    contract = worker_env(cfg, spec, run_id).to_env()
-    container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env})
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -229,7 +248,7 @@ def render_job(
             "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),
             "template": {
                 "metadata": copy.deepcopy(meta),
-                "spec": pod_spec,
+                "spec": pod,
             },
         },
     }

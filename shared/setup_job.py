@@ -25,17 +25,13 @@ from shared.config import PipelineConfig
 from shared.layer_spec import MAX_JOB_NAME, attempt_salt, short_hash
 from shared.layers import layer_count
 from shared.manifest import (
-    CONTAINER,
     MANAGED_BY,
     POD_FAILURE_POLICY,
     PREFIX,
-    SPOT_NOTICE_S,
     ManifestError,
-    _check_names,
-    _env,
-    _scheduling,
+    check_names,
     label_value,
-    stage_env,
+    pod_spec,
 )
 from shared.stages import PlanError, setup_command
 from shared.state import SETUP_LAYER
@@ -74,7 +70,7 @@ def render_setup_job(
 ) -> dict[str, Any]:
     """The batch/v1 Job of `stage`'s setup pass in run `run_id` (its `attempt`: a
     re-submitted setup passes `--exist-ok` to an image's ingest setup), or ManifestError."""
-    _check_names(cfg, stage, run_id)
+    check_names(cfg, stage, run_id)
     try:
         argv = setup_command(cfg, stage, exist_ok=attempt > 0)
         grid = cfg.layer2_shape()
@@ -84,9 +80,7 @@ def render_setup_job(
         raise ManifestError(f"setup of stage {stage}: {e}") from None
     if argv is None:
         raise ManifestError(f"commands.{stage}_setup is empty: stage {stage} has no setup")
-    job = cfg.job.for_stage(stage)
     name = setup_job_name(cfg.graph_id, stage, run_id, attempt)
-    selector, tolerations = _scheduling(cfg, job)
     labels = {
         "app.kubernetes.io/managed-by": MANAGED_BY,
         PREFIX + "run": label_value(run_id),
@@ -96,21 +90,6 @@ def render_setup_job(
         STEP: "setup",
     }
     meta = {"labels": labels, "annotations": {PREFIX + "run-id": run_id}}
-    container: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": cfg.images[stage],
-        "command": argv,
-        "resources": worker_pod.resources_block(job, req),
-    }
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "serviceAccountName": cfg.workload_identity.ksa,
-        "terminationGracePeriodSeconds": SPOT_NOTICE_S,
-        "containers": [container],
-        **({"nodeSelector": selector} if selector else {}),
-        **({"tolerations": tolerations} if tolerations else {}),
-    }
-    mount_env = worker_pod.pod_volumes(pod_spec, container, cfg, run_id)
     contract = setup_env(
         graph_id=cfg.graph_id,
         stage=stage,
@@ -122,7 +101,7 @@ def render_setup_job(
         instance=cfg.bigtable.instance,
         dataset=cfg.ds.model_dump(mode="json", exclude_none=True),
     )
-    container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env})
+    pod = pod_spec(cfg, stage, argv, req, run_id, contract)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -137,7 +116,7 @@ def render_setup_job(
             "podReplacementPolicy": "Failed",
             "suspend": False,
             "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),
-            "template": {"metadata": copy.deepcopy(meta), "spec": pod_spec},
+            "template": {"metadata": copy.deepcopy(meta), "spec": pod},
         },
     }
 

@@ -6,68 +6,16 @@ folder, so the CLI finds the stack as it would in a terminal (`.local-stack/stac
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.builders.cli_stack import local_stack, pipeline
+
 RUN = "r1"
 pytestmark = pytest.mark.e2e
-
-
-def pipeline(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`pipeline ARGS` in `cwd`; fails the test with its output if it exits non-zero."""
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts.cli", *args],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, f"pipeline {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIPELINE_")}
-    env = {k: v for k, v in env.items() if "EMULATOR_HOST" not in k}
-    return {**env, "PYTHONPATH": str(ROOT)}
-
-
-@pytest.fixture
-def local_stack(need_emulators, tmp_path: Path) -> Iterator[Path]:
-    """`pipeline local up --tick 2` in the background in tmp_path, until the test ends."""
-    log = (tmp_path / "local-up.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scripts.cli", "local", "up", "--tick", "2"],
-        cwd=tmp_path,
-        env=_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while not (tmp_path / ".local-stack" / "stack.json").exists():
-            assert proc.poll() is None, (tmp_path / "local-up.log").read_text()
-            assert time.monotonic() < deadline, "local up did not start in 180 s"
-            time.sleep(0.5)
-        yield tmp_path
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+_ = local_stack  # the fixture
 
 
 def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
