@@ -1,13 +1,18 @@
 """Fixtures of the contract tests: a stored demo run (store, controller) and a demo volume for
-workers run as subprocesses."""
+workers run as subprocesses, and the CLI against the emulators (`cli`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import pytest
+from click.testing import CliRunner, Result
 
 from demo.oracle import expected_stats
 from demo.volume import generate_volume, save_volume
+from scripts.cli import main
 from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.build_plan import new_run
 from shared.config import load_config
 from tests.builders.stored_runs import DEMO, NOW
@@ -40,3 +45,19 @@ def run(store: FirestoreRunStore):
     state.setups.clear()
     store.create_run(state)
     return state
+
+
+@pytest.fixture
+def cli(firestore_project: str) -> Iterator[Callable[..., Result]]:
+    """`pipeline ARGS` in-process against the Firestore emulator, as operator alice (a
+    `kick` topic exists for the commands that kick the controller)."""
+    bus = PubSubBus(firestore_project)
+    bus.ensure_topic("kick")
+    runner = CliRunner()
+    env = {"PIPELINE_PROJECT": firestore_project, "USER": "alice"}
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(main, list(args), env=env)
+
+    yield invoke
+    bus.close()

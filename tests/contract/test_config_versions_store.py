@@ -8,28 +8,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from click.testing import CliRunner, Result
 
-from scripts.cli import main
 from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
 from tests.builders.stored_runs import DEMO
-
-
-@pytest.fixture
-def cli(firestore_project: str) -> Any:
-    bus = PubSubBus(firestore_project)
-    bus.ensure_topic("kick")
-    runner = CliRunner()
-    env = {"PIPELINE_PROJECT": firestore_project, "USER": "alice"}
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(main, list(args), env=env)
-
-    yield invoke
-    bus.close()
 
 
 def _edited(tmp_path: Path, name: str, **job: Any) -> str:

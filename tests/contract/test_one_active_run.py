@@ -5,29 +5,8 @@ new run's document."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-from click.testing import CliRunner, Result
-
-from scripts.cli import main
 from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
 from tests.builders.stored_runs import DEMO
-
-
-@pytest.fixture
-def cli(firestore_project: str) -> Any:
-    bus = PubSubBus(firestore_project)
-    bus.ensure_topic("kick")
-    runner = CliRunner()
-    env = {"PIPELINE_PROJECT": firestore_project, "USER": "alice"}
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(main, list(args), env=env)
-
-    yield invoke
-    bus.close()
 
 
 def test_a_second_active_run_of_the_graph_is_refused_then_forced(cli, firestore_project):
