@@ -24,7 +24,9 @@ def _store_runs(store: FirestoreRunStore, max_vcpus: float) -> None:
     ls = busy.layers["ingest-L2"]
     ls.phase, ls.parallelism, ls.cpu_request, ls.job_name = "running", 3, 0.25, "busy-job"
     store.create_run(busy)
-    store.create_run(new_run(cfg, "new", ["ingest"], "auto", NOW))
+    fresh = new_run(cfg, "new", ["ingest"], "auto", NOW)
+    fresh.setups.clear()  # its layer 2 may start now: only the cap can hold it back
+    store.create_run(fresh)
 
 
 @pytest.mark.parametrize(
