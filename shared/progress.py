@@ -133,7 +133,8 @@ def _maybe_last(text: str) -> set[int]:
 
 
 def waits_on(run: RunState, ls: LayerState) -> str:
-    """What a waiting layer waits for: a layer below, another stage, an approval, a pause."""
+    """What a waiting layer waits for: a layer below, another stage, its setup pass, an
+    approval, a pause, room under the vCPU cap."""
     if ls.phase != "waiting":
         return ""
     below = run.layers.get(layer_key(ls.stage, ls.layer - 1))
@@ -152,6 +153,8 @@ def waits_on(run: RunState, ls: LayerState) -> str:
         return f"approval: pipeline approve {run.run_id} {ls.stage} {ls.layer}"
     if run.status == "paused":
         return f"run paused: pipeline resume {run.run_id}"
+    if ls.held_by_vcpu_cap:
+        return "room under controller.max_vcpus (running layers hold it)"
     return "the controller's next reconcile"
 
 

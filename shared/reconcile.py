@@ -225,7 +225,8 @@ def decide(
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
             if state.advance == "auto" or ls.approved:
-                if vcpus is None or vcpus.room_for_one(lp.cpu):
+                ls.held_by_vcpu_cap = vcpus is not None and not vcpus.room_for_one(lp.cpu)
+                if not ls.held_by_vcpu_cap:
                     _start_layer(state, ls, lp, now, out, vcpus)
             elif not ls.approval_alerted:
                 ls.approval_alerted = True

@@ -76,6 +76,8 @@ class LayerState:
     memory_factor: float = 1.0
     # `pipeline start --from-layer`: built by an earlier run (its done markers were checked).
     done_before: bool = False
+    # Ready to start but held back by controller.max_vcpus at the last reconcile.
+    held_by_vcpu_cap: bool = False
 
     @property
     def key(self) -> str:

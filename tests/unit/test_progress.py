@@ -59,6 +59,9 @@ def test_waits_on_names_the_layer_below_the_stage_the_approval_and_a_pause():
     assert waits_on(run, run.layers["l2cache-L2"]) == "stage ingest"
     l2.approved = True
     assert waits_on(run, l2) == "the controller's next reconcile"
+    l2.held_by_vcpu_cap = True
+    assert waits_on(run, l2) == "room under controller.max_vcpus (running layers hold it)"
+    l2.held_by_vcpu_cap = False
     run.status = "paused"
     assert waits_on(run, l2) == "run paused: pipeline resume r1"
     l2.phase = "running"

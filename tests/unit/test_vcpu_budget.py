@@ -101,6 +101,7 @@ def test_a_new_layer_starts_only_when_a_pod_fits(max_vcpus, others, starts, want
     creates = [a for a in d.actions if isinstance(a, CreateJob) and a.stage == "l2cache"]
     assert bool(creates) == starts
     assert parallelism(d, "l2cache-L2") == want
+    assert d.state.layers["l2cache-L2"].held_by_vcpu_cap == (not starts)  # status says why
     if creates:
         assert creates[0].parallelism == want
 
