@@ -129,6 +129,8 @@ def demo(
     kinds = _chaos_kinds(chaos_n, chaos_kinds, baseline_wall_s)
 
     stage_list = [s.strip() for s in stages.split(",") if s.strip()]
+    if workdir is not None:
+        _check_fresh_workdir(Path(workdir))
     tmp = None if workdir else tempfile.TemporaryDirectory(prefix="cave-demo-")
     work = Path(workdir or tmp.name)  # type: ignore[union-attr]
     try:
@@ -180,6 +182,21 @@ def demo(
         if tmp is not None:
             tmp.cleanup()
     sys.exit(0 if result.ok else 1)
+
+
+# What a demo leaves in its --workdir: the stack's state and, with --chaos, the two runs'.
+_DEMO_STATE = ("stack", "baseline", "chaos")
+
+
+def _check_fresh_workdir(work: Path) -> None:
+    """Refuse a --workdir holding an earlier demo's state: its local cluster, ledger records
+    and chaos mailbox would mix with this run's (the earlier run's files are kept)."""
+    found = [name for name in _DEMO_STATE if (work / name).exists()]
+    if found:
+        raise click.UsageError(
+            f"--workdir {work} holds an earlier demo's state ({', '.join(found)}): "
+            "choose an empty folder, or remove it first"
+        )
 
 
 def _chaos_kinds(n: int | None, text: str, baseline_wall_s: float | None) -> tuple[str, ...]:
