@@ -1,6 +1,7 @@
 """A run's estimated Autopilot spend, priced at read time from the recorded usage. Pure.
 
 Each layer stores vCPU-seconds and GiB-seconds of its pod attempts (shared.pod_accounting);
+a setup pass is one pod priced over its Jobs' spans;
 the price comes from the rate table for the run's region, the stage's compute class and
 Spot. Completions whose pods were never seen (garbage-collected before a reconcile listed
 them) are backfilled at the mean observed runtime and reported as such. The cluster fee is
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from shared import intervals
 from shared.pricing import Rate, RateRow, cluster_fee, pod_cost, rate_for
-from shared.state import LayerState, RunState
+from shared.setup_job import setup_requests
+from shared.state import LayerState, RunState, SetupState
 
 if TYPE_CHECKING:
     from shared.config import PipelineConfig
@@ -73,20 +75,40 @@ def layer_cost(ls: LayerState, rate: Rate) -> LayerCost:
     return LayerCost(ls.key, usd, missing)
 
 
+def setup_cost(setup: SetupState, rate: Rate, compute_class: str, now: datetime) -> LayerCost:
+    """A stage's setup pass (key `<stage>-setup`): one pod at the setup's requests for as long
+    as its Jobs existed, earlier attempts included. The Job's span covers the pod's start-up
+    too: an upper bound, so the budget guard never under-counts."""
+    req = setup_requests(compute_class)
+    return LayerCost(
+        f"{setup.stage}-setup", pod_cost(rate, req.cpu, req.memory_gib, setup.span_s(now)), 0
+    )
+
+
 def run_cost(run: RunState, rates: tuple[RateRow, ...], billing: Billing, now: datetime) -> RunCost:
-    """Price every layer of a run and the cluster fee over its Job spans."""
+    """Price every layer and setup pass of a run and the cluster fee over its Job spans."""
     layers = []
     spans = []
+
+    def rate_of(stage: str) -> Rate:
+        return rate_for(
+            rates,
+            billing.region,
+            billing.compute_class.get(stage, ""),
+            billing.spot.get(stage, True),
+        )
+
+    for setup in run.setups.values():
+        if setup.started_at is None and not setup.earlier_s:
+            continue
+        cls = billing.compute_class.get(setup.stage, "")
+        layers.append(setup_cost(setup, rate_of(setup.stage), cls, now))
+        if setup.started_at is not None:
+            spans.append((setup.started_at, setup.finished_at or now))
     for ls in run.ordered_layers():
         if ls.submitted_at is None:
             continue
-        rate = rate_for(
-            rates,
-            billing.region,
-            billing.compute_class.get(ls.stage, ""),
-            billing.spot.get(ls.stage, True),
-        )
-        layers.append(layer_cost(ls, rate))
+        layers.append(layer_cost(ls, rate_of(ls.stage)))
         spans.append((ls.submitted_at, ls.finished_at or now))
     fee_rate = rate_for(rates, billing.region, "")
     return RunCost(layers, cluster_fee(fee_rate, spans) if spans else 0.0)

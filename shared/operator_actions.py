@@ -102,7 +102,9 @@ def _resubmit_setup(run: RunState, stage: str) -> None:
         raise ActionError(f"run {run.run_id} has no setup pass for stage {stage!r}")
     if setup.phase != "failed":
         raise ActionError(f"the {stage} setup is {setup.phase}: only a failed one can be re-run")
-    run.setups[stage] = SetupState(stage=stage, attempt=setup.attempt + 1)
+    # The failed attempt's pod ran: its span is priced with the next (costs never vanish).
+    earlier = setup.span_s(setup.finished_at or setup.started_at or run.created_at)
+    run.setups[stage] = SetupState(stage=stage, attempt=setup.attempt + 1, earlier_s=earlier)
     if run.status == "failed":
         run.status = "running"
 

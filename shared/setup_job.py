@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from shared import worker_pod
-from shared.autopilot import ResourceLimitError, snap_requests
+from shared.autopilot import Requests, ResourceLimitError, snap_requests
 from shared.config import PipelineConfig
 from shared.layer_spec import MAX_JOB_NAME, attempt_salt, short_hash
 from shared.layers import layer_count
@@ -57,6 +57,11 @@ def setup_job_name(graph_id: str, stage: str, run_id: str, attempt: int = 0) -> 
     return f"pcg-{graph}{tail}" if graph else f"pcg{tail}"
 
 
+def setup_requests(compute_class: str = "") -> Requests:
+    """What a setup pod requests (snapped to Autopilot for the stage's compute class)."""
+    return snap_requests(SETUP_CPU, SETUP_MEMORY_GIB, compute_class)
+
+
 def has_setup(cfg: PipelineConfig, stage: str) -> bool:
     """Whether the stage runs a setup pass (`commands.<stage>_setup: []` turns it off)."""
     try:
@@ -75,7 +80,7 @@ def render_setup_job(
         argv = setup_command(cfg, stage, exist_ok=attempt > 0)
         grid = cfg.layer2_shape()
         n_layers = layer_count(grid, cfg.ds.graph_config.FANOUT)
-        req = snap_requests(SETUP_CPU, SETUP_MEMORY_GIB, cfg.job.for_stage(stage).compute_class)
+        req = setup_requests(cfg.job.for_stage(stage).compute_class)
     except (PlanError, ResourceLimitError) as e:
         raise ManifestError(f"setup of stage {stage}: {e}") from None
     if argv is None:

@@ -104,11 +104,20 @@ class SetupState:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     failure_reason: str = ""
+    earlier_s: float = 0.0  # the Job spans of its earlier attempts (priced with this one)
 
     @property
     def layer(self) -> int:
         """The setup Job's layer label (0: before layer 2), as the ownership checks read it."""
         return SETUP_LAYER
+
+    def span_s(self, now: datetime) -> float:
+        """Seconds its Jobs have existed: earlier attempts plus this one (to now if running)."""
+        if self.started_at is None:
+            return self.earlier_s
+        return self.earlier_s + max(
+            0.0, ((self.finished_at or now) - self.started_at).total_seconds()
+        )
 
     def to_doc(self) -> dict[str, Any]:
         return asdict(self)

@@ -18,7 +18,8 @@ from scripts.views.terminal import console, titled_table
 from shared.costs import estimate
 from shared.pricing import load_rates
 from shared.run_store import RunNotFoundError
-from shared.state import RunState
+from shared.setup_job import setup_requests
+from shared.state import SETUP_LAYER, RunState
 
 
 def cost_report(run: RunState, now: datetime) -> dict[str, Any]:
@@ -46,6 +47,27 @@ def cost_report(run: RunState, now: datetime) -> dict[str, Any]:
             }
         )
         stages[ls.stage] = stages.get(ls.stage, 0.0) + lc.usd
+    for setup in run.setups.values():  # each a pod of its own, before the stage's layer 2
+        lc = by_key.get(f"{setup.stage}-setup")
+        if lc is None:
+            continue  # not started: nothing spent
+        req = setup_requests(cfg.job.for_stage(setup.stage).compute_class)
+        hours = setup.span_s(now) / 3600
+        layers.append(
+            {
+                "stage": setup.stage,
+                "layer": SETUP_LAYER,
+                "phase": setup.phase,
+                "pods": setup.attempt + 1,
+                "retries": setup.attempt,
+                "preempted": 0,
+                "vcpu_hours": req.cpu * hours,
+                "gib_hours": req.memory_gib * hours,
+                "usd": lc.usd,
+                "backfilled_pods": 0,
+            }
+        )
+        stages[setup.stage] = stages.get(setup.stage, 0.0) + lc.usd
     models = {s: ("Spot" if cfg.job.for_stage(s).spot else "on-demand") for s in run.stages}
     classes = {s: cfg.job.for_stage(s).compute_class or "general-purpose" for s in run.stages}
     return {
