@@ -111,6 +111,18 @@ def _env(
     return [{"name": k, "value": v} for k, v in pairs]
 
 
+def job_labels(cfg: PipelineConfig, run_id: str, stage: str, layer: int) -> dict[str, str]:
+    """The labels of every Job of a run and of its pods (the ownership checks and the
+    controller's listings select on them): manager, run, stage, graph, layer (0: setup)."""
+    return {
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        PREFIX + "run": label_value(run_id),
+        PREFIX + "stage": stage,
+        PREFIX + "graph": label_value(cfg.graph_id),
+        PREFIX + "layer": str(layer),
+    }
+
+
 def pod_spec(
     cfg: PipelineConfig,
     stage: str,
@@ -215,13 +227,7 @@ def render_job(
     contract = worker_env(cfg, spec, run_id).to_env()
     pod = pod_spec(cfg, stage, command, req, run_id, contract)
 
-    labels = {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        PREFIX + "run": label_value(run_id),
-        PREFIX + "stage": stage,
-        PREFIX + "graph": label_value(cfg.graph_id),
-        PREFIX + "layer": str(layer),
-    }
+    labels = job_labels(cfg, run_id, stage, layer)
     annotations = {
         PREFIX + "run-id": run_id,  # the label may be shortened; this is the full id
         PREFIX + "chunks": str(spec.chunks),

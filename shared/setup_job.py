@@ -30,6 +30,7 @@ from shared.manifest import (
     PREFIX,
     ManifestError,
     check_names,
+    job_labels,
     label_value,
     pod_spec,
 )
@@ -86,14 +87,7 @@ def render_setup_job(
     if argv is None:
         raise ManifestError(f"commands.{stage}_setup is empty: stage {stage} has no setup")
     name = setup_job_name(cfg.graph_id, stage, run_id, attempt)
-    labels = {
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-        PREFIX + "run": label_value(run_id),
-        PREFIX + "stage": stage,
-        PREFIX + "graph": label_value(cfg.graph_id),
-        PREFIX + "layer": str(SETUP_LAYER),
-        STEP: "setup",
-    }
+    labels = {**job_labels(cfg, run_id, stage, SETUP_LAYER), STEP: "setup"}
     meta = {"labels": labels, "annotations": {PREFIX + "run-id": run_id}}
     contract = setup_env(
         graph_id=cfg.graph_id,
