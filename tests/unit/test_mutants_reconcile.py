@@ -26,6 +26,7 @@ from shared.reconcile import (
     reject,
 )
 from shared.state import RunState, build_layers
+from tests.builders.pod_infos import pod_info
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RAMP = Ramp(start=2, factor=2, period=60, max=16)
@@ -229,18 +230,9 @@ def test_a_delete_request_removes_the_job_once_and_the_other_layers_go_on() -> N
 
 
 def _pod(phase: str, finished_s: float | None) -> PodInfo:
-    return PodInfo(
-        name="p",
-        uid="u1",
-        job_name=name_for("ingest-L2"),
-        index=0,
-        phase=phase,
-        cpu_request=1.0,
-        memory_request_gib=2.0,
-        created=T0,
-        started=T0,
-        finished=None if finished_s is None else T0 + timedelta(seconds=finished_s),
-    )
+    finished = None if finished_s is None else T0 + timedelta(seconds=finished_s)
+    job = name_for("ingest-L2")
+    return pod_info("u1", phase, name="p", job_name=job, created=T0, started=T0, finished=finished)
 
 
 def test_the_finished_pods_of_a_listing_are_returned_to_store_and_counted() -> None:

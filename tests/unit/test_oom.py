@@ -16,25 +16,16 @@ from shared.operator_actions import resubmit
 from shared.progress import LayerPods, LayerSize, layer_progress
 from shared.reconcile import Alert, LayerPlan, Plan, Snapshot, decide
 from shared.state import LayerState, RunState
+from tests.builders.pod_infos import pod_info
 from tests.builders.reconcile_runs import RAMP, T0, job, make_run, name_for
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 
 
 def pod(uid: str, reason: str | None, phase: str = "Failed", exit_code: int = 137) -> PodInfo:
-    return PodInfo(
-        name=f"p-{uid}",
-        uid=uid,
-        job_name="j",
-        index=0,
-        phase=phase,
-        cpu_request=1.0,
-        memory_request_gib=2.0,
-        created=T0,
-        started=T0,
-        finished=T0 + timedelta(seconds=5),
-        exit_code=exit_code,
-        reason=reason,
+    finished = T0 + timedelta(seconds=5)
+    return pod_info(
+        uid, phase, created=T0, started=T0, finished=finished, exit_code=exit_code, reason=reason
     )
 
 

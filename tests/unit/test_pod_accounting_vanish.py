@@ -15,22 +15,14 @@ import pytest
 from shared.cluster import PodInfo
 from shared.pod_accounting import record_pods
 from shared.state import LayerState
+from tests.builders.pod_infos import pod_info
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def running(uid: str, started: float = 0.0) -> PodInfo:
-    return PodInfo(
-        name=f"p-{uid}",
-        uid=uid,
-        job_name="j",
-        index=0,
-        phase="Running",
-        cpu_request=1.0,
-        memory_request_gib=1.0,
-        created=T0 + timedelta(seconds=started),
-        started=T0 + timedelta(seconds=started),
-    )
+    at = T0 + timedelta(seconds=started)
+    return pod_info(uid, memory_request_gib=1.0, created=at, started=at)
 
 
 def test_a_pod_seen_running_then_gone_keeps_its_runtime_to_the_last_sighting() -> None:
