@@ -63,8 +63,12 @@ def ramp_target(ramp: Ramp, completions: int, started: datetime | None, now: dat
     if started is None:
         return min(ramp.start, cap)
     steps = max(0, math.floor((now - started).total_seconds() / ramp.period))
-    # Bound the exponent so a multi-day run never overflows a float.
-    value = ramp.start * ramp.factor ** min(steps, 64)
+    if ramp.factor <= 1 or ramp.start >= cap:
+        return min(ramp.start, cap)
+    # Past the step that reaches the cap the value is the cap: bounding the exponent there
+    # keeps a multi-day run from overflowing a float without freezing a slow ramp short of it.
+    to_cap = math.ceil(math.log(cap / ramp.start) / math.log(ramp.factor)) + 1  # +1: float slack
+    value = ramp.start * ramp.factor ** min(steps, to_cap)
     return int(min(max(ramp.start, value), cap))
 
 
