@@ -220,6 +220,10 @@ class Controller:
         running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.get_job(name) for name in running}
         pods = {name: self.cluster.list_pods(name) for name, job in jobs.items() if job}
+        # A re-submitted layer's earlier Job and its pods, which outlive it while they stop.
+        for name in {ls.retire_job for ls in run.layers.values() if ls.retire_job}:
+            jobs[name] = self.cluster.get_job(name)
+            pods[name] = self.cluster.list_pods(name)
         others = 0.0
         if cfg.controller.max_vcpus is not None:
             # The cap is the project's: what the other running runs hold counts against it.
