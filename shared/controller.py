@@ -22,7 +22,6 @@ from shared.alerts import (
     alert_body,
     claim_lost_body,
     claim_lost_chunks,
-    run_unhealthy_body,
     tail_requests,
     with_log_tails,
 )
@@ -180,11 +179,10 @@ class Controller:
         text = f"{type(error).__name__}: {error}"
         _log("ERROR", "reconcile failed", run=run_id, error=text)
         try:
-            now = self.clock()
-            health = self.store.record_reconcile_failure(run_id, text, now, UNHEALTHY_AFTER)
-            if health is not None and health.alert_due:
-                body = run_unhealthy_body(run_id, text, health.failures, health.since, now)
-                self.publish_alert("run_unhealthy", body)
+            # The store puts `run_unhealthy` into the outbox with the count that makes it due;
+            # flushing on every failure retries a publish that failed the first time.
+            if self.store.record_reconcile_failure(run_id, text, self.clock(), UNHEALTHY_AFTER):
+                self.flush_alerts(run_id)
         except Exception as e:  # noqa: BLE001 - the store may be what is failing
             _log("ERROR", "reconcile failure not recorded", run=run_id, error=repr(e))
 
@@ -222,6 +220,10 @@ class Controller:
         running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.get_job(name) for name in running}
         pods = {name: self.cluster.list_pods(name) for name, job in jobs.items() if job}
+        # A re-submitted layer's earlier Job and its pods, which outlive it while they stop.
+        for name in {ls.retire_job for ls in run.layers.values() if ls.retire_job}:
+            jobs[name] = self.cluster.get_job(name)
+            pods[name] = self.cluster.list_pods(name)
         others = 0.0
         if cfg.controller.max_vcpus is not None:
             # The cap is the project's: what the other running runs hold counts against it.

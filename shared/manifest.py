@@ -57,8 +57,9 @@ def label_value(text: str) -> str:
     return f"{clean}-{short_hash(text)}" if clean else short_hash(text)
 
 
-def worker_env(cfg: PipelineConfig, spec: LayerSpec, run_id: str) -> WorkerEnv:
-    """The worker contract of one layer's pods (JOB_COMPLETION_INDEX is Kubernetes')."""
+def worker_env(cfg: PipelineConfig, spec: LayerSpec, run_id: str, attempt: int = 0) -> WorkerEnv:
+    """The worker contract of one layer's pods, for the layer's Job `attempt`
+    (JOB_COMPLETION_INDEX is Kubernetes')."""
     job = cfg.job.for_stage(spec.stage)
     return WorkerEnv(
         graph_id=cfg.graph_id,
@@ -77,6 +78,7 @@ def worker_env(cfg: PipelineConfig, spec: LayerSpec, run_id: str) -> WorkerEnv:
         project=cfg.bigtable.project,
         instance=cfg.bigtable.instance,
         dataset=cfg.ds.model_dump(mode="json", exclude_none=True),
+        job_attempt=attempt,
     )
 
 
@@ -224,7 +226,7 @@ def render_job(
     cap = parallelism_cap(completions)
     req = spec.requests
     command = list(cfg.commands.get(stage) or DEFAULT_COMMAND)
-    contract = worker_env(cfg, spec, run_id).to_env()
+    contract = worker_env(cfg, spec, run_id, attempt).to_env()
     pod = pod_spec(cfg, stage, command, req, run_id, contract)
 
     labels = job_labels(cfg, run_id, stage, layer)

@@ -88,6 +88,10 @@ def resubmit(
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
     fresh = LayerState(stage=ls.stage, layer=ls.layer, attempt=ls.attempt + 1)
+    # The old Job's pods may still be finishing (a `pipeline delete` not yet carried out, or
+    # pods in their grace period): the new Job waits for them, and a pending delete is kept.
+    fresh.retire_job = ls.job_name or ls.retire_job
+    fresh.retire_delete = ls.delete_requested or ls.retire_delete
     fresh.memory_factor = next_memory_factor(ls, oom_memory_factor)
     _carry_costs(ls, fresh)
     fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now

@@ -32,7 +32,7 @@ from shared.decision import (
 )
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
-from shared.pod_accounting import PodRecord, close_layer, record_pods
+from shared.pod_accounting import FINISHED, PodRecord, close_layer, record_pods
 from shared.pricing import RateRow
 from shared.setup_step import fail_setup, setup_step
 from shared.state import SETUP_LAYER, LayerState, RunState, layer_key
@@ -63,8 +63,12 @@ def ramp_target(ramp: Ramp, completions: int, started: datetime | None, now: dat
     if started is None:
         return min(ramp.start, cap)
     steps = max(0, math.floor((now - started).total_seconds() / ramp.period))
-    # Bound the exponent so a multi-day run never overflows a float.
-    value = ramp.start * ramp.factor ** min(steps, 64)
+    if ramp.factor <= 1 or ramp.start >= cap:
+        return min(ramp.start, cap)
+    # Past the step that reaches the cap the value is the cap: bounding the exponent there
+    # keeps a multi-day run from overflowing a float without freezing a slow ramp short of it.
+    to_cap = math.ceil(math.log(cap / ramp.start) / math.log(ramp.factor)) + 1  # +1: float slack
+    value = ramp.start * ramp.factor ** min(steps, to_cap)
     return int(min(max(ramp.start, value), cap))
 
 
@@ -211,6 +215,8 @@ def decide(
             ls.delete_requested = False
             out.append(DeleteJob(ls.job_name))
             continue
+        if ls.retire_job and not _retired(ls, seen, out):
+            continue  # the earlier attempt's pods still run: never overlap them
         if ls.phase == "running":
             job = jobs.get(ls.job_name)
             if ls.job_name in pods:
@@ -239,6 +245,20 @@ def decide(
             out.append(Alert("run_finished", details={"status": "succeeded"}))
     records = {k: v for k, v in records.items() if v}
     return Decision(state, out, now, records, _state_differs(run, state))
+
+
+def _retired(ls: LayerState, seen: Snapshot, out: list[Action]) -> bool:
+    """Whether a re-submitted layer's earlier Job is out of the way: deleted, when the
+    operator asked (re-sent while it is listed: deletes are idempotent), and none of its pods
+    still listed unfinished. Clears the record once it is."""
+    job = seen.jobs.get(ls.retire_job)
+    if ls.retire_delete and job is not None:
+        out.append(DeleteJob(ls.retire_job))
+        return False
+    if any(p.phase not in FINISHED for p in seen.pods.get(ls.retire_job, ())):
+        return False
+    ls.retire_job, ls.retire_delete = "", False
+    return True
 
 
 def _start_layer(

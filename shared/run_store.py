@@ -91,7 +91,8 @@ class RunStore(Protocol):
     ) -> RunHealth | None:
         """Count one more consecutive failed reconcile (outside the version precondition: a
         run that cannot be reconciled cannot commit either). `alert_due` is True exactly once
-        per unhealthy spell, on the failure that reaches `alert_after`. None if no such run."""
+        per unhealthy spell, on the failure that reaches `alert_after`; that same write puts a
+        `run_unhealthy` alert into the run's outbox. None if no such run."""
 
     def record_reconcile_success(self, run_id: str) -> None:
         """End an unhealthy spell, if any (the next spell alerts again)."""

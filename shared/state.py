@@ -52,6 +52,10 @@ class LayerState:
     stall_alerted: bool = False
     failure_reason: str = ""
     delete_requested: bool = False  # operator `pipeline delete`: remove the Job and its pods
+    # A re-submitted layer's earlier Job: this attempt starts only once none of its pods still
+    # runs (deleted first when the operator asked), so two attempts never overlap.
+    retire_job: str = ""
+    retire_delete: bool = False
     # Pod accounting (see shared.pod_accounting): requests of this layer's pods, usage of the
     # pods recorded as finished, the running pods' usage so far, and what has been recorded.
     cpu_request: float = 0.0

@@ -50,6 +50,9 @@ DATASET_FILE = "dataset.yml"
 DATASET_PATH = "PCG_DATASET"  # where the setups (and workers) find the dataset file
 # The l2cache workers' target, from the dataset's l2cache_config (the predecessor's names).
 L2CACHE_ENV = {"L2CACHE_CV_PATH": "cv_path", "L2CACHE_TABLE_ID": "table_id"}
+# The layer's Job attempt (set only on re-submits): part of the claim lineage, so a new Job's
+# pods never take over claims of the earlier Job's pods (worker.claim_tokens).
+JOB_ATTEMPT = "PCG_JOB_ATTEMPT"
 TERM_GRACE_S = "PCG_TERM_GRACE_S"  # the operator's knob (config `env`), default below
 COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set per pod by Kubernetes, never by the manifest
 
@@ -73,6 +76,7 @@ RESERVED = frozenset(
         DATASET_JSON,
         LOCK_EXPIRY_SCALE,
         DATASET_PATH,
+        JOB_ATTEMPT,
     }
 )
 
@@ -125,6 +129,7 @@ class WorkerEnv:
     dataset: dict[str, Any]
     index: int = 0  # JOB_COMPLETION_INDEX
     term_grace_s: float = DEFAULT_TERM_GRACE_S
+    job_attempt: int = 0  # the layer's re-submits (PCG_JOB_ATTEMPT, written only when > 0)
 
     @property
     def layer_batch_size(self) -> int:
@@ -144,7 +149,8 @@ class WorkerEnv:
 
     def to_env(self) -> dict[str, str]:
         """The variables the manifest writes, in manifest order. JOB_COMPLETION_INDEX is
-        Kubernetes' to set; PCG_TERM_GRACE_S only when it differs from the default."""
+        Kubernetes' to set; PCG_TERM_GRACE_S only when it differs from the default, and
+        PCG_JOB_ATTEMPT only on a re-submitted layer's Job."""
         dataset = json.dumps(self.dataset, separators=(",", ":"), sort_keys=True)
         env = {
             GRAPH_ID: self.graph_id,
@@ -165,6 +171,8 @@ class WorkerEnv:
         }
         if self.term_grace_s != DEFAULT_TERM_GRACE_S:
             env[TERM_GRACE_S] = _seconds(self.term_grace_s)
+        if self.job_attempt:
+            env[JOB_ATTEMPT] = str(self.job_attempt)
         return env
 
     @classmethod
@@ -203,6 +211,7 @@ class WorkerEnv:
             dataset=dataset,
             index=_int(env, COMPLETION_INDEX, 0),
             term_grace_s=_float(env, TERM_GRACE_S, _seconds(DEFAULT_TERM_GRACE_S)),
+            job_attempt=_int(env, JOB_ATTEMPT, 0, "0"),
         )
         parsed._check(raw_grid)
         return parsed

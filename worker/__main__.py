@@ -139,7 +139,7 @@ def main() -> int:
         log.error(f"bad worker environment: {exc}", exit_code=EXIT_FATAL)
         return EXIT_FATAL
     # Tokens say whose they are: this Job index's lineage plus random attempt bits.
-    own = lineage(env.graph_id, env.stage, env.layer, env.run_id, env.index)
+    own = lineage(env.graph_id, env.stage, env.layer, env.run_id, env.index, env.job_attempt)
     token = attempt_token(own)
     runner = BatchRunner(
         env,

@@ -1,8 +1,9 @@
 """Claim tokens that say whose they are (pure).
 
 A token is 64 bits, as the predecessor's (kvdbclient's lock cell): the high 40 bits are the
-*lineage*, a digest of the Job index the pod runs (graph, stage, layer, run and index: what
-names the Job and the index), the low 24 bits are random per attempt (pod). Kubernetes starts
+*lineage*, a digest of the Job index the pod runs (graph, stage, layer, run, the layer's Job
+attempt and index: what names the Job and the index), the low 24 bits are random per attempt
+(pod). Kubernetes starts
 the next attempt of an index only once the previous pod is terminal (the Job's
 ``podReplacementPolicy: Failed``), so a worker may take over, at once, a live claim whose
 token has its own lineage: it was left by a dead attempt of its own index (SIGKILL, OOM, a
@@ -33,10 +34,16 @@ _LINEAGE_BITS = 64 - ATTEMPT_BITS
 _ATTEMPT_MASK = (1 << ATTEMPT_BITS) - 1
 
 
-def lineage(graph_id: str, stage: str, layer: int, run_id: str, index: int) -> int:
-    """The 40-bit lineage of one Job index: every attempt of it shares this."""
-    name = f"{graph_id}\x00{stage}\x00{int(layer)}\x00{run_id}\x00{int(index)}".encode()
-    digest = hashlib.blake2b(name, digest_size=8, person=b"cave-claim").digest()
+def lineage(
+    graph_id: str, stage: str, layer: int, run_id: str, index: int, job_attempt: int = 0
+) -> int:
+    """The 40-bit lineage of one Job index: every pod attempt of it shares this. A re-submitted
+    layer's Job (`job_attempt` > 0) has lineages of its own, so its pods never take over the
+    claims of the earlier Job's pods, which may still be finishing."""
+    name = f"{graph_id}\x00{stage}\x00{int(layer)}\x00{run_id}\x00{int(index)}"
+    if job_attempt:
+        name += f"\x00job-attempt-{int(job_attempt)}"
+    digest = hashlib.blake2b(name.encode(), digest_size=8, person=b"cave-claim").digest()
     return int.from_bytes(digest, "big") >> ATTEMPT_BITS
 
 

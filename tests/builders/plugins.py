@@ -75,3 +75,15 @@ def cooperative_unrenewable(ctx: Any) -> None:
     for _ in range(600):
         ctx.check_cancelled()
         time.sleep(0.1)
+
+
+def claim_stolen(ctx: Any) -> None:
+    """At ``TEST_STEAL_COORD`` ("x,y,z") a contender's token overwrites the claim just before
+    the plugin returns (as a replacement pod would after a lapse), so the harness's fenced done
+    marker is refused; every other chunk succeeds."""
+    if ",".join(map(str, ctx.coord)) != os.environ.get("TEST_STEAL_COORD"):
+        return
+    from shared.adapters.bigtable.chunk_ledger import LOCK, chunk_row_key
+
+    contender = ctx.client._set_lock_mutation(LOCK, 0x5EC0_1D)
+    ctx.client._table.mutate_row(chunk_row_key(ctx.chunk_id, ctx.stage), contender)

@@ -308,6 +308,31 @@ def test_a_failing_run_never_holds_up_the_others_on_ticks(store):
     assert [k for k, _ in published].count("run_unhealthy") == 2
 
 
+def test_run_unhealthy_survives_a_failed_publish(store):
+    """`run_unhealthy` goes through the outbox: a publish that fails when the alert falls due
+    is retried on the next failed reconcile, and the alert goes out once."""
+    _two_runs(store)
+    cluster = RunFailingCluster(ClusterError("jobs.batch is forbidden: 403"))
+    cluster.broken.add("bad")
+    published: list[tuple[str, dict[str, Any]]] = []
+    down = {"alerts"}
+
+    def publish(kind: str, body: dict[str, Any]) -> None:
+        if down:
+            raise ConnectionError("alerts topic unreachable")
+        published.append((kind, body))
+
+    controller = Controller(store, cluster, publish, clock=lambda: NOW)
+    for _ in range(5):
+        controller.on_tick()
+    assert store.reconcile_health("bad")["alerted"] and published == []
+    down.clear()
+    controller.on_tick()
+    controller.on_tick()
+    [(kind, body)] = published
+    assert kind == "run_unhealthy" and body["run_id"] == "bad" and body["failures"] == 5
+
+
 def test_a_tick_is_retried_only_when_every_run_failed_transiently(store):
     _two_runs(store)
     cluster = RunFailingCluster(ClusterUnreachableError("cannot reach the API server"))

@@ -155,6 +155,23 @@ def test_transient_error_exits_1_and_releases_the_claim(bigtable_table, demo):
     assert ChunkLedger(client).is_done(_first_chunk()[1])
 
 
+def test_a_refused_done_marker_is_never_a_silent_done(bigtable_table, demo):
+    """A chunk whose claim was taken before its done marker: the fenced marker is refused, the
+    pod logs `claim_lost` and exits 1 so Kubernetes retries the index; the chunk stays unmarked
+    and the rest of the window is still done."""
+    client, table_id = bigtable_table
+    coord, cid = _first_chunk()
+    steal = ",".join(map(str, coord))
+    env = _env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:claim_stolen")
+    run = _run({**env, "TEST_STEAL_COORD": steal})
+    assert run.code == 1, run.messages()
+    lost = [x for x in run.lines if x.get("event") == "claim_lost"]
+    assert lost and lost[0]["severity"] == "ERROR" and "not marked done" in lost[0]["message"]
+    ledger = ChunkLedger(client)
+    assert not ledger.is_done(cid)
+    assert run.summary()["processed"] == BATCH - 1 and run.summary()["transient"] == 1
+
+
 # ------------------------------------------------------------------------------- SIGTERM
 
 

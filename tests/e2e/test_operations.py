@@ -246,3 +246,58 @@ def test_budget_guard_pauses_the_run_and_alerts(stack, tmp_path):
     kick(stack, "r-budget")
     wait_for(store, "r-budget", "succeeded", lambda r: r.status == "succeeded")
     assert len([a for a in store.all_alerts("r-budget") if a.kind == "budget_reached"]) == 1
+
+
+def test_a_delete_then_submit_never_overlaps_the_old_pods(stack, tmp_path):
+    """`pipeline delete` and `pipeline submit` of a running layer with no reconcile between:
+    the old Job is still deleted, its pods finish their chunk in their grace period, and the
+    new attempt's Job is created only once none of them still runs (watched from the cluster
+    throughout); then the run completes."""
+    cfg = config(tmp_path, batch_size=8)
+    cfg = cfg.model_copy(
+        update={
+            "graph_id": "ops-resubmit",
+            "env": {"TEST_PLUGIN_SLEEP_S": "0.4"},
+            "workloads": {"ingest": "tests.builders.plugins:nap"},
+        }
+    )
+    store = start(stack, cfg, "r-resubmit")
+    run = wait_for(
+        store, "r-resubmit", "running L2 pods", lambda r: r.layers["ingest-L2"].active >= 1
+    )
+    old = run.layers["ingest-L2"].job_name
+
+    seen: dict[str, list] = {"overlaps": [], "old_pods": [], "new_created": []}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            olds = stack.cluster.list_pods(old)
+            live_old = [p.name for p in olds if p.phase in ("Pending", "Running")]
+            seen["old_pods"] += [p.name for p in olds]
+            new = store.load_run("r-resubmit").layers["ingest-L2"].job_name
+            news = stack.cluster.list_pods(new) if new and new != old else []
+            seen["new_created"] += [p.created for p in news if p.created]
+            if live_old and news:
+                seen["overlaps"].append((live_old, [p.name for p in news]))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+
+    def delete_and_submit(r: RunState) -> None:
+        now = datetime.now(UTC)
+        ops.cancel(r, "ingest", 2, "ana", now)
+        ops.resubmit(r, "ingest", 2, "ana", now)
+
+    store.update_run("r-resubmit", delete_and_submit)
+    kick(stack, "r-resubmit")
+    try:
+        run = wait_for(store, "r-resubmit", "succeeded", lambda r: r.status == "succeeded")
+    finally:
+        stop.set()
+        watcher.join(5)
+    assert run.layers["ingest-L2"].attempt == 1
+    assert stack.cluster.get_job(old) is None  # the pending delete was carried out
+    assert seen["old_pods"] and seen["new_created"]
+    assert seen["overlaps"] == []

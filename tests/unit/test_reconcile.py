@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared.cluster import JobStatus
 from shared.config import Ramp
@@ -73,11 +76,35 @@ def run_decide(run, jobs=None, now=T0, completions=10, stall_after_s=1800.0) -> 
         (2, 2, 16, 5, 600, 5),  # never above completions
         (8, 2, 4, 100, 0, 4),  # start above max: max wins
         (1, 1.5, 10, 100, 120, 2),  # 1 * 1.5**2 = 2.25 -> 2
+        (2, 1.05, 256, 10**4, 60 * 64, 45),  # 2 * 1.05**64 = 45.4: still ramping after 64 steps
+        (2, 1.05, 256, 10**4, 60 * 100, 256),  # 2 * 1.05**100 = 263 -> the cap (was 22 forever)
+        (4, 1, 256, 10**4, 10**7, 4),  # factor 1: a flat ramp
     ],
 )
 def test_ramp_target(start, factor, max_, completions, elapsed, want):
     ramp = Ramp(start=start, factor=factor, period=60, max=max_)
     assert ramp_target(ramp, completions, T0, T0 + timedelta(seconds=elapsed)) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    start=st.integers(1, 500),
+    factor=st.floats(1.0001, 10.0),
+    max_=st.integers(1, 100_000),
+    completions=st.integers(1, 10**6),
+)
+def test_ramp_reaches_its_cap_for_every_factor_above_one(start, factor, max_, completions):
+    """However slow the ramp, it reaches min(max, completions) and stays there, never above,
+    and never goes down as time passes."""
+    ramp = Ramp(start=start, factor=factor, period=60, max=max_)
+    cap = min(max_, completions)
+    enough = math.ceil(math.log(max(cap, 2) / start) / math.log(factor)) + 2 if cap > start else 0
+    at = [
+        ramp_target(ramp, completions, T0, T0 + timedelta(seconds=60 * k))
+        for k in (0, enough // 2, enough, enough * 10 + 10**6)
+    ]
+    assert at == sorted(at)
+    assert at[-2] == at[-1] == cap
 
 
 def test_auto_starts_only_the_first_layer():

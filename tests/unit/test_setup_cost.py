@@ -43,6 +43,12 @@ def one_pod(seconds: float) -> float:
             40.0,
         ),  # fmt: skip
         ({"phase": "running", "started_at": T0, "earlier_s": 25.0}, 10, 35.0),
+        # a span under a second is priced as it is, not rounded up to one
+        (
+            {"phase": "failed", "started_at": T0, "finished_at": T0 + timedelta(seconds=0.25)},
+            600,
+            0.25,
+        ),  # fmt: skip
     ],
 )
 def test_a_setup_pass_is_priced_as_one_pod_over_its_jobs(setup, now_s, pod_s):

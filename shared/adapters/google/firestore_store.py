@@ -23,6 +23,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.adapters.google.reconcile_lease import ReconcileLeaseMixin
+from shared.alerts import run_unhealthy_body
 from shared.run_store import (
     RunExistsError,
     RunHealth,
@@ -135,11 +136,9 @@ class FirestoreRunStore(ReconcileLeaseMixin):
         for name in new_jobs:
             batch.set(self.db.collection(JOBS).document(name), {"run_id": before.run_id})
         for alert in alerts:
-            # The body as JSON text: it is the message to publish, and Firestore cannot store
-            # the nested arrays it holds (a batch's chunk coordinates).
-            body = json.dumps(alert, default=str)
-            doc = {"kind": alert["kind"], "body": body, "created_at": now, "sent": False}
-            batch.set(run_ref.collection(ALERTS).document(uuid.uuid4().hex), doc)
+            batch.set(
+                run_ref.collection(ALERTS).document(uuid.uuid4().hex), _outbox_doc(alert, now)
+            )
         try:
             batch.commit()
         except (gexc.FailedPrecondition, gexc.Aborted) as e:
@@ -274,11 +273,18 @@ class FirestoreRunStore(ReconcileLeaseMixin):
                 "error": error[-ERROR_CHARS:],
                 "alerted": bool(old.get("alerted", False)) or alert_due,
             }
-            # Under the update time read: of two racing failures both count, one alerts.
+            # Under the update time read: of two racing failures both count, one alerts. The
+            # alert goes into the outbox in the same write, so a failed publish retries it on
+            # the next flush instead of losing it for the whole spell.
+            batch = self.db.batch()
+            batch.update(
+                ref, {HEALTH: new}, option=self.db.write_option(last_update_time=snap.update_time)
+            )
+            if alert_due:
+                body = run_unhealthy_body(run_id, new["error"], failures, new["since"], now)
+                batch.set(ref.collection(ALERTS).document(body["alert_id"]), _outbox_doc(body, now))
             try:
-                ref.update(
-                    {HEALTH: new}, option=self.db.write_option(last_update_time=snap.update_time)
-                )
+                batch.commit()
             except (gexc.FailedPrecondition, gexc.Aborted):
                 continue
             return RunHealth(failures, new["since"], new["error"], alert_due)
@@ -357,3 +363,10 @@ class FirestoreRunStore(ReconcileLeaseMixin):
             return True
         except gexc.AlreadyExists:
             return False
+
+
+def _outbox_doc(alert: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """An unsent outbox entry. The body is kept as JSON text: it is the message to publish,
+    and Firestore cannot store the nested arrays it holds (a batch's chunk coordinates)."""
+    body = json.dumps(alert, default=str)
+    return {"kind": alert["kind"], "body": body, "created_at": now, "sent": False}

@@ -250,7 +250,10 @@ class LocalCluster:
     def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
         with self._lock:
             job = self._jobs.get(job_name)
-            pods = [] if job is None else job.pods
+            # As on GKE (background propagation), a deleted Job's pods keep their job-name
+            # label and stay listed while they shut down.
+            pods = [] if job is None else list(job.pods)
+            pods += [p for p in self._orphans if p.job_name == job_name]
             return [p.info() for p in pods if index is None or p.index == index]
 
     def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
