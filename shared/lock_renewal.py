@@ -115,7 +115,8 @@ def override_warning(scale: float, layers: Iterable[int], lifetime_s: float) -> 
     )
     return (
         f"env.{SCALE_ENV}={scale:g} (yours, kept): {each}, against a claim lifetime of "
-        f"{_s(lifetime_s)} (graph_config.{ROOT_LOCK_EXPIRY}); the images need a renewal at "
+        f"{_s(lifetime_s)} (the graph's {ROOT_LOCK_EXPIRY}, 3 min by default); the images "
+        f"need a renewal at "
         f"most every {_s(lifetime_s / RENEWALS_PER_LIFETIME)}{lapse}. Remove it to get a safe "
         "scale per layer"
     )
