@@ -8,15 +8,24 @@ is refused here, naming the config field to fix, so a bad config fails when it i
 from __future__ import annotations
 
 import copy
+import logging
 import re
 from typing import Any
 
-from shared import worker_pod
+from shared import lock_renewal, worker_pod
 from shared.autopilot import Requests, ResourceLimitError
 from shared.config import JobSettings, PipelineConfig
 from shared.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
 from shared.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError, default_stages, stage_layers
-from shared.worker_contract import L2CACHE_ENV, N_PROCESSES, RESERVED, WorkerEnv
+from shared.worker_contract import (
+    L2CACHE_ENV,
+    LOCK_EXPIRY_SCALE,
+    N_PROCESSES,
+    RESERVED,
+    WorkerEnv,
+)
+
+log = logging.getLogger(__name__)
 
 MANAGED_BY = "cave-pipeline"
 PREFIX = "cave-pipeline/"
@@ -77,7 +86,7 @@ def worker_env(cfg: PipelineConfig, spec: LayerSpec, run_id: str, attempt: int =
         lock_expiry_s=spec.lock_expiry_s,
         project=cfg.bigtable.project,
         instance=cfg.bigtable.instance,
-        dataset=cfg.ds.model_dump(mode="json", exclude_none=True),
+        dataset=_dataset(cfg),
         job_attempt=attempt,
     )
 
@@ -107,10 +116,45 @@ def _env(
             raise ManifestError(f"env.{name}: set by the controller for every Job; remove it")
         if not name or "=" in name or not all(32 <= ord(c) < 127 for c in name):
             raise ManifestError(f"env.{name}: not a valid environment variable name")
+    if LOCK_EXPIRY_SCALE in cfg.env:
+        # The operator's scale replaces the per-layer one (lock_scale_warning says where it
+        # breaks the renewal bound); written once, with the operator's env.
+        _operator_scale(cfg)
+        contract = {k: v for k, v in contract.items() if k != LOCK_EXPIRY_SCALE}
     pairs = [*contract.items()]
     pairs += [(k, v) for k, v in (extra or {}).items() if k not in cfg.env]
     pairs += list(cfg.env.items())
     return [{"name": k, "value": v} for k, v in pairs]
+
+
+def _operator_scale(cfg: PipelineConfig) -> float | None:
+    """The operator's `env.PCG_LOCK_EXPIRY_SCALE` as a number, None when not set."""
+    if LOCK_EXPIRY_SCALE not in cfg.env:
+        return None
+    try:
+        return lock_renewal.parse_scale(cfg.env[LOCK_EXPIRY_SCALE])
+    except lock_renewal.LockRenewalError as e:
+        raise ManifestError(str(e)) from None
+
+
+def lock_scale_warning(cfg: PipelineConfig) -> str | None:
+    """The warning for an operator's `env.PCG_LOCK_EXPIRY_SCALE` that makes PyChunkedGraph
+    images renew an ingest claim later than a third of its lifetime at some layer (naming
+    the layers, renewal against lifetime), or None (no override, or a safe one)."""
+    scale = _operator_scale(cfg)
+    if scale is None:
+        return None
+    try:
+        lifetime = lock_renewal.claim_lifetime_s(_dataset(cfg))
+        layers = stage_layers(cfg, "ingest")
+    except (lock_renewal.LockRenewalError, PlanError) as e:
+        raise ManifestError(str(e)) from None
+    return lock_renewal.override_warning(scale, layers, lifetime)
+
+
+def _dataset(cfg: PipelineConfig) -> dict[str, Any]:
+    """The dataset as the pods get it (PCG_DATASET_JSON)."""
+    return cfg.ds.model_dump(mode="json", exclude_none=True)
 
 
 def job_labels(cfg: PipelineConfig, run_id: str, stage: str, layer: int) -> dict[str, str]:
@@ -226,7 +270,10 @@ def render_job(
     cap = parallelism_cap(completions)
     req = spec.requests
     command = list(cfg.commands.get(stage) or DEFAULT_COMMAND)
-    contract = worker_env(cfg, spec, run_id, attempt).to_env()
+    try:
+        contract = worker_env(cfg, spec, run_id, attempt).to_env()
+    except lock_renewal.LockRenewalError as e:
+        raise ManifestError(str(e)) from None
     pod = pod_spec(cfg, stage, command, req, run_id, contract)
 
     labels = job_labels(cfg, run_id, stage, layer)
@@ -283,8 +330,13 @@ def implied_renders(cfg: PipelineConfig) -> list[tuple[str, int]]:
 
 def validate_config_renders(cfg: PipelineConfig) -> None:
     """Render every implied (stage, layer) and each stage's setup Job; raise the first
-    ManifestError (config load time)."""
+    ManifestError (config load time). An unsafe `env.PCG_LOCK_EXPIRY_SCALE` is logged as a
+    warning (the CLI also prints `lock_scale_warning`)."""
     from shared.setup_job import has_setup, render_setup_job  # it builds on this module
+
+    warning = lock_scale_warning(cfg)
+    if warning:
+        log.warning("%s", warning)
 
     for stage, layer in implied_renders(cfg):
         render_job(cfg, stage, layer, run_id="validate", parallelism=1)

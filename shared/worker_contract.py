@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared import lock_renewal
 from shared.layers import layer2_shape_of
 
 # The worker imports this module (for LOG) before it blocks SIGTERM in every thread; numpy,
@@ -36,10 +37,11 @@ LOCK_EXPIRY_S = "PCG_LOCK_EXPIRY_S"
 BIGTABLE_PROJECT = "BIGTABLE_PROJECT"
 BIGTABLE_INSTANCE = "BIGTABLE_INSTANCE"
 DATASET_JSON = "PCG_DATASET_JSON"
-# The images' lock time-to-live is about 3 min x (L-1) x PCG_LOCK_EXPIRY_SCALE (contract 2):
-# written per layer so that it equals PCG_LOCK_EXPIRY_S, the TTL the controller plans with.
-LOCK_EXPIRY_SCALE = "PCG_LOCK_EXPIRY_SCALE"
-IMAGE_LOCK_S_PER_LAYER = 180.0
+# PyChunkedGraph images renew a chunk claim every 60 s x (L-1) x PCG_LOCK_EXPIRY_SCALE; the
+# claim itself lives for the graph's ROOT_LOCK_EXPIRY (3 min), whatever the scale. Written per
+# layer so the renewal is at most a third of that lifetime (shared.lock_renewal); the
+# operator's `env` may set it instead (docs/worker-contract.md).
+LOCK_EXPIRY_SCALE = lock_renewal.SCALE_ENV
 # Mounts (contract 3): the credential files of the Secret, the dataset file of the ConfigMap.
 SECRETS_DIR = "/root/.cloudvolume/secrets"
 GOOGLE_SECRET = "google-secret.json"
@@ -74,7 +76,6 @@ RESERVED = frozenset(
         BIGTABLE_PROJECT,
         BIGTABLE_INSTANCE,
         DATASET_JSON,
-        LOCK_EXPIRY_SCALE,
         DATASET_PATH,
         JOB_ATTEMPT,
     }
@@ -144,6 +145,14 @@ class WorkerEnv:
         return num_batches(self.grid_shape, self.batch_size)
 
     @property
+    def image_lock_scale(self) -> float:
+        """`PCG_LOCK_EXPIRY_SCALE` for this layer: PyChunkedGraph images then renew a claim at
+        most every third of its lifetime (the dataset's graph_config.ROOT_LOCK_EXPIRY, else
+        3 min). Unrelated to `lock_expiry_s`, our own worker's claim time-to-live."""
+        lifetime = lock_renewal.claim_lifetime_s(self.dataset)
+        return lock_renewal.safe_scale(self.layer, lifetime)
+
+    @property
     def spatial_bits(self) -> int:
         return int(self.dataset.get("graph_config", {}).get("SPATIAL_BITS", 10))
 
@@ -164,7 +173,7 @@ class WorkerEnv:
             **({WORKLOAD: self.workload} if self.workload else {}),
             N_LAYERS: str(self.n_layers),
             LOCK_EXPIRY_S: _seconds(self.lock_expiry_s),
-            LOCK_EXPIRY_SCALE: repr(lock_expiry_scale(self.lock_expiry_s, self.layer)),
+            LOCK_EXPIRY_SCALE: repr(self.image_lock_scale),
             BIGTABLE_PROJECT: self.project,
             BIGTABLE_INSTANCE: self.instance,
             DATASET_JSON: dataset,
@@ -226,12 +235,6 @@ class WorkerEnv:
                 f"{n_batches} batches (grid {raw_grid}, batch size {self.layer_batch_size})"
             )
         _check_grid(self.grid_shape, self.layer, self.dataset)
-
-
-def lock_expiry_scale(lock_expiry_s: float, layer: int) -> float:
-    """`PCG_LOCK_EXPIRY_SCALE` that gives the images' lock (3 min x (L-1) x scale) the
-    time-to-live the controller plans for `layer` (`lock_expiry_s`)."""
-    return round(lock_expiry_s / (IMAGE_LOCK_S_PER_LAYER * max(1, layer - 1)), 6)
 
 
 def setup_env(

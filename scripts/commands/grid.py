@@ -10,7 +10,7 @@ from scripts.options import CONFIG_OPTION, STAGE_OPTION
 from shared import grid
 from shared.config import PipelineConfig, load_config
 from shared.layers import layer_count
-from shared.manifest import render_job, validate_config_renders
+from shared.manifest import lock_scale_warning, render_job, validate_config_renders
 
 
 def _checked_geometry(cfg: PipelineConfig, stage: str, layer: int) -> Geometry:
@@ -62,6 +62,7 @@ def render(config_path: str, stage: str, layer: int, parallelism: int | None, ru
     start = parallelism or cfg.job.for_stage(stage).ramp.start
     manifest = render_job(cfg, stage, layer, run_id=run_id, parallelism=start)
     click.echo(yaml.safe_dump(manifest, sort_keys=False), nl=False)
+    _echo_lock_scale_warning(cfg)
 
 
 @click.command()
@@ -71,6 +72,14 @@ def validate(config_path: str) -> None:
     cfg = load_config(config_path)
     validate_config_renders(cfg)
     click.echo(f"{config_path}: ok (graph {cfg.graph_id}, layer-2 grid {cfg.layer2_shape()})")
+    _echo_lock_scale_warning(cfg)
+
+
+def _echo_lock_scale_warning(cfg: PipelineConfig) -> None:
+    """On stderr, so a rendered manifest on stdout stays valid YAML."""
+    warning = lock_scale_warning(cfg)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
 
 
 COMMANDS = (locate, batch, render, validate)

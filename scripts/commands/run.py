@@ -27,7 +27,7 @@ from shared import start_from
 from shared.build_plan import new_run
 from shared.cluster import Cluster, ClusterError
 from shared.config import PipelineConfig, load_config
-from shared.manifest import validate_config_renders
+from shared.manifest import lock_scale_warning, validate_config_renders
 from shared.progress import RunProgress
 from shared.stages import default_stages
 from shared.state import RunState
@@ -56,6 +56,9 @@ def start_run(
     below is complete in the ledger."""
     cfg = load_config(cfg_path)
     validate_config_renders(cfg)
+    warning = lock_scale_warning(cfg)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
     services = connect()
     run = new_run(
         cfg,

@@ -82,6 +82,16 @@ def harness_python(root: Path | None = None, timeout_s: float = 1500) -> Path:
         return python
 
 
+def harness_python_or_skip() -> str:
+    """The venv's python for a test, or a pytest skip naming why there is none."""
+    import pytest
+
+    try:
+        return str(harness_python())
+    except HarnessUnavailable as exc:
+        pytest.skip(f"predecessor harness cave-pipeline=={PRED_VERSION} unavailable: {exc}")
+
+
 def _default_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cave-pipeline"
 

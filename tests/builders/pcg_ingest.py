@@ -8,15 +8,16 @@ builds the demo's miniature chunked graph, so the demo's oracle can judge the re
 - ``cave_pipeline.distribution.harness.run`` reads the Indexed-Job env (``PCG_GRAPH_ID``,
   ``PCG_LAYER``, ``PCG_PERM_SEED``, ``PCG_BATCH_SIZE`` used as is, ``JOB_COMPLETION_INDEX``,
   ``PCG_N_PROCESSES``), asks ``bounds_fn`` for the layer's grid and runs the window;
-- the lock is the predecessor's (``cave_pipeline.distribution.lock``: acquire, fenced
-  ``mark_done``, release) on a kvdbclient client whose expiry follows the images' rule,
-  ``3 min x (L-1) x PCG_LOCK_EXPIRY_SCALE``;
+- the lock is the predecessor's (``cave_pipeline.distribution.lock``: acquire, renew, fenced
+  ``mark_done``, release) driven as PyChunkedGraph's ingest worker drives it
+  (tests/builders/pcg_image_lock.py): the claim lives for the client's lock expiry, the
+  graph's ``graph_config.ROOT_LOCK_EXPIRY`` (3 min by default), and is renewed every
+  ``60 s x (L-1) x PCG_LOCK_EXPIRY_SCALE`` while the chunk runs;
 - ``run_and_exit`` leaves through ``os._exit`` with the harness's code (0, 1 or 42).
 
 Like the images, the grid comes from the graph, not from ``PCG_GRID_SHAPE``: the setup pass
 (``python -m demo.setup``) wrote the graph metadata into the table, and ``bounds_fn`` reads the
-grid from there; the lock's time-to-live follows ``PCG_LOCK_EXPIRY_SCALE`` as the controller
-derived it from its own lock expiry.
+grid from there.
 Each chunk logs one JSON line (``pcg_chunk``) so a test can count chunks per pod.
 
 This module imports only what a 3.12 venv with the harness has plus the repository's pure
@@ -30,10 +31,7 @@ import os
 import random
 import sys
 import time
-from datetime import timedelta
 from typing import Any
-
-LOCK_MINUTES_PER_LAYER = 3.0  # the images' lock time-to-live: 3 min x (L-1) x scale
 
 
 class _Logger:
@@ -72,16 +70,17 @@ class _ChunkContext:
 
 
 def context_factory(env: dict[str, Any]) -> dict[str, Any]:
-    """Once per pod: the graph's geometry and a kvdbclient client with the layer's expiry."""
+    """Once per pod: the graph's geometry and a kvdbclient client whose lock expiry is the
+    graph's ROOT_LOCK_EXPIRY, as ``ChunkedGraph`` builds it (the same at every layer)."""
     from kvdbclient import BigTableClient, BigTableConfig
 
     from demo.common import geometry
     from shared.adapters.bigtable.graph_meta_store import read_graph_meta
+    from tests.builders.pcg_image_lock import graph_lock_expiry
 
     dataset = json.loads(os.environ["PCG_DATASET_JSON"])
     _, _, bits = geometry(dataset)
-    scale = float(os.environ.get("PCG_LOCK_EXPIRY_SCALE", "1"))
-    expiry = timedelta(minutes=LOCK_MINUTES_PER_LAYER * (env["layer"] - 1) * scale)
+    expiry = graph_lock_expiry(dataset)
     config = BigTableConfig(
         PROJECT=os.environ["BIGTABLE_PROJECT"],
         INSTANCE=os.environ["BIGTABLE_INSTANCE"],
@@ -113,38 +112,38 @@ def bounds_fn(ctx: dict[str, Any], layer: int) -> tuple[int, int, int]:
 
 def make_processor(ctx: dict[str, Any], layer: int, env: dict[str, Any]):
     """``process_one(coord) -> "ok" | "done" | "transient" | "fatal"`` under the
-    predecessor's lock."""
+    predecessor's lock, claimed, renewed and finished as PyChunkedGraph's ingest worker does."""
     from cave_pipeline.distribution import FatalChunkError as HarnessFatal
-    from cave_pipeline.distribution import lock
 
     from demo.ingest import process_chunk
     from shared.layers import chunk_id
+    from tests.builders.pcg_image_lock import image_options, image_scale, process_under_claim
     from worker.errors import FatalChunkError
 
     client, logger = ctx["client"], ctx["logger"]
+    opts = image_options(layer, image_scale())
 
     def process_one(coord: tuple[int, int, int]) -> str:
         cid = chunk_id(layer, coord, ctx["n_layers"], ctx["bits"])
         token = random.getrandbits(63) or 1
-        claim = lock.acquire(client, cid, token)
-        outcome = {lock.DONE: "done", lock.HELD: "transient"}.get(claim)
-        if outcome is None:
-            started = time.monotonic()
+        timing = {"started": None}
+
+        def work() -> None:
+            timing["started"] = time.monotonic()
             try:
                 process_chunk(_ChunkContext(ctx, layer, tuple(coord), cid))
             except (FatalChunkError, HarnessFatal) as exc:
-                lock.release(client, cid, token)
                 logger.warning(f"fatal chunk {layer}_{tuple(coord)}: {exc}")
-                outcome = "fatal"
-            except Exception as exc:  # noqa: BLE001 - a chunk's failure is retried
-                lock.release(client, cid, token)
+                raise
+            except Exception as exc:
                 logger.warning(f"transient chunk {layer}_{tuple(coord)}: {exc!r}")
-                outcome = "transient"
-            else:
-                outcome = "ok" if lock.mark_done(client, cid, token) else "transient"
-            elapsed = round(time.monotonic() - started, 4)
-        else:
-            elapsed = 0.0
+                raise
+
+        outcome = process_under_claim(
+            client, cid, token, opts, work, on_fatal=(FatalChunkError, HarnessFatal)
+        )
+        started = timing["started"]
+        elapsed = 0.0 if started is None else round(time.monotonic() - started, 4)
         print(
             json.dumps(
                 {
@@ -152,6 +151,7 @@ def make_processor(ctx: dict[str, Any], layer: int, env: dict[str, Any]):
                     "layer": layer,
                     "index": env["index"],
                     "batch_size": env["batch_size"],  # PCG_BATCH_SIZE as the harness read it
+                    "renew_s": opts["renew"],  # the image's renewal interval at this layer
                     "outcome": outcome,
                     "chunk_compute_s": elapsed,
                 }

@@ -3,8 +3,10 @@ predecessor's published harness (`cave-pipeline[distribution]==0.0.4` in a Pytho
 as PyChunkedGraph images do, driven by our controller on the local stack.
 
 The workload (tests/builders/pcg_ingest.py) is written against the harness's API
-(`make_processor`, `context_factory`, `bounds_fn`, the predecessor's lock) and builds the
-demo's graph, so the demo's oracle judges the result. The harness uses `PCG_BATCH_SIZE` as
+(`make_processor`, `context_factory`, `bounds_fn`, the predecessor's lock claimed and renewed
+as PyChunkedGraph's ingest worker does) and builds the demo's graph, so the demo's oracle
+judges the result; every layer's renewal interval, from the Job's PCG_LOCK_EXPIRY_SCALE, must
+be at most a third of the claim lifetime. The harness uses `PCG_BATCH_SIZE` as
 is and takes the grid from the graph, so this test fails if the controller's Job and the
 harness's windows disagree: every index of every layer must get a non-empty window and the
 windows of a layer must cover its chunks exactly once.
@@ -22,13 +24,7 @@ from scripts.demo_run import prepare_config, run_demo
 from shared.config import load_config
 from shared.grid import layer_batch_size
 from shared.layers import layer_shape
-from tests.builders.pcg_harness import (
-    PRED_VERSION,
-    HarnessUnavailable,
-    chunk_lines,
-    harness_python,
-    harness_windows,
-)
+from tests.builders.pcg_harness import chunk_lines, harness_python_or_skip, harness_windows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]
 
@@ -41,10 +37,7 @@ SIZE, CHUNK, BATCH = 32, 8, 8
 @pytest.fixture(scope="session")
 def pcg_python() -> str:
     """The 3.12 venv's python with the predecessor's harness (built once per machine)."""
-    try:
-        return str(harness_python())
-    except HarnessUnavailable as exc:
-        pytest.skip(f"predecessor harness cave-pipeline=={PRED_VERSION} unavailable: {exc}")
+    return harness_python_or_skip()
 
 
 def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
@@ -85,6 +78,8 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
                 ),
                 "chunks_per_pod_min": min(sizes.values(), default=0),
                 "chunks_per_pod_max": max(sizes.values(), default=0),
+                # The image's renewal interval from the Job's PCG_LOCK_EXPIRY_SCALE.
+                "renew_s": sorted({c["renew_s"] for c in chunks if c["layer"] == ls.layer}),
             }
         )
     with capsys.disabled():
@@ -99,6 +94,10 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
         assert {c["batch_size"] for c in chunks if c["layer"] == ls.layer} == {
             layer_batch_size(BATCH, ls.layer)
         }
+        # The image renews a claim at most every third of its lifetime (3 min: no
+        # ROOT_LOCK_EXPIRY in the demo's dataset), at every layer.
+        renewals = {c["renew_s"] for c in chunks if c["layer"] == ls.layer}
+        assert renewals and max(renewals) <= 60.0 and min(renewals) > 59.9, (ls.layer, renewals)
         # Every pod of the layer ran the harness, and every window was non-empty and stable.
         assert sorted(windows[ls.layer]) == list(range(ls.completions)), (ls.layer, figures)
         for index, sizes in windows[ls.layer].items():
