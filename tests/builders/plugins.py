@@ -62,17 +62,19 @@ def _renewals_fail() -> None:
 
 
 def stuck_unrenewable(ctx: Any) -> None:
-    """Renewals fail, and the chunk cannot be interrupted: sleeps 60 s."""
+    """Renewals fail, and the chunk cannot be interrupted: sleeps ``TEST_PLUGIN_SLEEP_S``
+    seconds (default 60)."""
     _renewals_fail()
     ctx.logger.info("slow chunk started")
-    time.sleep(60)
+    time.sleep(float(os.environ.get("TEST_PLUGIN_SLEEP_S", "60")))
 
 
 def cooperative_unrenewable(ctx: Any) -> None:
-    """Renewals fail; the chunk checks for cancellation between steps."""
+    """Renewals fail; the chunk checks for cancellation between steps (every 0.1 s, for
+    ``TEST_PLUGIN_SLEEP_S`` seconds, default 60)."""
     _renewals_fail()
     ctx.logger.info("slow chunk started")
-    for _ in range(600):
+    for _ in range(int(float(os.environ.get("TEST_PLUGIN_SLEEP_S", "60")) * 10)):
         ctx.check_cancelled()
         time.sleep(0.1)
 

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -237,7 +236,7 @@ def test_the_pass_fails_fast_without_its_table(graph: Graph):
     """A pass whose table was never created: exit 42 naming the table (no silent skip)."""
     env = _env(graph, f"{graph.graph_id}-nope", "l2cache", 2, 0)
     env["PCG_SOURCE_GRAPH_ID"] = graph.graph_id
-    t0 = time.monotonic()
+    # A worker that waited or retried on the missing table would hit the timeout.
     proc = subprocess.run(
         [sys.executable, "-m", "worker"],
         cwd=REPO,
@@ -247,4 +246,4 @@ def test_the_pass_fails_fast_without_its_table(graph: Graph):
         timeout=60,
     )
     assert proc.returncode == 42, proc.stdout[-2000:]
-    assert f"{graph.graph_id}-nope" in proc.stdout and time.monotonic() - t0 < 30
+    assert f"{graph.graph_id}-nope" in proc.stdout

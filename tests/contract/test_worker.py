@@ -178,14 +178,16 @@ def test_a_refused_done_marker_is_never_a_silent_done(bigtable_table, demo):
 def test_sigterm_during_a_slow_chunk_exits_143_and_releases(bigtable_table, demo):
     client, table_id = bigtable_table
     env = _env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:slow", PCG_TERM_GRACE_S="1")
-    proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "60"})
+    # The chunk would run 10 min: a pod that waited for it instead of leaving after the grace
+    # period fails the generous timeout below (no wall-clock bound on the exit itself).
+    proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "600"})
     head = _wait_for(proc, "slow chunk started")
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    run = _finish(proc, t0, timeout=20)
+    run = _finish(proc, t0, timeout=120)
     lines = _parse("".join(head)) + run.lines
     assert run.code == 143
-    assert run.seconds < 10
+    assert any("did not finish within the grace period" in x["message"] for x in lines)
     summary = next(x for x in lines if x["message"].startswith("batch summary"))
     assert summary["exit_code"] == 143 and summary["processed"] == 0
     assert any("SIGTERM" in x["message"] for x in lines)
@@ -323,12 +325,13 @@ def test_a_claim_that_cannot_be_renewed_ends_the_pod_before_it_lapses(
         PCG_WORKLOAD=f"tests.builders.plugins:{plugin}",
         PCG_LOCK_EXPIRY_S="4",
     )
-    proc = _start(env)
+    # The chunk would run 10 min: a pod that waited for it past its claim's expiry fails the
+    # generous timeout below; the records say it ended at about expiry - margin.
+    proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "600"})
     head = _wait_for(proc, "slow chunk started")
-    run = _finish(proc, time.monotonic(), timeout=60)
+    run = _finish(proc, time.monotonic(), timeout=120)
     lines = _parse("".join(head)) + run.lines
     assert run.code == 1, (run.messages(), run.stderr[-2000:])
-    assert run.seconds < 30  # not the plugin's 60 s: ended at about expiry - margin
     lost = [x for x in lines if x.get("event") == "claim_lost"]
     assert lost and all(x["severity"] == "ERROR" for x in lost)
     assert any("still running after its claim was cancelled" in x["message"] for x in lost) is (
