@@ -1,0 +1,92 @@
+"""The OOM bump through the controller and the operator's `pipeline submit`, on the Firestore
+emulator: OOM kills of a layer's pods are counted and alerted once, and the re-submitted
+layer's Job asks for `job.oom_memory_factor` times the memory (snapped to Autopilot)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from shared.build_plan import new_run
+from shared.cluster import PodInfo
+from shared.config import load_config
+from shared.controller import Controller
+from tests.builders.fakes import RecordingCluster
+from tests.builders.stored_runs import DEMO, NOW
+
+
+class OomCluster(RecordingCluster):
+    """Every pod of a Job in `oom` was OOM-killed (exit 137)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.oom: set[str] = set()
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        if job_name not in self.oom:
+            return []
+        return [
+            PodInfo(
+                f"{job_name}-{i}-x",
+                f"{job_name}-u{i}",
+                job_name,
+                i,
+                "Failed",
+                1.0,
+                1.0,
+                created=NOW,
+                started=NOW,
+                finished=NOW + timedelta(seconds=30),
+                exit_code=137,
+                reason="OOMKilled",
+            )
+            for i in (0, 1)
+            if index is None or index == i
+        ]
+
+
+def memory_gib(manifest: dict[str, Any]) -> float:
+    raw = manifest["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["memory"]
+    assert raw.endswith("Mi") or raw.endswith("Gi"), raw
+    return float(raw[:-2]) / (1024 if raw.endswith("Mi") else 1)
+
+
+@pytest.mark.parametrize("factor", [1.5, None])
+def test_oom_kills_raise_the_next_attempts_memory(store, cli, factor):
+    cfg = load_config(DEMO)
+    cfg = cfg.model_copy(update={"job": cfg.job.model_copy(update={"oom_memory_factor": factor})})
+    run = new_run(cfg, "r-oom", ["ingest"], "auto", NOW)
+    run.setups.clear()  # layer 2 is what this test watches
+    store.create_run(run)
+    cluster = OomCluster()
+    published: list[tuple[str, dict[str, Any]]] = []
+    controller = Controller(
+        store, cluster, lambda k, b: published.append((k, b)), clock=lambda: NOW
+    )
+
+    controller.reconcile("r-oom")
+    first = store.load_run("r-oom").layers["ingest-L2"].job_name
+    before = memory_gib(cluster.manifests[first])
+    cluster.oom.add(first)
+    cluster.finish(first, condition="Failed", reason="FailedIndexes", failed_indexes="0,1")
+    controller.reconcile("r-oom")
+    ls = store.load_run("r-oom").layers["ingest-L2"]
+    assert (ls.phase, ls.oom_killed) == ("failed", 2)
+    [oom] = [b for k, b in published if k == "oom_killed"]
+    assert oom["pods"] == 2 and oom["memory_request_gib"] == pytest.approx(before)
+
+    result = cli("submit", "r-oom", "ingest", "2")  # the operator's re-submit
+    assert result.exit_code == 0, result.output
+    controller.reconcile("r-oom")
+    second = store.load_run("r-oom").layers["ingest-L2"].job_name
+    assert second != first
+    after = memory_gib(cluster.manifests[second])
+    if factor is None:
+        assert after == pytest.approx(before)  # off: the same request again
+    else:
+        assert after >= before * factor  # snapped up to Autopilot's grid, never down
+        assert after < before * factor + 1.0
+    controller.reconcile("r-oom")
+    assert [k for k, _ in published].count("oom_killed") == 1
