@@ -41,7 +41,13 @@ DATASET_JSON = "PCG_DATASET_JSON"
 LOCK_EXPIRY_SCALE = "PCG_LOCK_EXPIRY_SCALE"
 IMAGE_LOCK_S_PER_LAYER = 180.0
 # Mounts (contract 3): the credential files of the Secret, the dataset file of the ConfigMap.
+# PyChunkedGraph images run as root and read ~/.cloudvolume/secrets, i.e. under /root; our
+# worker image runs as uid 10001 with HOME=/home/worker (worker.Dockerfile), which cannot
+# enter /root (mode 0700), so its pods get the Secret under that home instead.
 SECRETS_DIR = "/root/.cloudvolume/secrets"
+WORKER_UID = 10001
+WORKER_HOME = "/home/worker"
+WORKER_SECRETS_DIR = f"{WORKER_HOME}/.cloudvolume/secrets"
 GOOGLE_SECRET = "google-secret.json"
 CAVE_SECRET = "cave-secret.json"
 GOOGLE_CREDENTIALS = "GOOGLE_APPLICATION_CREDENTIALS"
