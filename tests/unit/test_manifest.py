@@ -504,7 +504,7 @@ def test_validate_config_renders_accepts_a_good_config(tmp_path):
     validate_config_renders(make_config(tmp_path, *CONFIGS["everything"]))
 
 
-# --- mounts that suit the image (docs/deploying.md, "What the pods get") ---------------------
+# --- mounts that suit the image (docs/deploying.md, finding 8) ---------------------
 
 
 def _mounts(manifest: dict) -> tuple[dict[str, dict], dict[str, dict]]:
