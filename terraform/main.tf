@@ -106,13 +106,14 @@ terraform {
   required_version = ">= 1.6"
 
   required_providers {
+    # 6.11 added control_plane_endpoints_config (the cluster's DNS endpoint, cluster.tf).
     google = {
       source  = "hashicorp/google"
-      version = "~> 6.0"
+      version = "~> 6.11"
     }
     google-beta = {
       source  = "hashicorp/google-beta"
-      version = "~> 6.0"
+      version = "~> 6.11"
     }
     archive = {
       source  = "hashicorp/archive"

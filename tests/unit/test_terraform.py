@@ -354,6 +354,9 @@ def test_3_functions_reach_the_control_plane_by_its_dns_endpoint():
     assert variable_default("control_plane_google_cidrs") is False
     networks = one(cluster["master_authorized_networks_config"])
     assert networks["gcp_public_cidrs_access_enabled"] == "${var.control_plane_google_cidrs}"
+    # the provider has the block from 6.11 on
+    providers = one(one(TF["terraform"])["required_providers"])
+    assert providers["google"]["version"] == "~> 6.11"
     # Cloud Build redeploys with the same endpoint
     cloudbuild = (TERRAFORM.parent / "cloudbuild.yaml").read_text()
     assert "controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint" in cloudbuild
