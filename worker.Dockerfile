@@ -38,7 +38,10 @@ COPY worker/ worker/
 RUN python -m compileall -q shared worker \
  && useradd --create-home --uid 10001 --user-group worker
 
-# Numeric UID so a pod's `runAsNonRoot: true` can verify it without a passwd lookup.
+# Numeric UID so a pod's `runAsNonRoot: true` can verify it without a passwd lookup. HOME is
+# where the pods mount the Secret (HOME/.cloudvolume/secrets: shared/worker_contract.py
+# WORKER_HOME); the user cannot enter /root, where PyChunkedGraph images (root) get it.
 USER 10001
+ENV HOME=/home/worker
 
 ENTRYPOINT ["python", "-m", "worker"]

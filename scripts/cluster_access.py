@@ -6,8 +6,9 @@ action in Firestore plus a kick, and the controller acts on it. Resolution order
 
 1. `PIPELINE_LOCAL_CLUSTER_DIR`: a local cluster's state dir (its `jobs/` and `pods/`);
 2. a local stack running in this folder (`.local-stack/stack.json`, its `cluster_dir`);
-3. GKE from the environment (`GkeCluster.from_env`: `PIPELINE_GKE_ENDPOINT` +
-   `PIPELINE_GKE_CA`, or `KUBECONFIG` / `PIPELINE_KUBE_CONTEXT`); the namespace is
+3. GKE from the environment (`GkeCluster.from_env`: `PIPELINE_GKE_ENDPOINT`, the DNS
+   endpoint - an IP endpoint with `PIPELINE_GKE_CA` - or `KUBECONFIG` /
+   `PIPELINE_KUBE_CONTEXT`); the namespace is
    `PIPELINE_NAMESPACE`, else the run's configured namespace.
 """
 

@@ -58,6 +58,7 @@ PROVIDERS = {
     "google": "google-",  # any google-cloud-* / google-auth distribution
     "kubernetes": "kubernetes",
     "urllib3": "kubernetes",  # a dependency of kubernetes (and google-auth's transport)
+    "certifi": "kubernetes",  # a dependency of kubernetes: the public CAs of the DNS endpoint
     "numpy": "numpy",
     "yaml": "pyyaml",
     "pydantic": "pydantic",

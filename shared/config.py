@@ -124,7 +124,12 @@ class Bigtable(_Strict):
 
 
 class WorkloadIdentity(_Strict):
+    """The pods' Kubernetes service accounts (Workload Identity binds each to a Google one):
+    `ksa` runs the layer Jobs, `setup_ksa` the setup Jobs, which create the graph's table
+    and so need more (Bigtable admin) than the workers (docs/deploying.md)."""
+
     ksa: str = "pipeline-worker"
+    setup_ksa: str = "pipeline-setup"
     gsa_email: str = ""
 
 

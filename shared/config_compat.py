@@ -63,8 +63,14 @@ def map_pipeline(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     identity = out.get("workload_identity") or {}
     if "service_account" in identity:
         identity["ksa"] = identity.pop("service_account")
+        # The predecessor ran its setups as that one account too: keep them on it (the
+        # default setup_ksa would not exist in a cluster set up for the predecessor).
+        identity.setdefault("setup_ksa", identity["ksa"])
         out["workload_identity"] = identity
-        notes.append("workload_identity.service_account: renamed workload_identity.ksa")
+        notes.append(
+            "workload_identity.service_account: renamed workload_identity.ksa; setup pods "
+            "run as it too (workload_identity.setup_ksa), as the predecessor's did"
+        )
     _map_job(out, out.setdefault("job", {}), notes)
     return out, notes
 

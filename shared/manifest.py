@@ -176,11 +176,14 @@ def pod_spec(
     req: Requests,
     run_id: str,
     contract: dict[str, str],
+    *,
+    service_account: str | None = None,
 ) -> dict[str, Any]:
     """The pod spec of every Job of a run, a layer's or a setup's: one container running
     `command` in the stage's image with its requests, the contract env then the stage's and
     the mounts'; Spot scheduling (or the compute class); the Secret and dataset mounts
-    (contract section 3). ManifestError if the scheduling cannot be rendered."""
+    (contract section 3); run as `service_account` (default: the workers',
+    `workload_identity.ksa`). ManifestError if the scheduling cannot be rendered."""
     job = cfg.job.for_stage(stage)
     selector, tolerations = _scheduling(cfg, job)
     container: dict[str, Any] = {
@@ -191,13 +194,13 @@ def pod_spec(
     }
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
-        "serviceAccountName": cfg.workload_identity.ksa,
+        "serviceAccountName": service_account or cfg.workload_identity.ksa,
         "terminationGracePeriodSeconds": SPOT_NOTICE_S,
         "containers": [container],
         **({"nodeSelector": selector} if selector else {}),
         **({"tolerations": tolerations} if tolerations else {}),
     }
-    mount_env = worker_pod.pod_volumes(pod, container, cfg, run_id)
+    mount_env = worker_pod.pod_volumes(pod, container, cfg, run_id, stage)
     container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env})
     return pod
 
@@ -217,8 +220,13 @@ def check_names(cfg: PipelineConfig, stage: str, run_id: str) -> None:
         raise ManifestError("run id: must not be empty")
     if not _DNS_LABEL.match(cfg.namespace):
         raise ManifestError(f"namespace: {cfg.namespace!r} is not a DNS-1123 label")
-    if not _DNS_SUBDOMAIN.match(cfg.workload_identity.ksa):
-        raise ManifestError(f"workload_identity.ksa: {cfg.workload_identity.ksa!r} is invalid")
+    for key in ("ksa", "setup_ksa"):
+        name = getattr(cfg.workload_identity, key)
+        if not _DNS_SUBDOMAIN.match(name):
+            raise ManifestError(
+                f"workload_identity.{key}: {name!r} is not a Kubernetes service account name "
+                "(lowercase letters, digits, '-' and '.')"
+            )
     if not cfg.images.get(stage, "").strip():
         raise ManifestError(f"images.{stage}: no image configured for stage {stage!r}")
     if stage in cfg.commands and not cfg.commands[stage]:

@@ -100,7 +100,10 @@ def render_setup_job(
         instance=cfg.bigtable.instance,
         dataset=cfg.ds.model_dump(mode="json", exclude_none=True),
     )
-    pod = pod_spec(cfg, stage, argv, req, run_id, contract)
+    # The setup creates the graph's table: its own account (Bigtable admin, docs/deploying.md).
+    pod = pod_spec(
+        cfg, stage, argv, req, run_id, contract, service_account=cfg.workload_identity.setup_ksa
+    )
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -153,7 +156,8 @@ def dataset_config_map_manifest(cfg: PipelineConfig, run_id: str) -> dict[str, A
 def secret_manifest(cfg: PipelineConfig, contents: dict[str, bytes]) -> dict[str, Any]:
     """The v1 Secret `secret_name` of the pods' credential files (file name in the pod ->
     contents, read from `secret_files`), with a placeholder cave-secret.json when none is
-    given. Mounted at /root/.cloudvolume/secrets by every worker and setup pod."""
+    given. Mounted in ~/.cloudvolume/secrets of the image's user by every worker and setup
+    pod (`worker_pod.secrets_dir`)."""
     files = dict(contents)
     files.setdefault(CAVE_SECRET, PLACEHOLDER_CAVE_SECRET)
     return {

@@ -43,7 +43,13 @@ DATASET_JSON = "PCG_DATASET_JSON"
 # operator's `env` may set it instead (docs/worker-contract.md).
 LOCK_EXPIRY_SCALE = lock_renewal.SCALE_ENV
 # Mounts (contract 3): the credential files of the Secret, the dataset file of the ConfigMap.
+# PyChunkedGraph images run as root and read ~/.cloudvolume/secrets, i.e. under /root; our
+# worker image runs as uid 10001 with HOME=/home/worker (worker.Dockerfile), which cannot
+# enter /root (mode 0700), so its pods get the Secret under that home instead.
 SECRETS_DIR = "/root/.cloudvolume/secrets"
+WORKER_UID = 10001
+WORKER_HOME = "/home/worker"
+WORKER_SECRETS_DIR = f"{WORKER_HOME}/.cloudvolume/secrets"
 GOOGLE_SECRET = "google-secret.json"
 CAVE_SECRET = "cave-secret.json"
 GOOGLE_CREDENTIALS = "GOOGLE_APPLICATION_CREDENTIALS"

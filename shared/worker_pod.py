@@ -29,6 +29,7 @@ from shared.worker_contract import (
     GOOGLE_CREDENTIALS,
     GOOGLE_SECRET,
     SECRETS_DIR,
+    WORKER_SECRETS_DIR,
 )
 
 SPOT_KEY = "cloud.google.com/gke-spot"
@@ -101,35 +102,72 @@ def dataset_config_map(graph_id: str, run_id: str) -> str:
     return f"{DATASET_MAP_PREFIX}{graph}-{hashlib.sha256(run_id.encode()).hexdigest()[:8]}"
 
 
-def mounts(cfg: PipelineConfig, run_id: str) -> tuple[list[dict], list[dict], dict[str, str]]:
-    """(volumes, volumeMounts, env) every worker and setup pod gets (contract section 3):
-    the credential files of Secret `secret_name` at /root/.cloudvolume/secrets, with
+def runs_worker_image(cfg: PipelineConfig, stage: str) -> bool:
+    """True when the stage's pods run our worker (`python -m worker`, no `commands.<stage>`),
+    i.e. our worker image (non-root, uid 10001); False for an image's own entry point (the
+    PyChunkedGraph images, which run as root)."""
+    return stage not in cfg.commands
+
+
+def secrets_dir(cfg: PipelineConfig, stage: str) -> str:
+    """Where the stage's pods find the Secret's files: ~/.cloudvolume/secrets of the image's
+    user (/home/worker for our worker image, /root for the PyChunkedGraph images)."""
+    return WORKER_SECRETS_DIR if runs_worker_image(cfg, stage) else SECRETS_DIR
+
+
+# Secret files readable by whichever user the image runs as (the Secret holds no more than
+# the pod's own credentials): r--r--r--.
+SECRET_FILE_MODE = 0o444
+
+
+def mounts(
+    cfg: PipelineConfig, run_id: str, stage: str
+) -> tuple[list[dict], list[dict], dict[str, str]]:
+    """(volumes, volumeMounts, env) every worker and setup pod of `stage` gets (contract
+    section 3): the credential files of Secret `secret_name` in the image user's
+    ~/.cloudvolume/secrets (`secrets_dir`), readable by any user, with
     GOOGLE_APPLICATION_CREDENTIALS when `secret_files` has google-secret.json (Workload
-    Identity otherwise), and the run's dataset file at /app/datasets/dataset.yml (PCG_DATASET).
-    Both volumes are optional: a pod of a cluster without them starts, and the image names
-    the missing file (`pipeline setup` creates the Secret, the controller the ConfigMap)."""
+    Identity otherwise); and the run's dataset file as the one file
+    /app/datasets/dataset.yml (PCG_DATASET; `subPath`, so whatever the image ships in
+    /app/datasets stays visible). Both volumes are optional: a pod of a cluster without them
+    starts, and the image names the missing file (`pipeline setup` creates the Secret, the
+    controller the ConfigMap before a run's first Job; a run's ConfigMap never changes, so
+    that a subPath mount does not follow updates does not matter)."""
+    secrets = secrets_dir(cfg, stage)
     volumes = [
-        {"name": SECRETS_VOLUME, "secret": {"secretName": cfg.secret_name, "optional": True}},
+        {
+            "name": SECRETS_VOLUME,
+            "secret": {
+                "secretName": cfg.secret_name,
+                "optional": True,
+                "defaultMode": SECRET_FILE_MODE,
+            },
+        },
         {
             "name": DATASET_VOLUME,
             "configMap": {"name": dataset_config_map(cfg.graph_id, run_id), "optional": True},
         },
     ]
+    dataset = f"{DATASET_DIR}/{DATASET_FILE}"
     volume_mounts = [
-        {"name": SECRETS_VOLUME, "mountPath": SECRETS_DIR, "readOnly": True},
-        {"name": DATASET_VOLUME, "mountPath": DATASET_DIR, "readOnly": True},
+        {"name": SECRETS_VOLUME, "mountPath": secrets, "readOnly": True},
+        {"name": DATASET_VOLUME, "mountPath": dataset, "subPath": DATASET_FILE, "readOnly": True},
     ]
-    env = {DATASET_PATH: f"{DATASET_DIR}/{DATASET_FILE}"}
+    env = {DATASET_PATH: dataset}
     if GOOGLE_SECRET in cfg.secret_files:
-        env[GOOGLE_CREDENTIALS] = f"{SECRETS_DIR}/{GOOGLE_SECRET}"
+        env[GOOGLE_CREDENTIALS] = f"{secrets}/{GOOGLE_SECRET}"
     return volumes, volume_mounts, env
 
 
 def pod_volumes(
-    pod_spec: dict[str, Any], container: dict[str, Any], cfg: PipelineConfig, run_id: str
+    pod_spec: dict[str, Any],
+    container: dict[str, Any],
+    cfg: PipelineConfig,
+    run_id: str,
+    stage: str,
 ) -> dict[str, str]:
-    """Add the mounts to a pod spec and its container; returns the env they need."""
-    volumes, volume_mounts, env = mounts(cfg, run_id)
+    """Add the stage's mounts to a pod spec and its container; returns the env they need."""
+    volumes, volume_mounts, env = mounts(cfg, run_id, stage)
     pod_spec["volumes"] = volumes
     container["volumeMounts"] = volume_mounts
     return env

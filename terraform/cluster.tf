@@ -4,16 +4,17 @@
 # flat cluster fee only. Jobs run on Spot pods (the Job manifests ask for them; nothing to set
 # here). Workload Identity is always on in Autopilot: the pool is <project>.svc.id.goog.
 #
-# Network: the nodes are private (no external addresses; Google APIs - Bigtable, Storage,
-# Artifact Registry - through Private Google Access, which GKE turns on for the subnet). A
-# workload that needs the internet needs Cloud NAT, or `private_nodes = false`.
+# Network (network.tf): the network and subnetwork named by the variables, or created; the
+# nodes are private (no external addresses; Google APIs through Private Google Access), and
+# reach the internet (Docker Hub images, CAVE endpoints) through Cloud NAT.
 #
-# Control plane: the functions reach its public endpoint with the CA below and a token of
-# their service account; authorization is IAM (container.clusterViewer) plus the Kubernetes
-# Role of k8s/pipeline-rbac.yaml. The endpoint only accepts Google Cloud's public ranges
-# (`control_plane_google_cidrs`: the functions have no fixed egress address; Cloud Shell is
-# in them too) and the CIDRs in `authorized_networks` (operators running kubectl or the
-# pipeline CLI from their own machines).
+# Control plane: the functions reach it through its DNS-based endpoint
+# (gke-<id>.<region>.gke.goog), which Google's front end authorises by IAM
+# (container.clusters.connect, in container.clusterViewer) before the Kubernetes Role of
+# k8s/pipeline-kubernetes.yaml applies; it needs no IP allow-list and no VPC egress, and
+# presents a publicly trusted certificate. Operators use it too:
+# `gcloud container clusters get-credentials --dns-endpoint` (output kubernetes_cluster_context).
+# The IP endpoint stays, limited to `authorized_networks` (empty by default: nobody).
 #
 # Autopilot always runs GKE Dataplane V2 (network policy enforced), Workload Identity, the GKE
 # metadata server and Shielded nodes.
@@ -22,12 +23,15 @@ resource "google_container_cluster" "pipeline" {
   # checkov:skip=CKV_GCP_12: Autopilot always runs Dataplane V2 (ADVANCED_DATAPATH below), which enforces NetworkPolicy; the Calico network_policy block the check reads does not apply
   # checkov:skip=CKV_GCP_61: intranode visibility and VPC flow logs would log every pod-to-pod flow of millions of short chunk pods; Autopilot manages the node network
   # checkov:skip=CKV_GCP_69: Autopilot always runs the GKE metadata server (Workload Identity); node_config cannot be set on Autopilot
-  # checkov:skip=CKV_GCP_65: Google Groups for RBAC needs a Workspace domain with a gke-security-groups group; the RoleBinding names users and service accounts (k8s/pipeline-rbac.yaml)
+  # checkov:skip=CKV_GCP_65: Google Groups for RBAC needs a Workspace domain with a gke-security-groups group; the RoleBinding names users and service accounts (k8s/pipeline-kubernetes.yaml)
   name     = local.cluster_name
   location = var.region # regional: Autopilot clusters always are
 
   enable_autopilot    = true
   deletion_protection = var.deletion_protection
+
+  network    = local.network
+  subnetwork = local.subnetwork
 
   # Secure-by-default organisations no longer give the Compute Engine default account any
   # role, so the nodes could not write logs (the Job events!) or metrics with it. A dedicated
@@ -51,7 +55,14 @@ resource "google_container_cluster" "pipeline" {
 
   private_cluster_config {
     enable_private_nodes    = var.private_nodes
-    enable_private_endpoint = false # the functions reach the public endpoint (see above)
+    enable_private_endpoint = false # the IP endpoint: only authorized_networks reach it
+  }
+
+  # The functions' and operators' way in (see above): IAM-gated, no allow-list.
+  control_plane_endpoints_config {
+    dns_endpoint_config {
+      allow_external_traffic = true
+    }
   }
 
   master_authorized_networks_config {
@@ -72,7 +83,8 @@ resource "google_container_cluster" "pipeline" {
     }
   }
 
-  # Pods are checked against the project's Binary Authorization policy (below: audit only).
+  # Pods are checked against the project's Binary Authorization policy: the lab's own, or
+  # (manage_binary_authorization_policy) the audit-only one below.
   binary_authorization {
     evaluation_mode = "PROJECT_SINGLETON_POLICY_ENFORCE"
   }
@@ -84,20 +96,31 @@ resource "google_container_cluster" "pipeline" {
     enable_components = ["SYSTEM_COMPONENTS"]
   }
 
+  lifecycle {
+    precondition {
+      condition     = (var.network == "") == (var.subnetwork == "")
+      error_message = "network and subnetwork: set both (an existing network and its subnetwork in var.region), or neither (both are created)."
+    }
+  }
+
   depends_on = [
     google_project_service.apis,
     google_project_iam_member.nodes,
     google_binary_authorization_policy.audit,
+    google_compute_router_nat.nat, # pods pull from Docker Hub from their first minute
   ]
 }
 
-# --- Binary Authorization: audit mode -------------------------------------------------------
+# --- Binary Authorization: audit mode, only when asked -----------------------------------------
 #
-# The project's policy (one per project: set manage_binary_authorization_policy = false if
-# someone else owns it). Images from this deployment's repository and Google's system images
-# are allowed silently; any other image is allowed too, but logged (DRYRUN_AUDIT_LOG_ONLY: the
-# cluster's audit log, label imagepolicywebhook.image-policy.k8s.io/dry-run = "true"), so what
-# enforcement would block shows up before anyone enforces it.
+# A project has one policy, and applying this one replaces whatever is there (possibly a
+# lab's enforcing policy), so it is created only with manage_binary_authorization_policy =
+# true. Then images from this deployment's repository and Google's system images are allowed
+# silently; any other image is allowed too, but logged (DRYRUN_AUDIT_LOG_ONLY: the cluster's
+# audit log, label imagepolicywebhook.image-policy.k8s.io/dry-run = "true"), so what
+# enforcement would block shows up before anyone enforces it. Without it the cluster evaluates
+# the project's existing policy (Google's default allows every image); an enforcing policy
+# must admit the images pipeline.yml names (e.g. docker.io/caveconnectome/*).
 resource "google_binary_authorization_policy" "audit" {
   count = var.manage_binary_authorization_policy ? 1 : 0
 

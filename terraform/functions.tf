@@ -55,13 +55,16 @@ locals {
 
   function_timeout_s = 120
 
+  gke_dns_endpoint = google_container_cluster.pipeline.control_plane_endpoints_config[0].dns_endpoint_config[0].endpoint
+
   # Read by shared/adapters/wiring.py, shared/adapters/gke/cluster.py and functions/main.py.
   # cloudbuild.yaml writes the same set when it redeploys; keep the two in step.
   function_env = {
-    PIPELINE_PROJECT         = var.project_id
-    PIPELINE_CLUSTER         = "gke"
-    PIPELINE_GKE_ENDPOINT    = google_container_cluster.pipeline.endpoint                              # IP; https:// is added by the adapter
-    PIPELINE_GKE_CA          = google_container_cluster.pipeline.master_auth[0].cluster_ca_certificate # base64 PEM
+    PIPELINE_PROJECT = var.project_id
+    PIPELINE_CLUSTER = "gke"
+    # The DNS endpoint (https:// is added by the adapter): IAM-gated, a publicly trusted
+    # certificate, so no CA and no IP allow-list (cluster.tf).
+    PIPELINE_GKE_ENDPOINT    = local.gke_dns_endpoint
     PIPELINE_NAMESPACE       = var.namespace
     PIPELINE_EVENT_MAX_AGE_S = tostring(var.event_max_age_s)
     # Gen2 deploys add this (execution ids in the logs); setting it avoids a permanent diff.

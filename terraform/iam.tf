@@ -1,9 +1,11 @@
 # --- Identities ------------------------------------------------------------------------------
 #
-#   worker      the Job pods (through Workload Identity): the Bigtable instance, and data
-#               buckets if granted
-#   controller  the functions: Firestore, publish alerts; GKE through the Kubernetes Role of
-#               k8s/pipeline-rbac.yaml (Jobs, pods, pod logs, events in one namespace)
+#   worker      the layer Jobs' pods (through Workload Identity): data on the Bigtable
+#               instance (bigtable.user), the data buckets
+#   setup       the setup Jobs' pods (through Workload Identity): they create the graph's
+#               table, so bigtable.admin on the instance; the data buckets
+#   controller  the functions: Firestore, publish alerts; GKE through the controller's
+#               Kubernetes Role of k8s/pipeline-kubernetes.yaml (one namespace)
 #   invoker     the identity the push subscriptions present to the functions (run.invoker
 #               on them, nothing else)
 #   fn-build    builds the functions' containers (Cloud Build inside Cloud Functions)
@@ -18,23 +20,55 @@ locals {
   bigtable_project = coalesce(var.bigtable_project, var.project_id)
 }
 
-# --- Worker ----------------------------------------------------------------------------------
+# --- Pod identities: worker and setup ----------------------------------------------------------
+#
+# Under Workload Identity (the only way a pod gets a Google identity where the organisation
+# blocks service-account keys) each Kubernetes service account acts as its own Google one:
+#   <namespace>/<worker_ksa> -> worker   layer Jobs: read and write the graph's rows
+#   <namespace>/<setup_ksa>  -> setup    setup Jobs: create the graph's table and metadata
+# roles/bigtable.user holds no bigtable.tables.create/update, so the setup pods (the images'
+# ingest setup, worker.setup) need roles/bigtable.admin; the workers keep bigtable.user. The
+# Kubernetes service accounts are created, annotated, by the pipeline_kubernetes_manifest
+# output. The identity pool <project>.svc.id.goog only exists once the cluster does, hence
+# the depends_on.
+
+locals {
+  pod_accounts = {
+    worker = { gsa = google_service_account.worker, ksa = var.worker_ksa }
+    setup  = { gsa = google_service_account.setup, ksa = var.setup_ksa }
+  }
+
+  # Each data bucket's object role: read-only -> objectViewer, read-write -> objectUser.
+  data_bucket_grants = {
+    for pair in setproduct(var.data_buckets, keys(local.pod_accounts)) :
+    "${pair[0].name} ${pair[1]}" => {
+      bucket  = pair[0].name
+      account = pair[1]
+      role    = pair[0].access == "read-write" ? "roles/storage.objectUser" : "roles/storage.objectViewer"
+    }
+  }
+}
 
 resource "google_service_account" "worker" {
   account_id   = "${var.common_name}-worker"
-  display_name = "cave-pipeline workers (Job pods, via Workload Identity)"
+  display_name = "cave-pipeline workers (layer Job pods, via Workload Identity)"
 
   depends_on = [google_project_service.apis]
 }
 
-# The Kubernetes service account <namespace>/<worker_ksa> may act as the worker GSA. The
-# KSA itself is created by the operator (output `worker_ksa_setup`), annotated with
-# iam.gke.io/gcp-service-account=<worker email>. The identity pool <project>.svc.id.goog only
-# exists once the cluster does, hence the depends_on.
-resource "google_service_account_iam_member" "worker_workload_identity" {
-  service_account_id = google_service_account.worker.name
+resource "google_service_account" "setup" {
+  account_id   = "${var.common_name}-setup"
+  display_name = "cave-pipeline setup passes (setup Job pods, via Workload Identity)"
+
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_service_account_iam_member" "pod_workload_identity" {
+  for_each = local.pod_accounts
+
+  service_account_id = each.value.gsa.name
   role               = "roles/iam.workloadIdentityUser"
-  member             = "serviceAccount:${var.project_id}.svc.id.goog[${var.namespace}/${local.worker_ksa}]"
+  member             = "serviceAccount:${var.project_id}.svc.id.goog[${var.namespace}/${each.value.ksa}]"
 
   depends_on = [google_container_cluster.pipeline]
 }
@@ -48,14 +82,25 @@ resource "google_bigtable_instance_iam_member" "worker_bigtable" {
   member   = google_service_account.worker.member
 }
 
-# Workloads that read segmentation or write meshes need a bucket grant. Nothing by default;
-# for example:
-#
-# resource "google_storage_bucket_iam_member" "worker_data" {
-#   bucket = "my-segmentation-bucket"
-#   role   = "roles/storage.objectAdmin"   # objectViewer if the workload only reads
-#   member = google_service_account.worker.member
-# }
+# The setup pass creates the graph's table (and the l2cache's): bigtable.tables.create and
+# update, which only the admin role holds among the predefined ones; on the instance only.
+resource "google_bigtable_instance_iam_member" "setup_bigtable" {
+  project  = local.bigtable_project
+  instance = var.bigtable_instance
+  role     = "roles/bigtable.admin"
+  member   = google_service_account.setup.member
+}
+
+# PyChunkedGraph's gs:// reads (watershed, edges, components, agglomeration) and its mesh
+# writes, for the workers and for the setups (which read the watershed's info and write mesh
+# metadata), as var.data_buckets declares.
+resource "google_storage_bucket_iam_member" "pods_data" {
+  for_each = local.data_bucket_grants
+
+  bucket = each.value.bucket
+  role   = each.value.role
+  member = local.pod_accounts[each.value.account].gsa.member
+}
 
 # --- Controller (the functions) --------------------------------------------------------------
 
@@ -71,7 +116,7 @@ resource "google_service_account" "controller" {
 resource "google_project_iam_member" "controller" {
   for_each = toset([
     "roles/datastore.user",          # Firestore: runs, layers, pods, dedupe
-    "roles/container.clusterViewer", # authenticate to the cluster; Kubernetes RBAC does the rest
+    "roles/container.clusterViewer", # the DNS endpoint (container.clusters.connect); Kubernetes RBAC does the rest
   ])
 
   project = var.project_id
@@ -225,9 +270,10 @@ resource "google_service_account_iam_member" "deployer_acts_as" {
 # --- Operators (optional) --------------------------------------------------------------------
 #
 # People who run the `pipeline` CLI: it writes runs and approvals to Firestore, publishes a
-# kick, reads Jobs/pods/logs/events, and may pull alerts. Kubernetes access is the Role of
-# k8s/pipeline-rbac.yaml in the namespace (output pipeline_rbac_manifest), not a project-wide
-# container role. Owners/Editors need none of this.
+# kick, reads Jobs/pods/logs/events and pod metrics, writes the pods' Secret, and may pull
+# alerts. Kubernetes access is the operators' Role of k8s/pipeline-kubernetes.yaml in the
+# namespace (output pipeline_kubernetes_manifest), not a project-wide container role.
+# Owners/Editors need none of this.
 
 resource "google_project_iam_member" "operators" {
   for_each = {

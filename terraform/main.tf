@@ -4,23 +4,29 @@
 # What this creates (one pipeline per project; file in brackets):
 #
 #   * the project APIs the pipeline uses                                          [main.tf]
-#   * a GKE Autopilot cluster, system logs only; an Artifact Registry
-#     repository for the worker images                                         [cluster.tf]
-#   * service accounts: workers (Workload Identity -> Bigtable), the controller
-#     (the functions), the push subscriptions' invoker, the functions' build, the
-#     cluster's nodes, and a deployer for Cloud Build                              [iam.tf]
+#   * the cluster's network: an existing one named by `network`/`subnetwork`, or a
+#     new network and subnetwork; a Cloud Router + Cloud NAT for private nodes  [network.tf]
+#   * a GKE Autopilot cluster, system logs only, its control plane reached through
+#     its DNS endpoint; an Artifact Registry repository for the worker images  [cluster.tf]
+#   * service accounts: workers and setup passes (Workload Identity -> Bigtable,
+#     `data_buckets`), the controller (the functions), the push subscriptions'
+#     invoker, the functions' build, the cluster's nodes, and a deployer for
+#     Cloud Build                                                                  [iam.tf]
 #   * Pub/Sub topics job-events / ticks / kick / alerts / dead-letters, the
 #     `alerts-operator` pull subscription, the log sink of Kubernetes Job events ->
 #     job-events, and the one-minute Cloud Scheduler heartbeat -> ticks          [pubsub.tf]
 #   * Firestore (default) database, Native mode, with a TTL on dedupe.expires_at [firestore.tf]
 #   * the Cloud Functions (gen2) on-job-event / on-tick / on-kick / on-dead-letter,
 #     each fed by a push subscription with retries and a dead-letter topic     [functions.tf]
-#   * the Kubernetes Role and RoleBinding of the controller and the operators in the
-#     pipeline namespace: rendered from k8s/pipeline-rbac.yaml into the output
-#     `pipeline_rbac_manifest`, applied with kubectl (step 3 below)            [outputs.tf]
+#   * inside the cluster: the pipeline's namespace, the pods' Kubernetes service
+#     accounts, the controller's and the operators' Roles - rendered from
+#     k8s/pipeline-kubernetes.yaml into the output `pipeline_kubernetes_manifest`,
+#     applied with kubectl (step 2 below)                                      [outputs.tf]
 #
 # Bigtable and the data buckets are not managed here (as with the predecessor): they hold the
-# graphs and outlive any deployment.
+# graphs and outlive any deployment; the pods' grants on them are. The project's Binary
+# Authorization policy is left alone unless manage_binary_authorization_policy is set.
+# docs/deploying.md says what a lab gets, finding by finding.
 #
 # Who owns what after the first apply
 # -----------------------------------
@@ -36,6 +42,7 @@
 # ---
 # Roles for whoever applies (or Owner):
 #   Kubernetes Engine Admin         roles/container.admin            the cluster
+#   Compute Network Admin           roles/compute.networkAdmin       network, subnetwork, router, NAT
 #   Service Account Admin           roles/iam.serviceAccountAdmin    the service accounts, their IAM
 #   Service Account User            roles/iam.serviceAccountUser     create the cluster (node account)
 #                                                                    and the functions (run/build as)
@@ -50,9 +57,10 @@
 #   Storage Admin                   roles/storage.admin              the functions' source bucket
 #   Service Usage Admin             roles/serviceusage.serviceUsageAdmin  APIs, the Pub/Sub service agent
 #   Binary Authorization Policy Administrator  roles/binaryauthorization.policyAdministrator
-#                                                                    the project's (audit-mode) policy
-#   Bigtable Administrator          roles/bigtable.admin             the worker's grant on the instance
+#                                   only with manage_binary_authorization_policy = true
+#   Bigtable Administrator          roles/bigtable.admin             the pods' grants on the instance
 #                                   (on the Bigtable instance or its project, which may be another)
+#   Storage Admin on each of data_buckets (or its project)           the pods' grants on them
 # Authenticate as that person:
 #
 #   gcloud auth application-default login        # or:
@@ -69,18 +77,18 @@
 # function build or trigger); running `terraform apply` again finishes it.
 #
 # Then:
-#   1. run the `kubernetes_cluster_context` output (points kubectl at the cluster; your
-#      address must be in `authorized_networks`, or use Cloud Shell);
-#   2. run the `worker_ksa_setup` output: it creates the Kubernetes service account
-#      `pipeline-worker` (var.worker_ksa) in the namespace and annotates it with the worker
-#      Google service account (Workload Identity). Terraform does not manage objects inside
-#      the cluster, which keeps this config to one provider and one apply;
-#   3. apply the controller's and the operators' Kubernetes permissions (a Role limited to
-#      Jobs, pods, pod logs and events in the namespace; see k8s/pipeline-rbac.yaml):
-#        terraform output -raw pipeline_rbac_manifest | kubectl apply -f -
+#   1. run the `kubernetes_cluster_context` output (points kubectl at the cluster through its
+#      DNS endpoint: your Google account needs container.clusters.connect, e.g. as one of
+#      operator_members; no allow-list);
+#   2. create the namespace, the pods' Kubernetes service accounts (annotated with their
+#      Google accounts for Workload Identity) and the controller's and operators' Roles (see
+#      k8s/pipeline-kubernetes.yaml). Terraform does not manage objects inside the cluster,
+#      which keeps this config to one provider and one apply:
+#        terraform output -raw pipeline_kubernetes_manifest | kubectl apply -f -
 #      (again whenever operator_members changes);
-#   4. put `worker_service_account` into pipeline.yml (`workload_identity.gsa_email`) and the
-#      Bigtable project/instance there too;
+#   3. in pipeline.yml: `namespace` (var.namespace), `workload_identity.ksa` / `setup_ksa`
+#      (var.worker_ksa / var.setup_ksa), the Bigtable project/instance;
+#   4. `pipeline setup -c pipeline.yml` (the pods' Secret);
 #   5. code updates: a Cloud Build trigger on the repo running cloudbuild.yaml as the
 #      `deployer_service_account`, or by hand (see cloudbuild.yaml's header);
 #   6. people who want alerts: `gcloud pubsub subscriptions pull alerts-operator --auto-ack`
@@ -98,13 +106,14 @@ terraform {
   required_version = ">= 1.6"
 
   required_providers {
+    # 6.11 added control_plane_endpoints_config (the cluster's DNS endpoint, cluster.tf).
     google = {
       source  = "hashicorp/google"
-      version = "~> 6.0"
+      version = "~> 6.11"
     }
     google-beta = {
       source  = "hashicorp/google-beta"
-      version = "~> 6.0"
+      version = "~> 6.11"
     }
     archive = {
       source  = "hashicorp/archive"
@@ -139,8 +148,6 @@ locals {
 
   cluster_name = var.common_name
 
-  worker_ksa = var.worker_ksa
-
   # The Pub/Sub service agent (service-<number>@gcp-sa-pubsub...), created below.
   pubsub_service_agent = google_project_service_identity.pubsub.member
 }
@@ -160,7 +167,8 @@ resource "google_project_service" "apis" {
     "artifactregistry.googleapis.com",    # images (worker, function builds)
     "iam.googleapis.com",                 # service accounts
     "storage.googleapis.com",             # the functions' source bucket
-    "binaryauthorization.googleapis.com", # the cluster's image policy (audit mode)
+    "binaryauthorization.googleapis.com", # the cluster evaluates the project's image policy
+    "compute.googleapis.com",             # network, subnetwork, Cloud Router and NAT
   ])
 
   service = each.value

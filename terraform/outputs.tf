@@ -1,35 +1,40 @@
 output "kubernetes_cluster_context" {
-  description = "Run this to point kubectl (and the pipeline CLI) at the cluster."
-  value       = "gcloud container clusters get-credentials ${google_container_cluster.pipeline.name} --region ${google_container_cluster.pipeline.location} --project ${var.project_id}"
+  description = "Run this to point kubectl (and the pipeline CLI) at the cluster through its DNS endpoint (IAM-gated: no allow-list)."
+  value       = "gcloud container clusters get-credentials ${google_container_cluster.pipeline.name} --region ${google_container_cluster.pipeline.location} --project ${var.project_id} --dns-endpoint"
+}
+
+output "cluster_dns_endpoint" {
+  description = "The control plane's DNS-based endpoint (the functions' PIPELINE_GKE_ENDPOINT)."
+  value       = local.gke_dns_endpoint
 }
 
 output "worker_service_account" {
-  description = "Google service account of the worker pods: pipeline.yml workload_identity.gsa_email."
+  description = "Google service account of the layer Jobs' pods: pipeline.yml workload_identity.gsa_email."
   value       = google_service_account.worker.email
 }
 
-output "worker_ksa_setup" {
-  description = "Creates the worker's Kubernetes service account and binds it to the worker GSA (run after kubernetes_cluster_context)."
-  value = join("\n", [
-    "kubectl create namespace ${var.namespace} --dry-run=client -o yaml | kubectl apply -f -",
-    "kubectl create serviceaccount ${local.worker_ksa} -n ${var.namespace} --dry-run=client -o yaml | kubectl apply -f -",
-    "kubectl annotate serviceaccount ${local.worker_ksa} -n ${var.namespace} --overwrite iam.gke.io/gcp-service-account=${google_service_account.worker.email}",
-  ])
+output "setup_service_account" {
+  description = "Google service account of the setup Jobs' pods (bigtable.admin on the instance)."
+  value       = google_service_account.setup.email
 }
 
-output "pipeline_rbac_manifest" {
-  description = "Kubernetes Role + RoleBinding of the controller and the operators in the namespace: terraform output -raw pipeline_rbac_manifest | kubectl apply -f -"
-  value = templatefile("${path.module}/k8s/pipeline-rbac.yaml", {
-    namespace = var.namespace
-    subjects = jsonencode(concat(
-      [{ kind = "User", name = google_service_account.controller.email }],
-      [
-        for member in var.operator_members : {
-          kind = startswith(member, "group:") ? "Group" : "User"
-          name = split(":", member)[1]
-        }
-      ],
-    ))
+output "pipeline_kubernetes_manifest" {
+  description = "The namespace, the pods' service accounts, the controller's and the operators' Roles: terraform output -raw pipeline_kubernetes_manifest | kubectl apply -f -"
+  value = templatefile("${path.module}/k8s/pipeline-kubernetes.yaml", {
+    namespace  = var.namespace
+    worker_ksa = var.worker_ksa
+    worker_gsa = google_service_account.worker.email
+    setup_ksa  = var.setup_ksa
+    setup_gsa  = google_service_account.setup.email
+    controller_subjects = jsonencode([
+      { kind = "User", name = google_service_account.controller.email },
+    ])
+    operator_subjects = jsonencode([
+      for member in var.operator_members : {
+        kind = startswith(member, "group:") ? "Group" : "User"
+        name = split(":", member)[1]
+      }
+    ])
   })
 }
 

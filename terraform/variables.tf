@@ -22,15 +22,26 @@ variable "common_name" {
 }
 
 variable "namespace" {
-  description = "Kubernetes namespace of the pipeline's Jobs (the controller's PIPELINE_NAMESPACE, the Workload Identity binding, the log-sink filter)."
+  description = "Kubernetes namespace of the pipeline's Jobs, its own (created by the pipeline_kubernetes_manifest output): the controller's PIPELINE_NAMESPACE, the Workload Identity bindings, the log-sink filter. pipeline.yml's `namespace` must name it too."
   type        = string
-  default     = "default"
+  default     = "cave-pipeline"
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.namespace)) && !contains(["default", "kube-system", "kube-public", "kube-node-lease"], var.namespace)
+    error_message = "namespace: a DNS-1123 label of the pipeline's own (not default or a kube-* namespace)."
+  }
 }
 
 variable "worker_ksa" {
   description = "Kubernetes service account of the worker pods (pipeline.yml workload_identity.ksa)."
   type        = string
   default     = "pipeline-worker"
+}
+
+variable "setup_ksa" {
+  description = "Kubernetes service account of the setup pods, which create the graph's table (pipeline.yml workload_identity.setup_ksa)."
+  type        = string
+  default     = "pipeline-setup"
 }
 
 variable "deletion_protection" {
@@ -40,7 +51,7 @@ variable "deletion_protection" {
 }
 
 variable "bigtable_instance" {
-  description = "Bigtable instance the workers read and write (pipeline.yml's instance): the worker is granted bigtable.user on it, not on the project."
+  description = "Bigtable instance of the graphs (pipeline.yml's instance): the workers get bigtable.user on it, the setup pods (which create the graph's table) bigtable.admin; nothing on the project."
   type        = string
 
   validation {
@@ -97,7 +108,7 @@ variable "firestore_location" {
 }
 
 variable "operator_members" {
-  description = "IAM members who run the pipeline CLI (e.g. [\"user:a@lab.org\"]): granted Firestore, GKE cluster viewer, publish on `kick`, pull on `alerts-operator`, and (output pipeline_rbac_manifest) Jobs/pods/logs/events in the namespace. `group:` members need Google Groups for RBAC on the cluster."
+  description = "IAM members who run the pipeline CLI (e.g. [\"user:a@lab.org\"]): granted Firestore, GKE cluster viewer (the DNS endpoint), publish on `kick`, pull on `alerts-operator`, and (output pipeline_kubernetes_manifest) the operators' Role: read Jobs/pods/logs/events and pod metrics, write the pods' Secret. `group:` members need Google Groups for RBAC on the cluster."
   type        = list(string)
   default     = []
 
@@ -113,20 +124,44 @@ variable "labels" {
   default     = { app = "cave-pipeline" }
 }
 
+variable "network" {
+  description = "VPC network of the cluster (name or self link). Empty: a network <common_name> is created with one subnet (network.tf); no `default` network is assumed."
+  type        = string
+  default     = ""
+}
+
+variable "subnetwork" {
+  description = "Subnetwork of the cluster in var.region (name or self link); set together with `network`. Empty with `network` empty: created."
+  type        = string
+  default     = ""
+}
+
+variable "subnetwork_cidr" {
+  description = "Primary range of the created subnetwork (nodes); GKE adds the pod and service ranges. Only used when `network` is empty."
+  type        = string
+  default     = "10.20.0.0/20"
+}
+
 variable "private_nodes" {
-  description = "Nodes without external IP addresses (Google APIs through Private Google Access). Workloads that need the internet then need Cloud NAT, or set false."
+  description = "Nodes without external IP addresses (Google APIs through Private Google Access). Their internet egress (Docker Hub images, CAVE endpoints) then goes through the Cloud NAT of network.tf."
+  type        = bool
+  default     = true
+}
+
+variable "cloud_nat" {
+  description = "With private nodes, create a Cloud Router and Cloud NAT for the cluster's subnetwork (network.tf). Set false only when the subnetwork already has a NAT (e.g. a Shared VPC's, managed in its host project)."
   type        = bool
   default     = true
 }
 
 variable "control_plane_google_cidrs" {
-  description = "Let Google Cloud's public IP ranges reach the control plane. The functions need it (they have no fixed egress address), and so does Cloud Shell."
+  description = "Also let Google Cloud's public IP ranges reach the control plane's IP endpoint. Nothing of the pipeline needs it: the functions and operators use the DNS endpoint (IAM-gated)."
   type        = bool
-  default     = true
+  default     = false
 }
 
 variable "authorized_networks" {
-  description = "Further CIDRs allowed to reach the control plane (operators' networks running kubectl / the pipeline CLI), e.g. [{ cidr_block = \"203.0.113.0/24\", display_name = \"lab\" }]. Empty: only Google Cloud's ranges (control_plane_google_cidrs)."
+  description = "CIDRs allowed to reach the control plane's IP endpoint (e.g. [{ cidr_block = \"203.0.113.0/24\", display_name = \"lab\" }]). Not needed for the DNS endpoint, which the functions and `gcloud container clusters get-credentials --dns-endpoint` use."
   type = list(object({
     cidr_block   = string
     display_name = string
@@ -134,10 +169,34 @@ variable "authorized_networks" {
   default = []
 }
 
+variable "data_buckets" {
+  description = "Buckets the pods read (segmentation, edges, components) or write (meshes), each granted to the worker and setup accounts: access \"read-only\" (storage.objectViewer) or \"read-write\" (storage.objectUser), e.g. [{ name = \"my-seg\", access = \"read-only\" }]."
+  type = list(object({
+    name   = string
+    access = string
+  }))
+  default = []
+
+  validation {
+    condition     = alltrue([for b in var.data_buckets : contains(["read-only", "read-write"], b.access)])
+    error_message = "data_buckets: access must be \"read-only\" or \"read-write\"."
+  }
+
+  validation {
+    condition     = alltrue([for b in var.data_buckets : can(regex("^[a-z0-9][a-z0-9._-]{1,221}[a-z0-9]$", b.name))])
+    error_message = "data_buckets: name is a bucket name (no gs:// prefix, no path)."
+  }
+
+  validation {
+    condition     = length(distinct([for b in var.data_buckets : b.name])) == length(var.data_buckets)
+    error_message = "data_buckets: each bucket once (read-write covers reading)."
+  }
+}
+
 variable "manage_binary_authorization_policy" {
-  description = "Create the project's Binary Authorization policy in audit mode (cluster.tf). Set false if the project's policy is managed elsewhere (the cluster still evaluates it)."
+  description = "Replace the project's Binary Authorization policy (one per project) with an audit-only one (cluster.tf). Off by default: the cluster evaluates whatever policy the project has, and a lab's own (possibly enforcing) policy stays."
   type        = bool
-  default     = true
+  default     = false
 }
 
 variable "dead_letter_max_attempts" {

@@ -78,7 +78,7 @@ def test_an_empty_env_block_is_an_empty_mapping():
         ),
         (
             {"workload_identity": {"service_account": "sa", "gsa_email": "e"}},
-            lambda o: o["workload_identity"] == {"ksa": "sa", "gsa_email": "e"},
+            lambda o: o["workload_identity"] == {"ksa": "sa", "setup_ksa": "sa", "gsa_email": "e"},
             "workload_identity.service_account: renamed workload_identity.ksa",
         ),
         ({"workload": "ingest"}, lambda o: "workload" not in o, "workload: dropped"),

@@ -151,3 +151,41 @@ def test_the_demo_shortens_the_sink_delay_unless_told_otherwise(monkeypatch) -> 
     assert demo_event_settings().recorder is not None
     monkeypatch.setenv(SINK_DELAY_ENV, "5-60")
     assert demo_event_settings().sink_delay_s == (5.0, 60.0)
+
+
+def test_mounts_materialise_like_the_kubelet_a_subpath_as_that_one_file(tmp_path: Path) -> None:
+    """A whole-object mount maps its path to the object's folder; a `subPath` mount maps its
+    path (a file) to that key in the folder, as Kubernetes mounts it."""
+    from shared.adapters.local.cluster.mounts import parse_mounts, remap_env, write_object
+    from shared.cluster import ManifestRejectedError
+
+    write_object(tmp_path, {"kind": "Secret", "metadata": {"name": "s"}, "data": {"k": "eA=="}})
+    write_object(tmp_path, {"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"d.yml": "x"}})
+    pod = {
+        "volumes": [
+            {"name": "sec", "secret": {"secretName": "s"}},
+            {"name": "cm", "configMap": {"name": "c"}},
+        ]
+    }
+    container = {
+        "volumeMounts": [
+            {"name": "sec", "mountPath": "/home/worker/.cloudvolume/secrets"},
+            {"name": "cm", "mountPath": "/app/datasets/d.yml", "subPath": "d.yml"},
+        ]
+    }
+    mounts = parse_mounts(pod, container)
+    env = remap_env(
+        {
+            "CREDS": "/home/worker/.cloudvolume/secrets/k",
+            "DATASET": "/app/datasets/d.yml",
+            "OTHER": "/app/datasets/shipped.yml",  # the image's own file: not the ConfigMap's
+        },
+        mounts,
+        tmp_path,
+    )
+    assert Path(env["CREDS"]).read_text() == "x"
+    assert Path(env["DATASET"]).read_text() == "x"
+    assert env["OTHER"] == "/app/datasets/shipped.yml"
+    container["volumeMounts"][1]["subPath"] = "../escape"
+    with pytest.raises(ManifestRejectedError, match="subPath"):
+        parse_mounts(pod, container)

@@ -502,3 +502,81 @@ def test_validate_config_renders_refuses(tmp_path, pipeline, dataset, match):
 
 def test_validate_config_renders_accepts_a_good_config(tmp_path):
     validate_config_renders(make_config(tmp_path, *CONFIGS["everything"]))
+
+
+# --- mounts that suit the image (docs/deploying.md, finding 8) ---------------------
+
+
+def _mounts(manifest: dict) -> tuple[dict[str, dict], dict[str, dict]]:
+    pod = manifest["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    return volumes, mounts
+
+
+@pytest.mark.parametrize(
+    "commands,secrets",
+    [
+        ({}, "/home/worker/.cloudvolume/secrets"),  # our worker image: uid 10001
+        (
+            {"ingest": ["python", "-m", "pychunkedgraph.pipeline.ingest"]},
+            "/root/.cloudvolume/secrets",
+        ),
+    ],
+    ids=["worker-image", "pychunkedgraph-image"],
+)
+def test_the_secret_is_mounted_where_the_images_user_reads_it(tmp_path, commands, secrets):
+    cfg = make_config(
+        tmp_path, {"commands": commands, "secret_files": {"google-secret.json": "key.json"}}
+    )
+    from shared.setup_job import render_setup_job
+
+    for m in (
+        render_job(cfg, "ingest", 2, run_id="r1", parallelism=1),
+        render_setup_job(cfg, "ingest", run_id="r1"),
+    ):
+        kubernetes_validate.validate(m, K8S_VERSION, strict=True)
+        volumes, mounts = _mounts(m)
+        assert mounts["secrets"]["mountPath"] == secrets
+        assert env_of(m)["GOOGLE_APPLICATION_CREDENTIALS"] == f"{secrets}/google-secret.json"
+        # readable by whichever user the image runs as
+        assert volumes["secrets"]["secret"]["defaultMode"] & 0o004
+
+
+def test_the_worker_images_user_and_home_are_the_ones_the_mounts_assume():
+    from shared.worker_contract import WORKER_HOME, WORKER_SECRETS_DIR, WORKER_UID
+
+    dockerfile = (Path(__file__).resolve().parents[2] / "worker.Dockerfile").read_text()
+    assert re.search(rf"^USER {WORKER_UID}$", dockerfile, re.M)
+    assert re.search(rf"^ENV HOME={re.escape(WORKER_HOME)}$", dockerfile, re.M)
+    assert re.search(rf"useradd --create-home --uid {WORKER_UID} .*worker$", dockerfile, re.M)
+    assert WORKER_SECRETS_DIR == f"{WORKER_HOME}/.cloudvolume/secrets"
+
+
+def test_the_dataset_is_mounted_as_one_file_so_the_images_folder_stays(tmp_path):
+    m = render_job(make_config(tmp_path), "ingest", 2, run_id="r1", parallelism=1)
+    volumes, mounts = _mounts(m)
+    assert mounts["dataset"] == {
+        "name": "dataset",
+        "mountPath": "/app/datasets/dataset.yml",
+        "subPath": "dataset.yml",  # the ConfigMap's key; /app/datasets keeps the image's files
+        "readOnly": True,
+    }
+    assert env_of(m)["PCG_DATASET"] == "/app/datasets/dataset.yml"
+    from shared.setup_job import dataset_config_map_manifest
+
+    assert "dataset.yml" in dataset_config_map_manifest(make_config(tmp_path), "r1")["data"]
+
+
+def test_setup_pods_run_as_the_setup_account_and_layer_pods_as_the_workers(tmp_path):
+    from shared.setup_job import render_setup_job
+
+    cfg = make_config(tmp_path, {"workload_identity": {"ksa": "w", "setup_ksa": "s"}})
+    layer = render_job(cfg, "ingest", 2, run_id="r1", parallelism=1)
+    setup = render_setup_job(cfg, "ingest", run_id="r1")
+    assert layer["spec"]["template"]["spec"]["serviceAccountName"] == "w"
+    assert setup["spec"]["template"]["spec"]["serviceAccountName"] == "s"
+    with pytest.raises(ManifestError, match="workload_identity.setup_ksa"):
+        validate_config_renders(
+            make_config(tmp_path, {"workload_identity": {"setup_ksa": "Not_Valid"}})
+        )

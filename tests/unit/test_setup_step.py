@@ -96,14 +96,17 @@ def test_the_setup_job_is_one_pod_with_the_mounts_and_the_planned_grid():
     assert m["metadata"]["name"] == setup_job_name("demo", "ingest", "r1")
     pod = spec["template"]["spec"]
     assert pod["containers"][0]["command"] == ["python", "-m", "worker.setup"]
+    assert pod["serviceAccountName"] == "pipeline-setup"  # may create the graph's table
     mounts = {v["mountPath"] for v in pod["containers"][0]["volumeMounts"]}
-    assert mounts == {"/root/.cloudvolume/secrets", "/app/datasets"}
+    assert mounts == {"/home/worker/.cloudvolume/secrets", "/app/datasets/dataset.yml"}
     assert {v["name"]: v.get("secret", v.get("configMap"))["optional"] for v in pod["volumes"]}
     env = env_of(m)
     assert env["PCG_GRID_SHAPE"] == ",".join(map(str, DEMO.layer2_shape()))
     assert env["PCG_WORKLOAD"] == "demo.ingest:process_chunk"
     assert env["PCG_DATASET"] == "/app/datasets/dataset.yml"
-    assert env["GOOGLE_APPLICATION_CREDENTIALS"] == "/root/.cloudvolume/secrets/google-secret.json"
+    assert env["GOOGLE_APPLICATION_CREDENTIALS"] == (
+        "/home/worker/.cloudvolume/secrets/google-secret.json"
+    )
     plain = env_of(render_setup_job(DEMO, "ingest", run_id="r1"))
     assert "GOOGLE_APPLICATION_CREDENTIALS" not in plain
     # A re-submitted setup is a new Job.

@@ -7,16 +7,21 @@ validate` needs the providers, which CI may not download; these need only the fi
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 from shared import dead_letters
 from shared.adapters.google.pubsub_bus import TOPICS
+from shared.config import WorkloadIdentity
 
 hcl2 = pytest.importorskip("hcl2", reason="python-hcl2 is in the dev extra")
 
@@ -92,11 +97,16 @@ def one(block: Any) -> dict[str, Any]:
 
 
 def roles_of(body: dict[str, Any]) -> list[str]:
-    """The role(s) an IAM resource grants: `role = "..."` or a for_each over literal roles."""
+    """The role(s) an IAM resource grants: `role = "..."`, or a for_each over literal roles
+    (written in place or in the local it names)."""
     role = body.get("role", "")
     if "${" not in role:
         return [role]
-    literal = re.findall(r"roles/[A-Za-z0-9_.]+", str(body.get("for_each", "")))
+    over = str(body.get("for_each", ""))
+    named = re.fullmatch(r"\$\{local\.(\w+)\}", over)
+    if named:
+        over = str(local(named.group(1)))
+    literal = re.findall(r"roles/[A-Za-z0-9_.]+", over)
     assert literal, f"cannot tell which roles {body} grants"
     return literal
 
@@ -124,41 +134,14 @@ def test_no_project_wide_container_developer_or_admin():
     assert BROAD_CONTAINER_ROLES.isdisjoint(project_roles)
 
 
-def test_kubernetes_access_is_a_namespaced_role_with_only_the_needed_verbs():
-    docs = list(yaml.safe_load_all((TERRAFORM / "k8s" / "pipeline-rbac.yaml").read_text()))
-    assert [d["kind"] for d in docs] == ["Role", "RoleBinding"]  # no ClusterRole(Binding)
-    role, binding = docs
-    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "${namespace}"
-    rules = {
-        (group, resource): sorted(rule["verbs"])
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-    }
-    assert rules == {
-        ("batch", "jobs"): sorted(["create", "get", "list", "patch", "delete"]),
-        ("", "pods"): ["get", "list"],
-        ("", "pods/log"): ["get", "list"],
-        ("", "events"): ["get", "list"],
-        ("", "configmaps"): ["create", "update"],  # the run's dataset file
-        ("", "secrets"): ["create", "update"],  # `pipeline setup`'s credential files
-    }
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": role["metadata"]["name"],
-    }
-    outputs = {k: v for block in TF["output"] for k, v in block.items()}
-    rendered = outputs["pipeline_rbac_manifest"]["value"]
-    assert "k8s/pipeline-rbac.yaml" in rendered and "google_service_account.controller" in rendered
-
-
 def test_bigtable_grants_are_on_the_instance_not_the_project():
-    bigtable = [(k, n) for k, n, r in iam_grants() if r.startswith("roles/bigtable.")]
-    assert bigtable == [("google_bigtable_instance_iam_member", "worker_bigtable")]
-    grant = resources("google_bigtable_instance_iam_member")["worker_bigtable"]
-    assert grant["instance"] == "${var.bigtable_instance}"
-    assert grant["member"] == "${google_service_account.worker.member}"
+    bigtable = sorted((k, n) for k, n, r in iam_grants() if r.startswith("roles/bigtable."))
+    assert bigtable == [
+        ("google_bigtable_instance_iam_member", "setup_bigtable"),
+        ("google_bigtable_instance_iam_member", "worker_bigtable"),
+    ]
+    for grant in resources("google_bigtable_instance_iam_member").values():
+        assert grant["instance"] == "${var.bigtable_instance}"
 
 
 def test_nodes_have_their_own_account_with_default_node_role():
@@ -268,3 +251,209 @@ def test_cluster_network_defaults_are_secure():
     assert variable_default("private_nodes") is True
     assert variable_default("authorized_networks") == []
     assert one(cluster["binary_authorization"])["evaluation_mode"] != "DISABLED"
+
+
+# --- a fresh, secure-by-default project (docs/deploying.md), one test per finding ---------------
+
+
+def kubernetes_manifest(operators: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
+    """k8s/pipeline-kubernetes.yaml rendered as outputs.tf renders it (templatefile), with
+    the template's variables checked against the ones the output passes."""
+    template = (TERRAFORM / "k8s" / "pipeline-kubernetes.yaml").read_text()
+    outputs = {k: v for block in TF["output"] for k, v in block.items()}
+    rendered = outputs["pipeline_kubernetes_manifest"]["value"]
+    assert "k8s/pipeline-kubernetes.yaml" in rendered
+    values = {
+        "namespace": "cave-pipeline",
+        "worker_ksa": "pipeline-worker",
+        "worker_gsa": "w@p.iam.gserviceaccount.com",
+        "setup_ksa": "pipeline-setup",
+        "setup_gsa": "s@p.iam.gserviceaccount.com",
+        "controller_subjects": json.dumps([{"kind": "User", "name": "c@p.iam"}]),
+        "operator_subjects": json.dumps(operators or []),
+    }
+    used = set(re.findall(r"(?<!\$)\$\{(\w+)\}", template))
+    assert used == set(values)
+    assert all(f"{name} " in rendered or f"{name}=" in rendered for name in used), rendered
+    text = re.sub(r"(?<!\$)\$\{(\w+)\}", lambda m: values[m.group(1)], template)
+    return [d for d in yaml.safe_load_all(text.replace("$${", "${")) if d]
+
+
+def kinds(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def rules_of(role: dict[str, Any]) -> dict[tuple[str, str], list[str]]:
+    return {
+        (group, resource): sorted(rule["verbs"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+def test_1_setup_pods_have_their_own_identity_that_may_create_the_table():
+    setup = resources("google_bigtable_instance_iam_member")["setup_bigtable"]
+    assert setup["role"] == "roles/bigtable.admin"
+    assert setup["member"] == "${google_service_account.setup.member}"
+    worker = resources("google_bigtable_instance_iam_member")["worker_bigtable"]
+    assert worker["role"] == "roles/bigtable.user"
+    assert worker["member"] == "${google_service_account.worker.member}"
+    assert "setup" in resources("google_service_account")
+    # each Kubernetes service account acts as its own Google account
+    accounts = local("pod_accounts")
+    assert accounts["worker"]["ksa"] == "${var.worker_ksa}"
+    assert accounts["setup"]["ksa"] == "${var.setup_ksa}"
+    assert accounts["setup"]["gsa"] == "${google_service_account.setup}"
+    binding = resources("google_service_account_iam_member")["pod_workload_identity"]
+    assert binding["for_each"] == "${local.pod_accounts}"
+    assert binding["role"] == "roles/iam.workloadIdentityUser"
+    assert "[${var.namespace}/${each.value.ksa}]" in binding["member"]
+    # ... and those service accounts exist in the namespace, annotated for Workload Identity
+    sas = kinds(kubernetes_manifest(), "ServiceAccount")
+    assert {
+        n: sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] for n, sa in sas.items()
+    } == {
+        "pipeline-worker": "w@p.iam.gserviceaccount.com",
+        "pipeline-setup": "s@p.iam.gserviceaccount.com",
+    }
+    # the config's defaults name them, so setup Jobs run as the setup account out of the box
+    defaults = WorkloadIdentity()
+    assert (defaults.ksa, defaults.setup_ksa) == (
+        variable_default("worker_ksa"),
+        variable_default("setup_ksa"),
+    )
+
+
+def test_2_private_nodes_reach_the_internet_through_cloud_nat():
+    assert local("create_nat") == "${var.private_nodes && var.cloud_nat}"
+    assert variable_default("private_nodes") is True and variable_default("cloud_nat") is True
+    router = resources("google_compute_router")["nat"]
+    nat = resources("google_compute_router_nat")["nat"]
+    assert router["count"] == nat["count"] == "${local.create_nat ? 1 : 0}"
+    assert router["network"] == "${local.network}"
+    assert nat["router"] == "${google_compute_router.nat[0].name}"
+    assert nat["source_subnetwork_ip_ranges_to_nat"] == "LIST_OF_SUBNETWORKS"
+    covered = one(nat["subnetwork"])
+    assert covered["name"] == "${local.subnetwork}"
+    assert covered["source_ip_ranges_to_nat"] == ["ALL_IP_RANGES"]  # pods' range too
+
+
+def test_3_functions_reach_the_control_plane_by_its_dns_endpoint():
+    cluster = resources("google_container_cluster")["pipeline"]
+    dns = one(one(cluster["control_plane_endpoints_config"])["dns_endpoint_config"])
+    assert dns["allow_external_traffic"] is True
+    assert local("gke_dns_endpoint") == (
+        "${google_container_cluster.pipeline.control_plane_endpoints_config[0]"
+        ".dns_endpoint_config[0].endpoint}"
+    )
+    env = local("function_env")
+    assert env["PIPELINE_GKE_ENDPOINT"] == "${local.gke_dns_endpoint}"
+    assert "PIPELINE_GKE_CA" not in env  # a publicly trusted certificate
+    # the IP allow-list is no longer how the functions get in
+    assert variable_default("control_plane_google_cidrs") is False
+    networks = one(cluster["master_authorized_networks_config"])
+    assert networks["gcp_public_cidrs_access_enabled"] == "${var.control_plane_google_cidrs}"
+    # the provider has the block from 6.11 on
+    providers = one(one(TF["terraform"])["required_providers"])
+    assert providers["google"]["version"] == "~> 6.11"
+    # Cloud Build redeploys with the same endpoint
+    cloudbuild = (TERRAFORM.parent / "cloudbuild.yaml").read_text()
+    assert "controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint" in cloudbuild
+    assert "PIPELINE_GKE_CA" not in cloudbuild
+
+
+def test_4_data_buckets_are_granted_to_the_pods_as_declared():
+    for block in TF["variable"]:
+        if "data_buckets" in block:
+            declared = block["data_buckets"]
+    assert declared["default"] == []
+    assert "access" in str(declared["type"]) and "name" in str(declared["type"])
+    grant = resources("google_storage_bucket_iam_member")["pods_data"]
+    assert grant["for_each"] == "${local.data_bucket_grants}"
+    assert grant["bucket"] == "${each.value.bucket}" and grant["role"] == "${each.value.role}"
+    assert grant["member"] == "${local.pod_accounts[each.value.account].gsa.member}"
+    grants = str(local("data_bucket_grants"))
+    assert "setproduct(var.data_buckets, keys(local.pod_accounts))" in grants
+    # read-write -> objectUser, anything else (read-only) -> objectViewer
+    assert re.search(
+        r'access == "read-write" \? "roles/storage.objectUser" : "roles/storage.objectViewer"',
+        grants,
+    )
+
+
+def test_5_the_cluster_names_its_network_and_assumes_no_default_vpc():
+    cluster = resources("google_container_cluster")["pipeline"]
+    assert cluster["network"] == "${local.network}"
+    assert cluster["subnetwork"] == "${local.subnetwork}"
+    assert variable_default("network") == variable_default("subnetwork") == ""
+    assert local("create_network") == '${var.network == ""}'
+    for kind in ("google_compute_network", "google_compute_subnetwork"):
+        assert resources(kind)["pipeline"]["count"] == "${local.create_network ? 1 : 0}"
+    subnet = resources("google_compute_subnetwork")["pipeline"]
+    assert subnet["private_ip_google_access"] is True
+    checks = one(cluster["lifecycle"])["precondition"]
+    assert any(
+        "var.network" in c["condition"] and "var.subnetwork" in c["condition"] for c in checks
+    )
+
+
+def test_6_the_projects_binary_authorization_policy_is_left_alone_by_default():
+    assert variable_default("manage_binary_authorization_policy") is False
+    policy = resources("google_binary_authorization_policy")["audit"]
+    assert policy["count"] == "${var.manage_binary_authorization_policy ? 1 : 0}"
+
+
+def test_7_functions_framework_decodes_pushes_without_attributes():
+    project = tomllib.loads((TERRAFORM.parent / "pyproject.toml").read_text())["project"]
+    pins = [
+        Requirement(r)
+        for r in project["optional-dependencies"]["controller"]
+        if Requirement(r).name == "functions-framework"
+    ]
+    assert len(pins) == 1
+    assert "3.10.2" in pins[0].specifier and "3.10.1" not in pins[0].specifier
+
+
+def test_8_a_namespace_of_its_own_and_separate_controller_and_operator_roles():
+    assert variable_default("namespace") not in ("default", "kube-system")
+    docs = kubernetes_manifest([{"kind": "User", "name": "alice@lab.org"}])
+    assert list(kinds(docs, "Namespace")) == ["cave-pipeline"]
+    for doc in docs:
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            assert doc["metadata"]["namespace"] == "cave-pipeline", doc["metadata"]
+        kubernetes_validate.validate(doc, "1.33", strict=True)
+    roles = kinds(docs, "Role")
+    assert rules_of(roles["cave-pipeline-controller"]) == {
+        ("batch", "jobs"): sorted(["create", "get", "list", "patch", "delete"]),
+        ("", "pods"): ["get", "list"],
+        ("", "pods/log"): ["get", "list"],
+        ("", "events"): ["get", "list"],
+        ("", "configmaps"): ["create", "update"],  # the run's dataset file
+    }
+    assert rules_of(roles["cave-pipeline-operator"]) == {
+        ("batch", "jobs"): ["get", "list"],
+        ("", "pods"): ["get", "list"],
+        ("", "pods/log"): ["get", "list"],
+        ("", "events"): ["get", "list"],
+        ("", "secrets"): ["create", "update"],  # `pipeline setup`'s credential files
+        ("metrics.k8s.io", "pods"): ["get", "list"],  # `pipeline top`
+    }
+    # nodes are cluster-scoped: the only cluster-wide grant, read-only node metrics
+    (cluster_role,) = kinds(docs, "ClusterRole").values()
+    assert rules_of(cluster_role) == {("metrics.k8s.io", "nodes"): ["get", "list"]}
+    bindings = {**kinds(docs, "RoleBinding"), **kinds(docs, "ClusterRoleBinding")}
+    assert {n: (b["roleRef"]["name"], b["subjects"]) for n, b in bindings.items()} == {
+        "cave-pipeline-controller": (
+            "cave-pipeline-controller",
+            [{"kind": "User", "name": "c@p.iam"}],
+        ),
+        "cave-pipeline-operator": (
+            "cave-pipeline-operator",
+            [{"kind": "User", "name": "alice@lab.org"}],
+        ),
+        "cave-pipeline-node-metrics": (
+            "cave-pipeline-node-metrics",
+            [{"kind": "User", "name": "alice@lab.org"}],
+        ),
+    }

@@ -3,7 +3,7 @@
 Thin: every call goes through `_call`, which turns client, transport and auth failures into
 the interface's three errors (`connection.translate`, `wire.api_error`); objects
 are mapped from their wire form by the pure `shared.adapters.gke.wire`. Cloud Functions build it
-with `from_env()` from the cluster endpoint and CA that terraform passes in, and authenticate
+with `from_env()` from the cluster's DNS endpoint that terraform passes in, and authenticate
 as the function's service account through google-auth (`GoogleTokenHook`); operators use
 their kubeconfig.
 """
@@ -22,7 +22,14 @@ import google.auth.exceptions
 import kubernetes
 from kubernetes.client import ApiClient, ApiException, BatchV1Api, Configuration, CoreV1Api
 
-from shared.adapters.gke.connection import ENV_CA, GoogleTokenHook, _ca_file, translate
+from shared.adapters.gke.connection import (
+    ENV_CA,
+    GoogleTokenHook,
+    api_host,
+    ca_for,
+    is_dns_endpoint,
+    translate,
+)
 from shared.adapters.gke.metrics import gke_pod_usage
 from shared.adapters.gke.wire import (
     INDEX_KEY,
@@ -76,15 +83,17 @@ class GkeCluster:
     def from_gke(
         cls,
         endpoint: str,
-        ca_cert_b64: str,
+        ca_cert_b64: str = "",
         namespace: str = "default",
         credentials: Any = None,
         *,
         request_timeout: float = 30.0,
         retries: int = 2,
     ) -> GkeCluster:
-        """From a GKE endpoint (IP or host) and its CA, authenticated as the process's Google
-        identity (Application Default Credentials unless `credentials` is given)."""
+        """From a GKE endpoint - its DNS endpoint (verified against the public CAs), or an IP
+        with the cluster's CA - authenticated as the process's Google identity (Application
+        Default Credentials unless `credentials` is given)."""
+        ca_file = ca_for(endpoint, ca_cert_b64)  # a config error before any credentials
         if credentials is None:
             try:
                 credentials, _ = google.auth.default(scopes=SCOPES)
@@ -94,8 +103,8 @@ class GkeCluster:
                     "application-default login` locally, or give the function a service account"
                 ) from e
         config = Configuration()
-        config.host = endpoint if endpoint.startswith("https://") else f"https://{endpoint}"
-        config.ssl_ca_cert = _ca_file(ca_cert_b64)
+        config.host = api_host(endpoint)
+        config.ssl_ca_cert = ca_file
         config.verify_ssl = True
         # Connection errors are retried by urllib3 (safe: nothing reached the server); the
         # caller's next trigger retries everything else.
@@ -106,20 +115,26 @@ class GkeCluster:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> GkeCluster:
-        """`PIPELINE_GKE_ENDPOINT` + `PIPELINE_GKE_CA` (Cloud Functions) or
-        `KUBECONFIG` / `PIPELINE_KUBE_CONTEXT` (operators); namespace `PIPELINE_NAMESPACE`."""
+        """`PIPELINE_GKE_ENDPOINT` - the DNS endpoint, or an IP with `PIPELINE_GKE_CA` -
+        (Cloud Functions) or `KUBECONFIG` / `PIPELINE_KUBE_CONTEXT` (operators); namespace
+        `PIPELINE_NAMESPACE`."""
         env = os.environ if env is None else env
         namespace = env.get(ENV_NAMESPACE) or "default"
         endpoint, ca = env.get(ENV_ENDPOINT), env.get(ENV_CA)
         if endpoint or ca:
-            if not (endpoint and ca):
-                missing = ENV_CA if endpoint else ENV_ENDPOINT
-                raise ClusterError(f"{missing} is not set (needed with {ENV_ENDPOINT}/{ENV_CA})")
-            return cls.from_gke(endpoint, ca, namespace)
+            if not endpoint:
+                raise ClusterError(f"{ENV_ENDPOINT} is not set (needed with {ENV_CA})")
+            if not ca and not is_dns_endpoint(endpoint):
+                raise ClusterError(
+                    f"{ENV_CA} is not set (needed with the IP endpoint {ENV_ENDPOINT}="
+                    f"{endpoint}; the DNS endpoint, gke-<id>.<region>.gke.goog, needs none)"
+                )
+            return cls.from_gke(endpoint, ca or "", namespace)
         if env.get("KUBECONFIG") or env.get(ENV_CONTEXT):
             return cls.from_kubeconfig(env.get(ENV_CONTEXT), namespace, env.get("KUBECONFIG"))
         raise ClusterError(
-            f"no cluster configured: set {ENV_ENDPOINT} and {ENV_CA} (terraform outputs), or "
+            f"no cluster configured: set {ENV_ENDPOINT} (terraform output cluster_dns_endpoint; "
+            f"an IP endpoint needs {ENV_CA} too), or "
             f"KUBECONFIG / {ENV_CONTEXT} to use a kubeconfig; {ENV_NAMESPACE} picks the namespace"
         )
 

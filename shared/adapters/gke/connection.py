@@ -1,5 +1,12 @@
-"""Connecting to a GKE API server: the google-auth token hook, the cluster CA, and what a
-failed call means (the cluster interface's three errors)."""
+"""Connecting to a GKE API server: the endpoint and what verifies its certificate, the
+google-auth token hook, and what a failed call means (the cluster interface's three errors).
+
+The functions reach the control plane through its DNS-based endpoint
+(`gke-<id>.<region>.gke.goog`, docs/deploying.md): Google's front end authorises the caller by
+IAM and presents a publicly trusted certificate, so it is verified against the public CAs
+(certifi) - the cluster's own CA would not verify it. An IP endpoint presents a certificate of
+the cluster's CA, which must then be given.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,9 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
+import certifi
 import google.auth.exceptions
 import urllib3
 from google.auth.transport.urllib3 import Request as GoogleAuthRequest
@@ -22,6 +31,7 @@ from shared.cluster import ClusterError, ClusterUnreachableError, ManifestReject
 
 REFRESH_MARGIN = timedelta(minutes=5)
 ENV_CA = "PIPELINE_GKE_CA"
+DNS_ENDPOINT_SUFFIX = ".gke.goog"  # GKE's DNS-based control-plane endpoints
 
 try:  # clients >= 30 check arguments (the manifest too) against their pydantic models
     from pydantic import ValidationError as _SchemaError
@@ -122,3 +132,30 @@ def _ca_file(ca_cert_b64: str) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     return path
+
+
+def api_host(endpoint: str) -> str:
+    """The API server's URL: `https://` added to a bare host (or IP, with or without port)."""
+    endpoint = endpoint.strip().rstrip("/")
+    return endpoint if endpoint.startswith("https://") else f"https://{endpoint}"
+
+
+def is_dns_endpoint(endpoint: str) -> bool:
+    """True for GKE's DNS-based control-plane endpoint (a host under `.gke.goog`)."""
+    host = (urlsplit(api_host(endpoint)).hostname or "").lower().rstrip(".")
+    return host.endswith(DNS_ENDPOINT_SUFFIX)
+
+
+def ca_for(endpoint: str, ca_cert_b64: str) -> str:
+    """The CA bundle file that verifies `endpoint`: the public CAs for a DNS endpoint (whatever
+    CA is given: the cluster's would fail there), else the cluster CA, written to a file;
+    ClusterError naming PIPELINE_GKE_CA when an IP endpoint comes without it."""
+    if is_dns_endpoint(endpoint):
+        return certifi.where()
+    if not ca_cert_b64.strip():
+        raise ClusterError(
+            f"{ENV_CA} is not set: the IP endpoint {endpoint} presents a certificate of the "
+            "cluster's own CA; set it to master_auth.cluster_ca_certificate, or use the DNS "
+            "endpoint (terraform output cluster_dns_endpoint), which needs no CA"
+        )
+    return _ca_file(ca_cert_b64)

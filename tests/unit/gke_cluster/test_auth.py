@@ -21,6 +21,7 @@ from kubernetes.client import Configuration
 
 from shared.adapters.gke import cluster as gke_cluster
 from shared.adapters.gke.cluster import GkeCluster, GoogleTokenHook
+from shared.adapters.gke.connection import is_dns_endpoint
 from shared.cluster import ClusterError, ClusterUnreachableError
 from tests.builders.gke_api import (
     ENDPOINT,
@@ -163,6 +164,48 @@ def test_from_gke_writes_the_ca_and_rejects_garbage() -> None:
         GkeCluster.from_gke("10.1.2.3", "bm90IGEgY2VydA==", credentials=creds)
 
 
+DNS_ENDPOINT = "gke-0123456789abcdef0123456789abcdef01234.us-east1.gke.goog"
+
+
+@pytest.mark.parametrize(
+    "endpoint,dns",
+    [
+        (DNS_ENDPOINT, True),
+        (f"https://{DNS_ENDPOINT}", True),
+        (f"{DNS_ENDPOINT}:443", True),
+        ("GKE-abc.europe-west2.GKE.goog.", True),
+        ("10.1.2.3", False),
+        ("https://34.75.1.2:443", False),
+        ("gke.goog.example.org", False),
+        ("kubernetes.default.svc", False),
+    ],
+)
+def test_which_endpoints_are_gke_dns_endpoints(endpoint, dns) -> None:
+    assert is_dns_endpoint(endpoint) is dns
+
+
+def test_from_gke_verifies_the_dns_endpoint_against_the_public_cas() -> None:
+    """The DNS endpoint presents a publicly trusted certificate: no cluster CA is needed, and
+    one given is not used (it would fail the handshake)."""
+    creds = FakeCredentials("tok", None)
+    for ca in ("", _ca_b64()):
+        cluster = GkeCluster.from_gke(DNS_ENDPOINT, ca, credentials=creds)
+        config = cluster.api_client.configuration
+        assert config.host == f"https://{DNS_ENDPOINT}" and config.verify_ssl
+        assert config.ssl_ca_cert == certifi.where()
+    with pytest.raises(ClusterError, match="PIPELINE_GKE_CA is not set.*DNS endpoint"):
+        GkeCluster.from_gke("10.1.2.3", "", credentials=creds)
+
+
+def test_from_env_needs_only_the_dns_endpoint(monkeypatch) -> None:
+    creds = FakeCredentials("tok", None)
+    monkeypatch.setattr(gke_cluster.google.auth, "default", lambda scopes: (creds, "proj"))
+    env = {"PIPELINE_GKE_ENDPOINT": DNS_ENDPOINT, "PIPELINE_NAMESPACE": "cave-pipeline"}
+    cluster = GkeCluster.from_env(env)
+    assert cluster.endpoint == f"https://{DNS_ENDPOINT}" and cluster.namespace == "cave-pipeline"
+    assert cluster.api_client.configuration.ssl_ca_cert == certifi.where()
+
+
 def test_from_gke_without_google_credentials_says_what_to_do(monkeypatch) -> None:
     import google.auth.exceptions
 
@@ -218,8 +261,16 @@ def test_from_env_kubeconfig(tmp_path) -> None:
 @pytest.mark.parametrize(
     "env,words",
     [
-        ({}, ["PIPELINE_GKE_ENDPOINT", "PIPELINE_GKE_CA", "KUBECONFIG", "PIPELINE_KUBE_CONTEXT"]),
-        ({"PIPELINE_GKE_ENDPOINT": "10.0.0.1"}, ["PIPELINE_GKE_CA is not set"]),
+        (
+            {},
+            [
+                "PIPELINE_GKE_ENDPOINT",
+                "cluster_dns_endpoint",
+                "KUBECONFIG",
+                "PIPELINE_KUBE_CONTEXT",
+            ],
+        ),
+        ({"PIPELINE_GKE_ENDPOINT": "10.0.0.1"}, ["PIPELINE_GKE_CA is not set", "DNS endpoint"]),
         ({"PIPELINE_GKE_CA": "x"}, ["PIPELINE_GKE_ENDPOINT is not set"]),
     ],
     ids=["nothing", "no-ca", "no-endpoint"],

@@ -4,8 +4,10 @@ Kubernetes mounts a Secret's or ConfigMap's keys as files under a volume mount's
 local cluster's pods are subprocesses without a filesystem of their own, so each object is
 materialised once as a directory of files (`<state>/secrets/<name>/`, `<state>/configmaps/
 <name>/`) and a pod's env values under a mount path (`GOOGLE_APPLICATION_CREDENTIALS=
-/root/.cloudvolume/secrets/google-secret.json`, `PCG_DATASET=/app/datasets/dataset.yml`)
-are remapped into that directory. An object that does not exist leaves the env as it is
+/home/worker/.cloudvolume/secrets/google-secret.json`) are remapped into that directory. A
+mount with a `subPath` (the dataset file: `PCG_DATASET=/app/datasets/dataset.yml`) puts that
+one key (or sub-folder) at the mount path, as the kubelet does, so a value at the mount path
+maps to `<object dir>/<subPath>`. An object that does not exist leaves the env as it is
 (optional volumes; the program names the missing file).
 """
 
@@ -29,6 +31,7 @@ class Mount:
     path: str  # the mountPath
     kind: str  # "secret" or "configMap"
     name: str  # the object's name
+    sub_path: str = ""  # the key (or sub-folder) mounted at `path`; "": the whole object
 
 
 def parse_mounts(pod_spec: dict[str, Any], container: dict[str, Any]) -> tuple[Mount, ...]:
@@ -44,9 +47,14 @@ def parse_mounts(pod_spec: dict[str, Any], container: dict[str, Any]) -> tuple[M
         name, path = mount.get("name"), mount.get("mountPath")
         if not name or not path:
             raise ManifestRejectedError("Job manifest rejected: volumeMounts need name, mountPath")
+        sub_path = str(mount.get("subPath") or "").strip("/")
+        if ".." in sub_path.split("/"):
+            raise ManifestRejectedError(
+                f"Job manifest rejected: volumeMounts {name}: subPath must not contain '..'"
+            )
         if name in sources:
             kind, obj = sources[name]
-            out.append(Mount(str(path).rstrip("/"), kind, obj))
+            out.append(Mount(str(path).rstrip("/"), kind, obj, sub_path))
     return tuple(out)
 
 
@@ -77,7 +85,8 @@ def remap_env(env: dict[str, str], mounts: tuple[Mount, ...], root: Path) -> dic
         folder = root / KINDS[mount.kind] / mount.name
         if not folder.is_dir():
             continue
+        target = folder / mount.sub_path if mount.sub_path else folder
         for key, value in env.items():
             if value == mount.path or value.startswith(mount.path + "/"):
-                out[key] = str(folder) + value[len(mount.path) :]
+                out[key] = str(target) + value[len(mount.path) :]
     return out
