@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders.contract_examples import DATASET, ENV
 from tests.builders.pcg_harness import harness_python_or_skip
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
-from tests.unit.test_worker_contract import DATASET, ENV
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]
 

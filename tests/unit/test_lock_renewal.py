@@ -18,7 +18,7 @@ from shared import lock_renewal as lr
 from shared import worker_contract as wc
 from shared.config import config_from_dict
 from shared.manifest import ManifestError, lock_scale_warning, render_job, validate_config_renders
-from tests.unit.test_worker_contract import CONFIG, DATASET, ENV
+from tests.builders.contract_examples import CONFIG, DATASET, ENV
 
 
 @pytest.mark.parametrize(

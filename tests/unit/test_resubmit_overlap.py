@@ -9,12 +9,13 @@ from datetime import timedelta
 import pytest
 
 from shared import operator_actions as ops
+from shared.config import load_config
 from shared.manifest import render_job
 from shared.reconcile import CreateJob, DeleteJob, Snapshot, decide
 from shared.worker_contract import JOB_ATTEMPT, WorkerEnv
 from tests.builders.pod_infos import pod_info
-from tests.unit.test_manifest import env_of, make_config
-from tests.unit.test_reconcile import T0, job, make_run, name_for, plans
+from tests.builders.reconcile_runs import T0, job, make_run, name_for, plans
+from tests.builders.stored_runs import DEMO
 from worker.claim_tokens import lineage
 
 
@@ -89,11 +90,13 @@ def test_each_job_attempt_has_lineages_of_its_own(attempt):
     assert lineage("g", "ingest", 3, "r1", 5, attempt) != lineage("g", "ingest", 3, "r1", 5, 9)
 
 
-def test_the_job_of_a_resubmit_tells_its_pods_the_attempt(tmp_path):
-    cfg = make_config(tmp_path)
+def test_the_job_of_a_resubmit_tells_its_pods_the_attempt():
+    cfg = load_config(DEMO)
 
     def env(attempt: int) -> dict[str, str]:
-        return env_of(render_job(cfg, "ingest", 2, run_id="r1", parallelism=1, attempt=attempt))
+        manifest = render_job(cfg, "ingest", 2, run_id="r1", parallelism=1, attempt=attempt)
+        container = manifest["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e["value"] for e in container["env"] if "value" in e}
 
     assert JOB_ATTEMPT not in env(0)
     third = env(3)

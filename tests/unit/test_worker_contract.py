@@ -9,7 +9,6 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,44 +17,12 @@ from shared import worker_contract as wc
 from shared.config import config_from_dict
 from shared.manifest import render_job
 from shared.worker_contract import LOG, WorkerEnv, WorkerEnvError
+from tests.builders.contract_examples import CONFIG, DATASET, ENV
 from worker.env import parse_env
 from worker.errors import WorkerConfigError
 from worker.logs import JsonLogger
 
 ROOT = Path(__file__).resolve().parents[2]
-DATASET = {"data_source": {"size": [512, 384, 192]}, "graph_config": {"CHUNK_SIZE": [64] * 3}}
-CONFIG: dict[str, Any] = {
-    "graph_id": "toy",
-    "dataset": "dataset.yml",
-    "bigtable": {"project": "bt-proj", "instance": "bt-inst"},
-    "images": {"ingest": "img:1"},
-    "workloads": {"ingest": "pcg.ingest:f"},
-    "job": {
-        "batch_size": 15,
-        "lock_expiry_s": 100,
-        "lock_expiry_factor": 1.5,
-        "processes_per_vcpu": 3,
-        "resources": {"cpu": {"base": 1}},
-    },
-    "env": {"EXTRA": "x"},
-}
-ENV = WorkerEnv(
-    graph_id="toy",
-    layer=3,
-    seed=42,
-    batch_size=7,  # layer 3's own size of base 15
-    n_processes=1,
-    grid_shape=(4, 3, 2),
-    stage="ingest",
-    run_id="r1",
-    workload="pcg.ingest:f",
-    n_layers=5,
-    lock_expiry_s=150.0,
-    project="p",
-    instance="i",
-    dataset=DATASET,
-    index=3,
-)
 
 
 def pod_env(contract: WorkerEnv) -> dict[str, str]:
