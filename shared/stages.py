@@ -113,12 +113,9 @@ def top_layer(cfg: PipelineConfig, name: str) -> int:
         return FIRST_LAYER
     mesh = cfg.ds.mesh_config
     if last == "mesh" and mesh is not None and mesh.max_layer:
-        if mesh.max_layer > root:
-            raise PlanError(
-                f"dataset mesh_config.max_layer: {mesh.max_layer} is past the root; "
-                f"valid {FIRST_LAYER}..{root}"
-            )
-        return mesh.max_layer
+        # Past the root it stops at the root, as the predecessor clamped it (load_config
+        # notes it).
+        return min(mesh.max_layer, root)
     return root
 
 
