@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from shared.stages import SETUP_SUFFIX, STAGE_NAMES
+from shared.stages import SETUP_SUFFIX, STAGE_NAMES, writes_done_markers
 
 
 class CompatError(ValueError):
@@ -75,9 +75,6 @@ _DROPPED = {
     ),
 }
 _UPPER_SOURCE = {"EDGES": "edges", "COMPONENTS": "components", "WATERSHED": "watershed"}
-# Stages whose workers write no done markers (PyChunkedGraph's meshing and migration workers,
-# the L2 cache's): a mid-graph start is trusted, as the predecessor trusted `start_layer`.
-MARKERLESS_STAGES = ("l2cache", "meshing", "migrate", "migrate_cleanup")
 
 # The predecessor's image floor (its config.py MIN_PCG_IMAGE and image_version): older
 # PyChunkedGraph images lack the worker entry point or size their pools from the node's cores.
@@ -303,14 +300,6 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
         if "start_layer" in block:
             _map_start_layer(out, stage, block.pop("start_layer"), notes)
         _map_job_block(block, f"job.workloads.{stage}", notes, patch=True)
-        notes.append(
-            Note(
-                f"job.workloads.{stage}",
-                f"deep-merged into job for {stage}",
-                f"job.workloads.{stage}",
-                "deep-merged into job as before (keys it omits, at any depth, keep job's)",
-            )
-        )
 
 
 _NEW_RAMP = {"start": 2, "factor": 2.0, "period": 60.0, "max": 100}
@@ -322,7 +311,7 @@ def _map_start_layer(out: dict[str, Any], stage: str, layer: Any, notes: list[No
         notes.append(Note(where, "start at layer 2", "-", "dropped (each stage starts at layer 2)"))
         return
     out.setdefault("start_layers", {})[stage] = int(layer)
-    if stage in MARKERLESS_STAGES:
+    if not writes_done_markers(out.get("workloads") or {}, stage):
         how = (
             f"trusted as before (its workers write no done markers; the run records that "
             f"layers 2..{int(layer) - 1} were not verified)"

@@ -10,6 +10,7 @@ has a setup pass (`setup_command`) that runs once before its first layer. Pure m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -68,6 +69,16 @@ STAGES: dict[str, Stage] = {
     )
 }
 STAGE_NAMES: tuple[str, ...] = tuple(STAGES)
+# Stages whose pods write done markers when they run an image: PyChunkedGraph's ingest
+# workers (the predecessor's harness). Its meshing and migration workers and the L2 cache's
+# are idempotent and lock-free and write none.
+IMAGE_MARKED_STAGES = ("ingest",)
+
+
+def writes_done_markers(workloads: Mapping[str, str], stage: str) -> bool:
+    """True when the pods of `stage` mark each chunk done in the ledger: this project's worker
+    (a `workloads.<stage>` plugin) always does, an image only for IMAGE_MARKED_STAGES."""
+    return bool((workloads.get(stage) or "").strip()) or stage in IMAGE_MARKED_STAGES
 
 
 def stage(name: str) -> Stage:
