@@ -382,7 +382,7 @@ def load_config(path: str | Path) -> PipelineConfig:
         raise ConfigError(_format_errors(ds_path, e)) from None
     dataset = _with_size(dataset, ds_path)
     compat = tuple(str(n) for n in (*notes, *ds_notes))
-    meaning = (*_max_layer_notes(dataset), *override_notes(cfg.env))
+    meaning = tuple(str(n) for n in meaning_notes(cfg.env, dataset))
     for note in (*compat, *meaning):
         log.warning("%s: %s", path.name, note)
     return cfg.model_copy(
@@ -406,20 +406,28 @@ def _check_pychunkedgraph_images(path: Path, cfg: PipelineConfig) -> None:
                 raise ConfigError(f"{path}: {e}") from None
 
 
-def _max_layer_notes(dataset: Dataset) -> list[str]:
-    """A note when mesh_config.max_layer is past the root: meshing stops at the root (the
-    predecessor clamped it the same way; the file's value reaches the images unchanged)."""
+def meaning_notes(env: dict[str, str], dataset: Dataset) -> list[config_compat.Note]:
+    """What loaded files mean that differs from how they read, in either shape: `env:` keys
+    that replace the controller's values, and a mesh_config.max_layer past the root (meshing
+    stops at the root, as the predecessor clamped it; the file's value reaches the images
+    unchanged)."""
+    notes = override_notes(env)
     mesh, size = dataset.mesh_config, dataset.data_source.size
     if mesh is None or not mesh.max_layer or size is None:
-        return []
+        return notes
     shape = layer2_shape_of(size, dataset.graph_config.CHUNK_SIZE)
     root = layer_count(shape, dataset.graph_config.FANOUT)
-    if mesh.max_layer <= root:
-        return []
-    return [
-        f"mesh_config.max_layer: {mesh.max_layer} is past the root (layer {root}): meshing "
-        f"builds layers 2..{root}"
-    ]
+    if mesh.max_layer > root:
+        notes.append(
+            config_compat.Note(
+                "mesh_config.max_layer",
+                f"{mesh.max_layer}, clamped to the root (layer {root})",
+                "mesh_config.max_layer",
+                f"{mesh.max_layer} is past the root (layer {root}): meshing builds layers "
+                f"2..{root}",
+            )
+        )
+    return notes
 
 
 def _with_size(dataset: Dataset, ds_path: Path) -> Dataset:

@@ -10,6 +10,7 @@ layer and pod (graph id, layer, seed, batch size, processes, grid) stay refused:
 
 from __future__ import annotations
 
+from shared.config_compat import Note
 from shared.worker_contract import (
     BIGTABLE_INSTANCE,
     BIGTABLE_PROJECT,
@@ -28,10 +29,15 @@ OVERRIDABLE: dict[str, str] = {
 }
 
 
-def override_notes(env: dict[str, str]) -> list[str]:
+def override_notes(env: dict[str, str]) -> list[Note]:
     """One note per `env:` key that replaces a value the controller sets, naming it."""
     return [
-        f"env.{name}: {env[name]!r} replaces {what} in every pod (the predecessor passed it too)"
+        Note(
+            f"env.{name}",
+            "passed to every pod after the predecessor's own variables",
+            f"env.{name}",
+            f"{env[name]!r} replaces {what} in every pod",
+        )
         for name, what in OVERRIDABLE.items()
         if name in env
     ]

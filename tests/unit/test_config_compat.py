@@ -235,10 +235,17 @@ def test_config_import_writes_the_new_shape(tmp_path):
     (tmp_path / "watershed" / "info").write_text(
         (EXAMPLE.parent / "watershed" / "info").read_text()
     )
-    runner = CliRunner()
+    runner = CliRunner(env={"COLUMNS": "400"})  # one line per row of the notes' table
     result = runner.invoke(main, ["config", "import", str(tmp_path / "pipeline.yml")])
     assert result.exit_code == 0, result.output
-    assert "workload_identity.service_account: renamed workload_identity.ksa" in result.output
+    row = next(line for line in result.output.splitlines() if "service_account" in line)
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells == [
+        "workload_identity.service_account",
+        "the worker pods' Kubernetes service account",
+        "workload_identity.ksa",
+        "renamed workload_identity.ksa (the same service account)",
+    ]
     new = yaml.safe_load((tmp_path / "pipeline.new.yml").read_text())
     assert new["workload_identity"]["ksa"] == "pipeline" and "images" in new
     assert "pcg" not in new["images"] and new["dataset"] == "dataset.new.yml"
