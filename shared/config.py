@@ -89,12 +89,13 @@ class JobSettings(_Strict):
 
 class CurvePatch(_Strict):
     """A per-workload change to a request curve: only the keys given replace the job's (the
-    predecessor's deep merge); `max: null` lifts the job's cap."""
+    predecessor's deep merge); `max: 0` lifts the job's cap (the predecessor's "uncapped").
+    A null is "not given" (so a run's stored config reads back the same)."""
 
     base: float | None = Field(default=None, gt=0)
     factor: float | None = Field(default=None, gt=0)
     add: float | None = None
-    max: float | None = Field(default=None, gt=0)
+    max: float | None = Field(default=None, ge=0)
 
 
 class ResourcesPatch(_Strict):
@@ -108,6 +109,13 @@ class RampPatch(_Strict):
     factor: float | None = Field(default=None, ge=1.0)
     period: float | None = Field(default=None, gt=0)
     max: int | None = Field(default=None, ge=1)
+
+
+def _given(value: Any) -> Any:
+    """`value` without the null entries of its mappings, at every depth."""
+    if isinstance(value, dict):
+        return {k: _given(v) for k, v in value.items() if v is not None}
+    return value
 
 
 def deep_merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
@@ -155,13 +163,13 @@ class JobConfig(JobSettings):
         override = self.workloads.get(stage)
         if override is None:
             return JobSettings(**base)
-        # exclude_unset keeps what the file set (an explicit `max: null` lifts a cap) and
-        # nothing the patch models filled in; a top-level null means "not set" as before.
-        changes = {
-            k: v for k, v in override.model_dump(exclude_unset=True).items() if v is not None
-        }
-        dumped = JobSettings(**base).model_dump()
-        return JobSettings(**deep_merge(dumped, changes))
+        # Only what the block gives, at any depth: a null is "not given".
+        changes = _given(override.model_dump(exclude_unset=True))
+        merged = deep_merge(JobSettings(**base).model_dump(), changes)
+        for curve in (merged.get("resources") or {}).values():
+            if isinstance(curve, dict) and curve.get("max") == 0:
+                curve["max"] = None  # `max: 0` in the block: uncapped
+        return JobSettings(**merged)
 
 
 class Bigtable(_Strict):

@@ -345,18 +345,16 @@ def _map_job_block(block: dict[str, Any], where: str, notes: list[Note], patch: 
         )
     for curve_name in ("cpu", "memory"):
         curve = resources.get(curve_name)
-        if isinstance(curve, dict) and curve.get("max") == 0:  # the predecessor's "uncapped"
-            # In a workload block an explicit null lifts the job's cap in the merge.
-            if patch:
-                curve["max"] = None
-            else:
-                del curve["max"]
+        # The predecessor's "uncapped": omitted in `job`; in a workload block `max: 0` stays,
+        # and lifts the job's cap in the merge, as before.
+        if isinstance(curve, dict) and curve.get("max") == 0 and not patch:
+            del curve["max"]
             notes.append(
                 Note(
                     f"{where}.resources.{curve_name}.max: 0",
                     "uncapped",
                     f"{where}.resources.{curve_name}.max",
-                    "uncapped as before (written as " + ("null)" if patch else "omitted)"),
+                    "uncapped as before (written as omitted)",
                 )
             )
     overrides = resources.get("overrides")

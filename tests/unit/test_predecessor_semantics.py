@@ -18,8 +18,9 @@ from rich.console import Console
 
 from scripts.secret_files import read_secret_files
 from scripts.views.status import status_view
-from shared.config import ConfigError, PipelineConfig, load_config
+from shared.config import ConfigError, PipelineConfig, config_from_dict, load_config
 from shared.config_compat import CompatError, check_image_floor, image_version, map_pipeline
+from shared.config_versions import snapshot
 from shared.layer_spec import job_name
 from shared.manifest import job_labels, render_job
 from shared.progress import run_progress
@@ -85,7 +86,8 @@ JOB = {
         ({"resources": {"cpu": {"base": 2}, "memory": {"base": 8}}}, 4, (8.0, 18.0)),
         ({"resources": {"cpu": {"base": 2}, "memory": {"base": 8}}}, 5, (16.0, 60.0)),
         ({"resources": {"cpu": {"factor": 1}}}, 4, (1.5, 9.0)),  # flat 1 vCPU; 6.5 GiB/vCPU
-        ({"resources": {"cpu": {"base": 5, "max": None}}}, 4, (20.0, 20.0)),  # cap lifted
+        ({"resources": {"cpu": {"base": 5, "max": 0}}}, 4, (20.0, 20.0)),  # cap lifted
+        ({"resources": {"cpu": {"base": 5, "max": None}}}, 4, (16.0, 16.0)),  # null: not given
         ({"resources": {"cpu": {"base": 5}}}, 4, (16.0, 16.0)),  # capped by the job's max
         ({"resources": {"overrides": {5: {"cpu": 3}}}}, 5, (9.25, 60.0)),  # memory kept; ratio
         ({"batch_size": 10}, 4, (4.0, 9.0)),  # no resources: the job's curves
@@ -94,6 +96,9 @@ JOB = {
 def test_a_workload_block_deep_merges_into_job(tmp_path, block, layer, want):
     cfg = _load(tmp_path, {**NEW, "job": {**JOB, "workloads": {"meshing": block}}})
     assert _requests(cfg, "meshing", layer) == want
+    # The config stored on a run reads back with the same merge.
+    stored = config_from_dict(*snapshot(cfg))
+    assert stored.job.for_stage("meshing") == cfg.job.for_stage("meshing")
     assert _requests(cfg, "ingest", layer) == _requests(
         _load(tmp_path, {**NEW, "job": JOB}), "ingest", layer
     )
