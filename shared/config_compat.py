@@ -292,6 +292,17 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
                         f"{value} kept (the new default is {_NEW_RAMP[key]})",
                     )
                 )
+    resources = job.get("resources") if isinstance(job.get("resources"), dict) else {}
+    for curve in ("cpu", "memory"):
+        if not resources.get(curve):
+            notes.append(
+                Note(
+                    f"job.resources.{curve} (omitted)",
+                    "required: the predecessor refused to submit a layer without it",
+                    f"job.resources.{curve}",
+                    f"this project's default curve applies ({_NEW_CURVES[curve]} per pod)",
+                )
+            )
     _map_job_block(job, "job", notes, patch=False)
     for stage, block in list((job.get("workloads") or {}).items()):
         if block is None:
@@ -303,6 +314,7 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
 
 
 _NEW_RAMP = {"start": 2, "factor": 2.0, "period": 60.0, "max": 100}
+_NEW_CURVES = {"cpu": "0.5 vCPU", "memory": "1 GiB"}
 
 
 def _map_start_layer(out: dict[str, Any], stage: str, layer: Any, notes: list[Note]) -> None:

@@ -160,6 +160,20 @@ def test_ramp_keys_given_in_an_old_file_stay_and_the_rest_are_noted():
 
 
 @pytest.mark.parametrize(
+    ("resources", "noted"),
+    [
+        ({}, {"cpu", "memory"}),
+        ({"cpu": {"base": 1}}, {"memory"}),
+        ({"cpu": {"base": 1}, "memory": {"base": 2}}, set()),
+    ],
+)
+def test_curves_the_predecessor_required_are_noted_when_omitted(resources, noted):
+    _, notes = map_pipeline({**OLD, "job": {"resources": resources}})
+    keys = {n.old_key for n in notes}
+    assert {c for c in ("cpu", "memory") if f"job.resources.{c} (omitted)" in keys} == noted
+
+
+@pytest.mark.parametrize(
     ("shape", "files_at"),
     [
         ("old", "secrets"),  # the predecessor's `--secrets` default, in the working directory
