@@ -219,7 +219,8 @@ def _map_identity(out: dict[str, Any], notes: list[Note]) -> None:
                 "workload_identity.service_account (omitted)",
                 f"the predecessor's default `{PREDECESSOR_SERVICE_ACCOUNT}`",
                 "workload_identity.ksa",
-                f"`{PREDECESSOR_SERVICE_ACCOUNT}` kept (the new default is pipeline-worker)",
+                f"`{PREDECESSOR_SERVICE_ACCOUNT}` kept (the new default is "
+                f"{_new_defaults()['ksa']})",
             )
         )
     out["workload_identity"] = identity
@@ -268,6 +269,7 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
                     f"{value}, the predecessor's default, kept",
                 )
             )
+    new = _new_defaults()
     if "max_failed_tasks" not in job:
         job["max_failed_tasks"] = PREDECESSOR_MAX_FAILED_TASKS
         notes.append(
@@ -275,32 +277,35 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
                 "job.max_failed_tasks (omitted)",
                 f"{PREDECESSOR_MAX_FAILED_TASKS} dead tasks tolerated per layer",
                 "job.max_failed_tasks",
-                f"{PREDECESSOR_MAX_FAILED_TASKS} kept (the new default is 10)",
+                f"{PREDECESSOR_MAX_FAILED_TASKS} kept (the new default is "
+                f"{new['max_failed_tasks']})",
             )
         )
-    ramp = job.get("ramp")
-    ramp = job["ramp"] = dict(ramp) if isinstance(ramp, dict) else {} if ramp is None else ramp
-    if isinstance(ramp, dict):
-        for key, value in PREDECESSOR_RAMP.items():
-            if key not in ramp:
-                ramp[key] = value
+    if job.get("ramp") is None:
+        job["ramp"] = {}
+    ramp = job["ramp"]
+    for key, value in PREDECESSOR_RAMP.items():
+        if isinstance(ramp, dict) and key not in ramp:
+            ramp[key] = value
+            if value != new[f"ramp.{key}"]:  # the same default is no change of meaning
                 notes.append(
                     Note(
                         f"job.ramp.{key} (omitted)",
                         f"{value}, the predecessor's default",
                         f"job.ramp.{key}",
-                        f"{value} kept (the new default is {_NEW_RAMP[key]})",
+                        f"{value} kept (the new default is {new[f'ramp.{key}']:g})",
                     )
                 )
     resources = job.get("resources") if isinstance(job.get("resources"), dict) else {}
     for curve in ("cpu", "memory"):
         if not resources.get(curve):
+            unit = "vCPU" if curve == "cpu" else "GiB"
             notes.append(
                 Note(
                     f"job.resources.{curve} (omitted)",
                     "required: the predecessor refused to submit a layer without it",
                     f"job.resources.{curve}",
-                    f"this project's default curve applies ({_NEW_CURVES[curve]} per pod)",
+                    f"this project's default curve applies ({new[curve]:g} {unit} per pod)",
                 )
             )
     _map_job_block(job, "job", notes, patch=False)
@@ -313,8 +318,18 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
         _map_job_block(block, f"job.workloads.{stage}", notes, patch=True)
 
 
-_NEW_RAMP = {"start": 2, "factor": 2.0, "period": 60.0, "max": 100}
-_NEW_CURVES = {"cpu": "0.5 vCPU", "memory": "1 GiB"}
+def _new_defaults() -> dict[str, Any]:
+    """This project's defaults the predecessor's differ from, read from the config models."""
+    from shared.config import JobSettings, Ramp, Resources, WorkloadIdentity  # it imports this
+
+    ramp, resources = Ramp(), Resources()
+    return {
+        "max_failed_tasks": JobSettings.model_fields["max_failed_tasks"].default,
+        **{f"ramp.{k}": getattr(ramp, k) for k in PREDECESSOR_RAMP},
+        "cpu": resources.cpu.base,
+        "memory": resources.memory.base,
+        "ksa": WorkloadIdentity().ksa,
+    }
 
 
 def _map_start_layer(out: dict[str, Any], stage: str, layer: Any, notes: list[Note]) -> None:
