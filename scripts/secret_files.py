@@ -27,8 +27,9 @@ def read_secret_files(cfg: PipelineConfig) -> dict[str, bytes]:
         try:
             out[name] = path.read_bytes()
         except OSError as e:
+            where = f" (under secrets_dir {cfg.secrets_dir!r})" if cfg.secrets_dir else ""
             raise click.ClickException(
-                f"secret_files.{name}: {path} cannot be read ({e.strerror or e})"
+                f"secret_files.{name}: {path}{where} cannot be read ({e.strerror or e})"
             ) from None
     return out
 

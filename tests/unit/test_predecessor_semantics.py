@@ -406,3 +406,13 @@ def test_a_mid_graph_start_is_recorded_on_the_run_and_shown_by_status(verified, 
     console = Console(record=True, width=200, file=io.StringIO())
     console.print(status_view(progress))
     assert shown in console.export_text()
+
+
+def test_a_missing_secret_file_names_the_key_and_the_folder(tmp_path, monkeypatch):
+    import click
+
+    cfg_path = _write(tmp_path / "config", {**OLD, "secret_files": {"google-secret.json": "k"}})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(click.ClickException, match=r"secret_files\.google-secret\.json: .*"
+                       r"secrets/k \(under secrets_dir 'secrets'\) cannot be read"):  # fmt: skip
+        read_secret_files(load_config(cfg_path))
