@@ -1,6 +1,6 @@
 """`pipeline setup`'s Secret: the pods' credential files (`secret_files`: file name in the pod
--> local file, relative to pipeline.yml), written to the cluster the CLI talks to (a local
-stack's cluster folder, else GKE)."""
+-> local file, relative to `secrets_dir` when set, else to pipeline.yml), written to the
+cluster the CLI talks to (a local stack's cluster folder, else GKE)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,17 @@ from shared.worker_contract import CAVE_SECRET
 def read_secret_files(cfg: PipelineConfig) -> dict[str, bytes]:
     """The contents of `secret_files`; ClickException names a missing file and the key."""
     base = Path(cfg.source_path).parent if cfg.source_path else Path.cwd()
+    if cfg.secrets_dir:  # relative to the working directory, as the predecessor's --secrets
+        base = Path(cfg.secrets_dir).expanduser().resolve()
     out = {}
     for name, local in cfg.secret_files.items():
         path = (base / local).resolve()
         try:
             out[name] = path.read_bytes()
         except OSError as e:
+            where = f" (under secrets_dir {cfg.secrets_dir!r})" if cfg.secrets_dir else ""
             raise click.ClickException(
-                f"secret_files.{name}: {path} cannot be read ({e.strerror or e})"
+                f"secret_files.{name}: {path}{where} cannot be read ({e.strerror or e})"
             ) from None
     return out
 

@@ -15,7 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared import config_compat
-from shared.layers import layer2_shape_of
+from shared.env_overrides import override_notes
+from shared.layers import layer2_shape_of, layer_count
 from shared.precomputed_info import GridUnreadable, read_watershed_size
 from shared.stages import SETUP_SUFFIX, STAGE_NAMES
 
@@ -86,8 +87,54 @@ class JobSettings(_Strict):
     resources: Resources = Resources()
 
 
+class CurvePatch(_Strict):
+    """A per-workload change to a request curve: only the keys given replace the job's (the
+    predecessor's deep merge); `max: 0` lifts the job's cap (the predecessor's "uncapped").
+    A null is "not given" (so a run's stored config reads back the same)."""
+
+    base: float | None = Field(default=None, gt=0)
+    factor: float | None = Field(default=None, gt=0)
+    add: float | None = None
+    max: float | None = Field(default=None, ge=0)
+
+
+class ResourcesPatch(_Strict):
+    cpu: CurvePatch | None = None
+    memory: CurvePatch | None = None
+    overrides: dict[int, LayerOverride] = {}
+
+
+class RampPatch(_Strict):
+    start: int | None = Field(default=None, ge=1)
+    factor: float | None = Field(default=None, ge=1.0)
+    period: float | None = Field(default=None, gt=0)
+    max: int | None = Field(default=None, ge=1)
+
+
+def _given(value: Any) -> Any:
+    """`value` without the null entries of its mappings, at every depth."""
+    if isinstance(value, dict):
+        return {k: _given(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def deep_merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `change` merged in key by key at every depth (a mapping in `change` merges
+    into the mapping in `base`; any other value replaces it), as the predecessor merged
+    `job.workloads.<stage>` into `job`."""
+    out = dict(base)
+    for key, value in change.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 class JobOverride(_Strict):
-    """Per-workload overrides of any `job` field (omitted fields keep the job's value)."""
+    """Per-workload overrides of any `job` field, deep-merged into `job`: omitted fields, and
+    the omitted keys of `ramp` and `resources` (a curve's, an override layer's), keep the
+    job's value (docs/predecessor-configs.md)."""
 
     perm_seed: int | None = Field(default=None, ge=0)
     batch_size: int | None = Field(default=None, ge=1)
@@ -101,21 +148,28 @@ class JobOverride(_Strict):
     processes_per_vcpu: float | None = Field(default=None, gt=0)
     burst: bool | None = None
     oom_memory_factor: float | None = Field(default=None, gt=1.0)
-    ramp: Ramp | None = None
-    resources: Resources | None = None
+    ramp: RampPatch | None = None
+    resources: ResourcesPatch | None = None
 
 
 class JobConfig(JobSettings):
     workloads: dict[str, JobOverride] = {}
 
     def for_stage(self, stage: str) -> JobSettings:
-        """The job settings of one stage, its overrides applied."""
-        base = JobSettings(**{k: getattr(self, k) for k in JobSettings.model_fields})
+        """The job settings of one stage: its `job.workloads.<stage>` block deep-merged into
+        `job` (only the keys the block sets change; a ValidationError if the merge is not a
+        valid `job`)."""
+        base = {k: getattr(self, k) for k in JobSettings.model_fields}
         override = self.workloads.get(stage)
         if override is None:
-            return base
-        changes = {k: v for k, v in override.model_dump(exclude_none=True).items()}
-        return JobSettings(**{**base.model_dump(), **changes})
+            return JobSettings(**base)
+        # Only what the block gives, at any depth: a null is "not given".
+        changes = _given(override.model_dump(exclude_unset=True))
+        merged = deep_merge(JobSettings(**base).model_dump(), changes)
+        for curve in (merged.get("resources") or {}).values():
+            if isinstance(curve, dict) and curve.get("max") == 0:
+                curve["max"] = None  # `max: 0` in the block: uncapped
+        return JobSettings(**merged)
 
 
 class Bigtable(_Strict):
@@ -170,12 +224,30 @@ class DataSource(_Strict):
         return self
 
 
+# PyChunkedGraph's other graph_config keys (its meta.GraphConfig fields): passed through to the
+# images' dataset file unchanged. Any other key would fail inside the image, so it is refused.
+PCG_GRAPH_CONFIG_EXTRAS = ("ID", "OVERWRITE", "ROOT_LOCK_EXPIRY", "ROOT_COUNTERS")
+
+
 class GraphConfig(_Strict):
     CHUNK_SIZE: tuple[int, int, int]
     FANOUT: Literal[2] = 2
     SPATIAL_BITS: int = Field(default=10, ge=1, le=16)
     LAYER_ID_BITS: Literal[8] = 8
     ID_PREFIX: str = ""
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_validator(mode="after")
+    def _only_pychunkedgraph_keys(self) -> GraphConfig:
+        unknown = [k for k in (self.model_extra or {}) if k not in PCG_GRAPH_CONFIG_EXTRAS]
+        if unknown:
+            known = "CHUNK_SIZE, FANOUT, SPATIAL_BITS, LAYER_ID_BITS, ID_PREFIX"
+            named = ", ".join(f"graph_config.{k}" for k in unknown)
+            raise ValueError(
+                f"{named}: not a PyChunkedGraph graph_config key (typo?); it has {known}, "
+                f"{', '.join(PCG_GRAPH_CONFIG_EXTRAS)}"
+            )
+        return self
 
 
 class MeshConfig(_Strict):
@@ -196,7 +268,9 @@ class Dataset(_Strict):
 
 
 class PipelineConfig(_Strict):
-    graph_id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
+    # What PyChunkedGraph accepts (its graph id is a Bigtable table id): letters of either case,
+    # digits, `_`, `-`, `.`. Kubernetes names derived from it are sanitized and hashed.
+    graph_id: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$")
     dataset: str
     project: str = "local-demo"  # project of the Firestore and Pub/Sub resources
     region: str = "us-east1"
@@ -217,11 +291,18 @@ class PipelineConfig(_Strict):
     # Credential files for the worker pods' Secret (file name in the pod -> local file).
     secret_name: str = "cloud-volume-secrets"
     secret_files: dict[str, str] = {}
+    # The folder `secret_files` paths resolve against: empty, pipeline.yml's folder; else a
+    # folder relative to the working directory of `pipeline setup` (the predecessor's
+    # `--secrets`, default `secrets`), or an absolute one.
+    secrets_dir: str = ""
 
     # Filled by load_config; not part of the file.
     dataset_config: Dataset | None = None
     source_path: str = ""
     compat_notes: tuple[str, ...] = ()  # how a predecessor-style file was read
+    # What the loaded files mean that differs from how they read, in either shape (a
+    # mesh_config.max_layer past the root, `env:` keys replacing the controller's values).
+    load_notes: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _known_stages(self) -> PipelineConfig:
@@ -235,6 +316,15 @@ class PipelineConfig(_Strict):
         for stage in self.job.workloads:
             if stage not in STAGE_NAMES:
                 raise ValueError(f"job.workloads.{stage}: unknown stage; expected one of {known}")
+            try:
+                self.job.for_stage(stage)
+            except ValidationError as e:
+                what = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
+                )
+                raise ValueError(
+                    f"job.workloads.{stage}: merged into job it is not a valid job ({what})"
+                ) from None
         for stage, layer in self.start_layers.items():
             if stage not in STAGE_NAMES:
                 raise ValueError(f"start_layers.{stage}: unknown stage; expected one of {known}")
@@ -285,14 +375,18 @@ def load_config(path: str | Path) -> PipelineConfig:
     in `compat_notes`); a dataset without `data_source.size` takes it from the watershed.
     """
     path = Path(path).resolve()
-    raw, notes = config_compat.map_pipeline(read_yaml(path))
-    for reserved in ("dataset_config", "source_path", "compat_notes"):
+    try:
+        raw, notes = config_compat.map_pipeline(read_yaml(path))
+    except config_compat.CompatError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    for reserved in ("dataset_config", "source_path", "compat_notes", "load_notes"):
         if reserved in raw:
             raise ConfigError(f"{path}: {reserved}: unknown key (typo?)")
     try:
         cfg = PipelineConfig(**raw)
     except ValidationError as e:
         raise ConfigError(_format_errors(path, e)) from None
+    _check_pychunkedgraph_images(path, cfg)
     ds_path = (path.parent / cfg.dataset).resolve()
     ds_raw, ds_notes = config_compat.map_dataset(read_yaml(ds_path))
     try:
@@ -300,15 +394,53 @@ def load_config(path: str | Path) -> PipelineConfig:
     except ValidationError as e:
         raise ConfigError(_format_errors(ds_path, e)) from None
     dataset = _with_size(dataset, ds_path)
-    for note in (*notes, *ds_notes):
+    compat = tuple(str(n) for n in (*notes, *ds_notes))
+    meaning = tuple(str(n) for n in meaning_notes(cfg.env, dataset))
+    for note in (*compat, *meaning):
         log.warning("%s: %s", path.name, note)
     return cfg.model_copy(
         update={
             "dataset_config": dataset,
             "source_path": str(path),
-            "compat_notes": (*notes, *ds_notes),
+            "compat_notes": compat,
+            "load_notes": meaning,
         }
     )
+
+
+def _check_pychunkedgraph_images(path: Path, cfg: PipelineConfig) -> None:
+    """ConfigError unless every PyChunkedGraph image is at or above the predecessor's floor
+    (config_compat.MIN_PCG_IMAGE), naming the key."""
+    for stage, image in cfg.images.items():
+        if config_compat.is_pychunkedgraph_image(image):
+            try:
+                config_compat.check_image_floor(f"images.{stage}", image)
+            except config_compat.CompatError as e:
+                raise ConfigError(f"{path}: {e}") from None
+
+
+def meaning_notes(env: dict[str, str], dataset: Dataset) -> list[config_compat.Note]:
+    """What loaded files mean that differs from how they read, in either shape: `env:` keys
+    that replace the controller's values, and a mesh_config.max_layer past the root (meshing
+    stops at the root, as the predecessor clamped it; the file's value reaches the images
+    unchanged)."""
+    notes = override_notes(env)
+    mesh, size = dataset.mesh_config, dataset.data_source.size
+    if mesh is None or not mesh.max_layer or size is None:
+        return notes
+    shape = layer2_shape_of(size, dataset.graph_config.CHUNK_SIZE)
+    root = layer_count(shape, dataset.graph_config.FANOUT)
+    if mesh.max_layer > root:
+        notes.append(
+            config_compat.Note(
+                "mesh_config.max_layer",
+                f"{mesh.max_layer}, clamped to the root (layer {root})",
+                "mesh_config.max_layer",
+                f"{mesh.max_layer} is past the root (layer {root}): meshing builds layers "
+                f"2..{root}",
+            )
+        )
+    return notes
 
 
 def _with_size(dataset: Dataset, ds_path: Path) -> Dataset:

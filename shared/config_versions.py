@@ -25,7 +25,7 @@ MAX_CHANGES = 200  # recorded per version (a version diff is a review aid, not a
 MAX_VALUE_CHARS = 300  # of one recorded old/new value
 
 # Never part of a diff: where the file was, how it was read.
-_IGNORED = ("config.source_path", "config.compat_notes")
+_IGNORED = ("config.source_path", "config.compat_notes", "config.load_notes")
 # Changes that invalidate finished work (the batches' chunks, the chunk grid, the graph).
 _PROTECTED = (
     r"config\.graph_id",

@@ -15,6 +15,7 @@ from typing import Any
 from shared import lock_renewal, worker_pod
 from shared.autopilot import Requests, ResourceLimitError
 from shared.config import JobSettings, PipelineConfig
+from shared.env_overrides import OVERRIDABLE
 from shared.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
 from shared.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError, default_stages, stage_layers
 from shared.worker_contract import (
@@ -104,24 +105,24 @@ def _env(
     cfg: PipelineConfig, contract: dict[str, str], extra: dict[str, str] | None = None
 ) -> list[dict[str, str]]:
     """The container env: the worker contract, then what the stage and the mounts add
-    (unless the operator's `env` sets it), then the operator's `env` (which may not shadow
-    what the controller sets)."""
+    (unless the operator's `env` sets it), then the operator's `env` (which may replace only
+    the overridable keys of what the controller sets)."""
     for name in cfg.env:
         if name == N_PROCESSES:
             raise ManifestError(
                 f"env.{N_PROCESSES}: set per layer from job.processes_per_vcpu x the layer's "
                 "vCPU; remove it (job.parallel: false for one process)"
             )
-        if name in RESERVED:
+        if name in RESERVED and name not in OVERRIDABLE:
             raise ManifestError(f"env.{name}: set by the controller for every Job; remove it")
         if not name or "=" in name or not all(32 <= ord(c) < 127 for c in name):
             raise ManifestError(f"env.{name}: not a valid environment variable name")
     if LOCK_EXPIRY_SCALE in cfg.env:
         # The operator's scale replaces the per-layer one (lock_scale_warning says where it
-        # breaks the renewal bound); written once, with the operator's env.
+        # breaks the renewal bound).
         _operator_scale(cfg)
-        contract = {k: v for k, v in contract.items() if k != LOCK_EXPIRY_SCALE}
-    pairs = [*contract.items()]
+    # An overridable key (shared/env_overrides.py) the operator sets replaces the contract's.
+    pairs = [(k, v) for k, v in contract.items() if k not in cfg.env]
     pairs += [(k, v) for k, v in (extra or {}).items() if k not in cfg.env]
     pairs += list(cfg.env.items())
     return [{"name": k, "value": v} for k, v in pairs]

@@ -20,6 +20,7 @@ from datetime import datetime
 from shared import intervals
 from shared.forecast import LayerForecast, RunForecast
 from shared.stages import dependencies
+from shared.start_from import describe_start
 from shared.state import LayerState, RunState, layer_key
 
 FORECAST = "forecast"  # ETAs from shared.forecast
@@ -113,6 +114,8 @@ class RunProgress:
     eta_basis: str = AVERAGE_RATE  # FORECAST when eta_s comes from shared.forecast
     projected_usd: float | None = None  # spent plus the forecast cost of the rest of the run
     assumed_chunk_s: float | None = None  # the forecast's guess before any pod finished
+    # Mid-graph starts recorded on the run (shared/start_from.py), one line each.
+    starts: tuple[str, ...] = ()
 
 
 def chunks_done(completed_indexes: str, size: LayerSize) -> int:
@@ -288,6 +291,7 @@ def run_progress(
         eta_basis=basis,
         projected_usd=projected,
         assumed_chunk_s=None if forecast is None else forecast.assumed_chunk_s,
+        starts=tuple(describe_start(s, start) for s, start in run.mid_graph_starts.items()),
     )
 
 

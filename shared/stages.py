@@ -10,6 +10,7 @@ has a setup pass (`setup_command`) that runs once before its first layer. Pure m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -68,6 +69,16 @@ STAGES: dict[str, Stage] = {
     )
 }
 STAGE_NAMES: tuple[str, ...] = tuple(STAGES)
+# Stages whose pods write done markers when they run an image: PyChunkedGraph's ingest
+# workers (the predecessor's harness). Its meshing and migration workers and the L2 cache's
+# are idempotent and lock-free and write none.
+IMAGE_MARKED_STAGES = ("ingest",)
+
+
+def writes_done_markers(workloads: Mapping[str, str], stage: str) -> bool:
+    """True when the pods of `stage` mark each chunk done in the ledger: this project's worker
+    (a `workloads.<stage>` plugin) always does, an image only for IMAGE_MARKED_STAGES."""
+    return bool((workloads.get(stage) or "").strip()) or stage in IMAGE_MARKED_STAGES
 
 
 def stage(name: str) -> Stage:
@@ -113,12 +124,9 @@ def top_layer(cfg: PipelineConfig, name: str) -> int:
         return FIRST_LAYER
     mesh = cfg.ds.mesh_config
     if last == "mesh" and mesh is not None and mesh.max_layer:
-        if mesh.max_layer > root:
-            raise PlanError(
-                f"dataset mesh_config.max_layer: {mesh.max_layer} is past the root; "
-                f"valid {FIRST_LAYER}..{root}"
-            )
-        return mesh.max_layer
+        # Past the root it stops at the root, as the predecessor clamped it (load_config
+        # notes it).
+        return min(mesh.max_layer, root)
     return root
 
 

@@ -1,7 +1,11 @@
 """`pipeline start --from-layer L [--stage S]` (or `start_layers` in the config): a run that
 begins a stage mid-graph. The layers below L were built before (by an earlier run, or the
-predecessor): they are recorded as done (`done_before`), once every chunk of layer L-1 is
-found marked done in the ledger. Pure module: the ledger read is the caller's.
+predecessor): they are recorded as done (`done_before`). A stage whose pods write done
+markers (shared.stages.writes_done_markers) starts once every chunk of layer L-1 is found
+marked done in the ledger; one whose pods write none (PyChunkedGraph's meshing and migration,
+the L2 cache) starts as the predecessor started it, trusting L, and the run records who
+started it when, unverified (docs/predecessor-configs.md). Pure module: the ledger read is
+the caller's.
 """
 
 from __future__ import annotations
@@ -9,12 +13,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 from shared.config import PipelineConfig
 from shared.layer_spec import layer_spec
 from shared.layers import chunk_id
 from shared.operator_actions import ActionError
-from shared.stages import FIRST_LAYER, dependencies
+from shared.stages import FIRST_LAYER, dependencies, writes_done_markers
 from shared.state import RunState, layer_key
 
 SAMPLE = 5  # missing chunks named in a refusal
@@ -72,10 +77,20 @@ def check_layer_done(stage: str, layer: int, total: int, missing: list[int]) -> 
     )
 
 
-def skip_below(run: RunState, stage: str, first: int, by: str, now: datetime) -> list[str]:
-    """Record the layers of `stage` below `first` as built before this run; their keys. The
-    stage's setup pass is dropped: it ran when those layers were built (the graph and its
+def needs_marker_check(cfg: PipelineConfig, stage: str) -> bool:
+    """True when a mid-graph start of `stage` must find layer L-1 marked done: its pods write
+    done markers. False: the start is trusted (and recorded unverified)."""
+    return writes_done_markers(cfg.workloads, stage)
+
+
+def skip_below(
+    run: RunState, stage: str, first: int, by: str, now: datetime, verified: bool = True
+) -> list[str]:
+    """Record the layers of `stage` below `first` as built before this run, and the start
+    itself on the run (who, when, whether layer `first`-1 was found marked done); the keys.
+    The stage's setup pass is dropped: it ran when those layers were built (the graph and its
     metadata exist; a second ingest setup would refuse an existing table)."""
+    run.mid_graph_starts[stage] = {"layer": first, "by": by, "at": now, "verified": verified}
     run.setups.pop(stage, None)
     keys = []
     for layer in range(FIRST_LAYER, first):
@@ -85,3 +100,16 @@ def skip_below(run: RunState, stage: str, first: int, by: str, now: datetime) ->
         ls.completions = 0
         keys.append(ls.key)
     return keys
+
+
+def describe_start(stage: str, start: dict[str, Any]) -> str:
+    """One line for `pipeline start` and `pipeline status` on a recorded mid-graph start."""
+    layer, by, at = start.get("layer"), start.get("by", "?"), start.get("at")
+    when = at.strftime("%Y-%m-%d %H:%M UTC") if isinstance(at, datetime) else str(at or "?")
+    below = f"layers 2..{int(layer) - 1}" if isinstance(layer, int) else "the layers below"
+    if start.get("verified", True):
+        return f"{stage} started at layer {layer} by {by} at {when}: {below} found marked done"
+    return (
+        f"{stage} started at layer {layer} by {by} at {when}: {below} NOT verified (its pods "
+        "write no done markers; trusted as the predecessor trusted start_layer)"
+    )

@@ -152,6 +152,9 @@ class RunState:
     config_version: int = 1  # bumped by `pipeline apply` (history: runs/{run}/config_versions)
     # `pipeline start --force` past another active run of the graph: who, when, why, which.
     forced_start: dict[str, Any] = field(default_factory=dict)
+    # `pipeline start --from-layer` / `start_layers`: stage -> {layer, by, at, verified}; a
+    # stage whose pods write no done markers starts unverified (shared/start_from.py).
+    mid_graph_starts: dict[str, dict[str, Any]] = field(default_factory=dict)
     dataset: dict[str, Any] = field(default_factory=dict)  # dataset snapshot
     layers: dict[str, LayerState] = field(default_factory=dict)
     # Each stage's setup pass (stages without one are absent; runs from before setups too).

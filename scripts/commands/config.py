@@ -1,7 +1,8 @@
 """`pipeline config import`: an operator's predecessor-style files rewritten in the new shape.
 
 `load_config` already reads the predecessor's keys (shared/config_compat.py); this writes the
-mapped files for operators who want to keep the new shape, and checks they load as written.
+mapped files for operators who want to keep the new shape, checks they load as written, and
+prints every change of meaning as one table (old key, old meaning, new key, effect).
 """
 
 from __future__ import annotations
@@ -10,22 +11,28 @@ from pathlib import Path
 
 import click
 import yaml
+from rich.console import Console
+from rich.table import Table
 
-from shared.config import ConfigError, load_config, read_yaml
-from shared.config_compat import map_dataset, map_pipeline
+from shared.config import ConfigError, load_config, meaning_notes, read_yaml
+from shared.config_compat import CompatError, Note, map_dataset, map_pipeline
 
 
 def _new_name(path: Path) -> Path:
     return path.with_name(f"{path.stem}.new{path.suffix}")
 
 
-def import_files(old: Path, out: Path | None, force: bool) -> tuple[Path, Path, list[str]]:
-    """Write `old` (and its dataset file) in the new shape; returns both paths and the notes.
+def import_files(old: Path, out: Path | None, force: bool) -> tuple[Path, Path, list[Note]]:
+    """Write `old` (and its dataset file) in the new shape; returns both paths and the notes
+    (the mapping's, then what the loaded files mean that differs from how they read).
 
     The new dataset file is written next to the new pipeline file, so relative paths in it
     (a local watershed) resolve as before when both stay beside the old files (the default).
     """
-    pipeline, notes = map_pipeline(read_yaml(old))
+    try:
+        pipeline, notes = map_pipeline(read_yaml(old))
+    except CompatError as e:
+        raise ConfigError(f"{old}: {e}") from None
     old_dataset = old.parent / str(pipeline.get("dataset") or "dataset.yml")
     dataset, ds_notes = map_dataset(read_yaml(old_dataset))
     out = out or _new_name(old)
@@ -41,7 +48,17 @@ def import_files(old: Path, out: Path | None, force: bool) -> tuple[Path, Path, 
     cfg = load_config(out)  # the written files must load as they are, with nothing to map
     if cfg.compat_notes:
         raise ConfigError(f"{out}: still needs mapping: {'; '.join(cfg.compat_notes)}")
-    return out, new_dataset, [*notes, *ds_notes]
+    return out, new_dataset, [*notes, *ds_notes, *meaning_notes(cfg.env, cfg.ds)]
+
+
+def notes_table(notes: list[Note]) -> Table:
+    """The changes of meaning, one row each: old key, old meaning, new key, effect."""
+    table = Table(title="changes of meaning", title_justify="left", show_lines=False)
+    for name in ("old key", "old meaning", "new key", "effect"):
+        table.add_column(name, overflow="fold")
+    for note in notes:
+        table.add_row(note.old_key, note.old_meaning, note.new_key, note.effect)
+    return table
 
 
 @click.group("config")
@@ -60,10 +77,11 @@ def config_group() -> None:
 )
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
 def import_(old_pipeline: Path, out: Path | None, force: bool) -> None:
-    """Write OLD_PIPELINE (predecessor's shape) and its dataset file in the new shape."""
+    """Write OLD_PIPELINE (predecessor's shape) and its dataset file in the new shape, and
+    print every change of meaning as one table."""
     new, dataset, notes = import_files(old_pipeline, out, force)
-    for note in notes:
-        click.echo(f"  {note}")
+    if notes:
+        Console(soft_wrap=False).print(notes_table(notes))
     click.echo(f"wrote {new} and {dataset} ({len(notes)} changes); both load as written")
 
 

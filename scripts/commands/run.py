@@ -53,7 +53,8 @@ def start_run(
     """Validate the config, store a new run and kick the controller. A second active run
     of the graph is refused unless `force` (then recorded on the run, with `reason`). With
     `from_layer` (or the config's `start_layers`) a stage starts mid-graph once the layer
-    below is complete in the ledger."""
+    below is complete in the ledger, or, for a stage whose pods write no done markers, at
+    once, recorded on the run as unverified."""
     cfg = load_config(cfg_path)
     validate_config_renders(cfg)
     warning = lock_scale_warning(cfg)
@@ -73,9 +74,11 @@ def start_run(
     others = services.store.runs_of_graph(cfg.graph_id)
     ops.guard_one_active(run, others, force, operator_name(), _now(), reason)
     for stage, first in start_from.start_layers(cfg, run, from_stage, from_layer).items():
-        missing, total = _not_done(cfg, stage, first - 1)
-        start_from.check_layer_done(stage, first - 1, total, missing)
-        start_from.skip_below(run, stage, first, operator_name(), _now())
+        verified = start_from.needs_marker_check(cfg, stage)
+        if verified:
+            missing, total = _not_done(cfg, stage, first - 1)
+            start_from.check_layer_done(stage, first - 1, total, missing)
+        start_from.skip_below(run, stage, first, operator_name(), _now(), verified=verified)
     services.store.create_run(run)
     services.kick(run.run_id, "start", operator_name())
     return run
@@ -175,9 +178,15 @@ def start(
     except ops.ActionError as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"started run {run.run_id} ({', '.join(run.stages)}; advance {run.advance})")
-    skipped = [ls.key for ls in run.ordered_layers() if ls.done_before]
-    if skipped:
-        click.echo(f"built before (done markers checked): {', '.join(skipped)}")
+    unverified = {s for s, start in run.mid_graph_starts.items() if not start["verified"]}
+    checked = [
+        ls.key for ls in run.ordered_layers() if ls.done_before and ls.stage not in unverified
+    ]
+    if checked:
+        click.echo(f"built before (done markers checked): {', '.join(checked)}")
+    for stage in sorted(unverified):
+        line = start_from.describe_start(stage, run.mid_graph_starts[stage])
+        click.echo(f"warning: {line} (recorded on the run)", err=True)
     if run.forced_start:
         past = ", ".join(run.forced_start["past_runs"])
         click.echo(f"warning: forced past the active run(s) {past} (recorded)", err=True)

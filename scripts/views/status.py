@@ -177,7 +177,10 @@ def waiting_lines(p: RunProgress, limit: int = MAX_WAITING) -> Text:
 
 def status_view(p: RunProgress, note: str = "", max_rows: int = MAX_ROWS) -> Group:
     """The whole screen: header, layers, waiting layers, and a note (what was not read)."""
-    parts = [header(p), layers_table(p, max_rows), waiting_lines(p)]
+    parts = [header(p)]
+    if p.starts:  # how the run began mid-graph, unverified layers included (recorded)
+        parts.append(Text("\n".join(p.starts), style="yellow"))
+    parts += [layers_table(p, max_rows), waiting_lines(p)]
     if note:
         parts.append(Text(note, style="dim"))
     return Group(*parts)

@@ -319,12 +319,27 @@ def test_lock_expiry_grows_per_layer(tmp_path, layer):
 
 
 @pytest.mark.parametrize(
-    "name", ["PCG_LAYER", "PCG_GRID_SHAPE", "PCG_WORKLOAD", "BIGTABLE_PROJECT"]
+    "name", ["PCG_LAYER", "PCG_GRID_SHAPE", "PCG_WORKLOAD", "PCG_GRAPH_ID", "PCG_BATCH_SIZE"]
 )
 def test_env_may_not_shadow_controller_names(tmp_path, name):
     cfg = make_config(tmp_path, {"env": {name: "x"}})
     with pytest.raises(ManifestError, match=f"env.{name}"):
         render_job(cfg, "ingest", 2, run_id="r", parallelism=1)
+
+
+@pytest.mark.parametrize(
+    "name", ["BIGTABLE_PROJECT", "BIGTABLE_INSTANCE", "PCG_DATASET", "PCG_LOCK_EXPIRY_SCALE"]
+)
+def test_env_replaces_the_keys_the_predecessor_let_operators_set(tmp_path, name):
+    cfg = make_config(tmp_path, {"env": {name: "x"}})
+    container = render_job(cfg, "ingest", 3, run_id="r", parallelism=1)["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    names = [e["name"] for e in container["env"]]
+    assert (
+        names.count(name) == 1
+        and env_of(render_job(cfg, "ingest", 3, run_id="r", parallelism=1))[name] == "x"
+    )
 
 
 @pytest.mark.parametrize(
@@ -479,6 +494,10 @@ def test_empty_run_id_refused(tmp_path):
             {"mesh_config": {"max_layer": 3}},
             [("ingest", n) for n in range(2, 6)] + [("meshing", 2), ("meshing", 3)],
         ),
+        (  # past the root (5): meshing stops at the root, as the predecessor clamped it
+            {"mesh_config": {"max_layer": 6}},
+            [("ingest", n) for n in range(2, 6)] + [("meshing", n) for n in range(2, 6)],
+        ),
     ],
 )
 def test_implied_renders(tmp_path, dataset, expected):
@@ -491,7 +510,6 @@ def test_implied_renders(tmp_path, dataset, expected):
         ({"images": {"ingest": ""}}, {}, r"images\.ingest"),
         ({"images": {"l2cache": ""}}, {"l2cache_config": {}}, r"images\.l2cache"),
         ({"images": {"meshing": ""}}, {"mesh_config": {}}, r"images\.meshing"),
-        ({}, {"mesh_config": {"max_layer": 6}}, r"mesh_config\.max_layer.*2\.\.5"),
     ],
 )
 def test_validate_config_renders_refuses(tmp_path, pipeline, dataset, match):

@@ -1,0 +1,61 @@
+"""`pipeline start --from-layer` through the CLI against the emulators: a stage whose pods write
+no done markers (an image's meshing) starts mid-graph at once, recorded on the run as
+unverified and shown by `pipeline status`; an image's ingest is still refused until the layer
+below is marked done in the graph's table (docs/predecessor-configs.md)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import yaml
+
+from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
+from tests.builders.stored_runs import DEMO
+
+PCG = "caveconnectome/pychunkedgraph:v3.2.0.dev6"
+
+
+def _image_config(tmp_path: Path) -> tuple[str, dict]:
+    """The demo with ingest and meshing run by PyChunkedGraph images' entry points, on a
+    graph of its own (PyChunkedGraph's ids may carry upper case and dots)."""
+    raw = yaml.safe_load(DEMO.read_text())
+    raw["graph_id"] = f"Demo.V1.{uuid.uuid4().hex[:6]}"
+    raw["workloads"] = {"l2cache": raw["workloads"]["l2cache"]}
+    raw["images"].update(ingest=PCG, meshing=PCG)
+    raw["commands"] = {
+        "ingest": ["python", "-m", "pychunkedgraph.pipeline.ingest"],
+        "meshing": ["python", "-m", "pychunkedgraph.pipeline.meshing"],
+    }
+    (tmp_path / "dataset.yml").write_text((DEMO.parent / "dataset.yml").read_text())
+    (tmp_path / "pipeline.yml").write_text(yaml.safe_dump(raw))
+    return str(tmp_path / "pipeline.yml"), raw
+
+
+def test_an_image_meshing_starts_unverified_and_status_shows_it(cli, store, tmp_path):
+    cfg, _ = _image_config(tmp_path)
+    args = ("start", "-c", cfg, "--stages", "meshing", "--advance", "manual")
+    out = cli(*args, "--run-id", "mesh-mid", "--from-layer", "3")
+    assert out.exit_code == 0, out.output
+    assert "meshing started at layer 3 by alice" in out.output and "NOT verified" in out.output
+    run = store.load_run("mesh-mid")
+    start = run.mid_graph_starts["meshing"]
+    assert (start["layer"], start["by"], start["verified"]) == (3, "alice", False)
+    assert run.layers["meshing-L2"].done_before and not run.layers["meshing-L3"].done_before
+    shown = cli("status", "mesh-mid", "--once")
+    assert shown.exit_code == 0, shown.output
+    assert "layers 2..2 NOT verified" in " ".join(shown.output.split())
+
+
+def test_an_image_ingest_keeps_its_marker_check(cli, tmp_path, emulators):
+    cfg, raw = _image_config(tmp_path)
+    bt = raw["bigtable"]
+    table = open_bigtable_client(
+        raw["graph_id"], bt["project"], bt["instance"], timedelta(seconds=30), create=True
+    )
+    close_bigtable_client(table)  # the graph's table, no chunk marked done
+    args = ("start", "-c", cfg, "--stages", "ingest", "--advance", "manual")
+    out = cli(*args, "--run-id", "ingest-mid", "--from-layer", "3")
+    assert out.exit_code != 0
+    assert "chunks of ingest layer 2 are not marked done" in out.output
