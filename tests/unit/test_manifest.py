@@ -328,18 +328,19 @@ def test_env_may_not_shadow_controller_names(tmp_path, name):
 
 
 @pytest.mark.parametrize(
-    "name", ["BIGTABLE_PROJECT", "BIGTABLE_INSTANCE", "PCG_DATASET", "PCG_LOCK_EXPIRY_SCALE"]
+    ("name", "value"),
+    [
+        ("BIGTABLE_PROJECT", "x"),
+        ("BIGTABLE_INSTANCE", "x"),
+        ("PCG_DATASET", "x"),
+        ("PCG_LOCK_EXPIRY_SCALE", "0.25"),  # a number: the scale is checked
+    ],
 )
-def test_env_replaces_the_keys_the_predecessor_let_operators_set(tmp_path, name):
-    cfg = make_config(tmp_path, {"env": {name: "x"}})
-    container = render_job(cfg, "ingest", 3, run_id="r", parallelism=1)["spec"]["template"]["spec"][
-        "containers"
-    ][0]
-    names = [e["name"] for e in container["env"]]
-    assert (
-        names.count(name) == 1
-        and env_of(render_job(cfg, "ingest", 3, run_id="r", parallelism=1))[name] == "x"
-    )
+def test_env_replaces_the_keys_the_predecessor_let_operators_set(tmp_path, name, value):
+    cfg = make_config(tmp_path, {"env": {name: value}})
+    manifest = render_job(cfg, "ingest", 3, run_id="r", parallelism=1)
+    names = [e["name"] for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]]
+    assert names.count(name) == 1 and env_of(manifest)[name] == value
 
 
 @pytest.mark.parametrize(
