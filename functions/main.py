@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import time
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ from cloudevents.http import CloudEvent
 from shared import dead_letters
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.wiring import controller, project_from_env
-from shared.advance_watch import WatchPolicy, watch
+from shared.advance_watch import WatchPolicy, watch, watch_lease_expiry, watch_window
 from shared.controller import ReconcileResult
 from shared.job_events import BadEventError, parse_log_entry
 from shared.run_store import RunNotFoundError
@@ -60,6 +61,24 @@ def pubsub_message(cloud_event: CloudEvent) -> tuple[bytes, dict[str, str]]:
     if not isinstance(attributes, dict):
         raise BadMessageError("Pub/Sub message `attributes` is not an object")
     return payload, {str(k): str(v) for k, v in attributes.items()}
+
+
+def publish_time(cloud_event: CloudEvent) -> datetime | None:
+    """When Pub/Sub accepted the message: its `publishTime` (Eventarc's envelope and
+    functions-framework's conversion of a push body both carry it in `message`; snake_case
+    in some envelopes), else the CloudEvent's `time`, which functions-framework sets from
+    it. None if neither is a timestamp."""
+    data = cloud_event.data if isinstance(cloud_event.data, dict) else {}
+    message = data.get("message") if isinstance(data.get("message"), dict) else {}
+    for value in (message.get("publishTime"), message.get("publish_time"), cloud_event.get("time")):
+        if not value:
+            continue
+        try:
+            stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp
+    return None
 
 
 def _json_body(payload: bytes) -> dict[str, Any]:
@@ -104,28 +123,67 @@ def on_job_event(cloud_event: CloudEvent) -> None:
 
 @functions_framework.cloud_event
 def on_tick(cloud_event: CloudEvent) -> None:
-    """The heartbeat (Cloud Scheduler, every minute): reconcile every active run."""
-    started = time.monotonic()
+    """The heartbeat (Cloud Scheduler, every minute): reconcile every active run, then
+    watch the layers about to finish for what is left of the tick's budget, counted from its
+    publish time (a late or redelivered tick reconciles but does not watch)."""
+    published = publish_time(cloud_event)
     for result in controller().on_tick():
         _reconciled(result, "tick")
-    _watch_tails(started)
+    _watch_tails(published, cloud_event["id"])
+
+
+def tick_period_s() -> float:
+    """Cloud Scheduler's period (`PIPELINE_TICK_PERIOD_S`, 60 s as terraform's job)."""
+    return float(os.environ.get("PIPELINE_TICK_PERIOD_S", "60"))
 
 
 def watch_policy() -> WatchPolicy:
-    """From the tick period (`PIPELINE_TICK_PERIOD_S`, 60 s as Cloud Scheduler's job);
-    `PIPELINE_WATCH_BUDGET_S` overrides the budget (0 turns the watch off)."""
-    policy = WatchPolicy.for_tick_period(float(os.environ.get("PIPELINE_TICK_PERIOD_S", "60")))
+    """From the tick period; `PIPELINE_WATCH_BUDGET_S` overrides the budget (0 turns the
+    watch off) and `PIPELINE_WATCH_POLL_S` the time between Job GETs."""
+    poll = float(os.environ.get("PIPELINE_WATCH_POLL_S", "3"))
+    policy = WatchPolicy.for_tick_period(tick_period_s(), poll)
     budget = os.environ.get("PIPELINE_WATCH_BUDGET_S")
     return policy if budget is None else WatchPolicy(policy.poll_s, float(budget), policy.horizon_s)
 
 
-def _watch_tails(started: float) -> None:
+def _watch_tails(published: datetime | None, tick_id: str) -> None:
     """Fast advances without Job events (shared.advance_watch): watch the layers about to
-    finish until shortly before the next tick."""
-    policy = watch_policy()
-    if policy.budget_s <= 0:
-        return
+    finish until shortly before the next tick, if this tick is on time and no other tick is
+    watching (the watch lease)."""
+    policy, period = watch_policy(), tick_period_s()
     ctrl = controller()
+    mono, now = time.monotonic(), ctrl.clock()
+    if published is None:  # never from Pub/Sub; a hand-made event: take it as on time
+        _log("WARNING", "tick without a publish time: watched as if on time", tick=tick_id)
+        published = now
+    window = watch_window(published, now, period, policy)
+    age_s = max(0.0, (now - published).total_seconds())
+    if not window.watches:
+        _log("INFO", "tail watch skipped", tick=tick_id, reason=window.reason, age_s=age_s)
+        return
+    holder = uuid.uuid4().hex
+    try:
+        claimed = ctrl.store.claim_watch(holder, watch_lease_expiry(published, period, policy), now)
+    except Exception as e:  # the watch only speeds things up: the tick itself has succeeded
+        _log("ERROR", "tail watch lease not claimed", tick=tick_id, error=repr(e))
+        return
+    if not claimed:  # another tick is watching (two deliveries at once)
+        _log("INFO", "tail watch skipped", tick=tick_id, reason="busy", age_s=age_s)
+        return
+    _log("INFO", "tail watch started", tick=tick_id, age_s=age_s, budget_s=window.seconds)
+    try:
+        _watch(ctrl, policy, mono - age_s)
+    finally:
+        _log("INFO", "tail watch ended", tick=tick_id)  # before the lease is free again
+        try:
+            ctrl.store.release_watch(holder)
+        except Exception as e:  # the lease lapses on its own (watch_lease_expiry)
+            _log("ERROR", "tail watch lease not released", tick=tick_id, error=repr(e))
+
+
+def _watch(ctrl: Any, policy: WatchPolicy, started: float) -> None:
+    """The watch itself, its budget running from `started` (the tick's publish time on the
+    monotonic clock)."""
 
     def reconcile(run_id: str) -> RunState | None:
         try:

@@ -7,17 +7,25 @@ images included, because it needs nothing from the pods: after its reconciles, t
 function keeps watching the Jobs of layers that may finish before the tick after next (in
 their tail: every remaining index already has a pod; or, at the rate of progress seen since
 the Job was submitted, done within `horizon_s`) with one Job GET every `poll_s`, until
-`budget_s` after the tick started (ending before the next tick), and reconciles a run as
-soon as one of its watched Jobs has finished. Kubernetes API GETs are free; Firestore is
+`budget_s` after the tick was published (ending before the next tick), and reconciles a run
+as soon as one of its watched Jobs has finished. Kubernetes API GETs are free; Firestore is
 read once per tick for the watch list and again only when a Job has finished. Logic only:
 the I/O is injected.
+
+Ticks must never watch into each other (docs/ticks-and-evictions.md): a tick queued behind
+another, or redelivered after a failure, would otherwise run a second full watch into the
+next one, and the drift ends in refused deliveries and dead-lettered ticks. So the budget
+counts from the tick's publish time (the Pub/Sub message's `publishTime`, the only clock that
+says how late a tick is), a tick older than the tick period reconciles but does not watch
+(`watch_window`), and a watch holds a lease (`watch_lease_expiry`) that a second tick finds
+taken.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from shared import intervals
 from shared.cluster import JobStatus
@@ -51,6 +59,45 @@ class WatchPolicy:
         period that leaves no room for two polls needs no watch (the ticks are fast enough)."""
         budget = min(MAX_BUDGET_S, tick_period_s - TICK_MARGIN_S)
         return cls(poll_s, budget if budget >= 2 * poll_s else 0.0, 2 * tick_period_s)
+
+
+@dataclass(frozen=True)
+class WatchWindow:
+    """What a tick may watch: `seconds` left of its budget (0: no watch) and why: `watch`,
+    `late` (published more than a tick period ago), `spent` (its budget has run out: a
+    redelivery, or a tick that queued) or `off` (no watch configured)."""
+
+    seconds: float
+    reason: str
+
+    @property
+    def watches(self) -> bool:
+        return self.seconds > 0
+
+
+def watch_window(
+    published_at: datetime, now: datetime, tick_period_s: float, policy: WatchPolicy
+) -> WatchWindow:
+    """How long a tick published at `published_at` may watch at `now`: its budget less its
+    age, if at least one poll fits. A publish time ahead of `now` (clock skew) counts as age 0."""
+    if policy.budget_s <= 0:
+        return WatchWindow(0.0, "off")
+    age = max(0.0, (now - published_at).total_seconds())
+    if age > tick_period_s:
+        return WatchWindow(0.0, "late")
+    left = policy.budget_s - age
+    if left < policy.poll_s:
+        return WatchWindow(0.0, "spent")
+    return WatchWindow(left, "watch")
+
+
+def watch_lease_expiry(
+    published_at: datetime, tick_period_s: float, policy: WatchPolicy
+) -> datetime:
+    """When a watch's lease lapses if its holder never releases it (its function died): a
+    tick period after the watch's own end, so the next tick's watch, which could overlap a
+    holder still running, is lost rather than run twice."""
+    return published_at + timedelta(seconds=policy.budget_s + tick_period_s)
 
 
 def may_finish_soon(ls: LayerState, now: datetime, horizon_s: float) -> bool:
@@ -99,8 +146,8 @@ def watch(
     reconcile a run when one of its watched Jobs has finished (`reconcile` returns the run's
     fresh state, or None once it needs no more watching). Returns the run ids reconciled, in
     order. `reconcile` handles (logs) its own errors and returns None after one: the next
-    tick retries that run. The budget runs from `started` (the tick's start on the
-    `monotonic` clock; now if None), so a slow tick watches less, never into the next one."""
+    tick retries that run. The budget runs from `started` (the tick's publish time on the
+    `monotonic` clock; now if None), so a late tick watches less, never into the next one."""
     deadline = (monotonic() if started is None else started) + policy.budget_s
     targets = jobs_to_watch(runs, clock(), policy.horizon_s)
     reconciled: list[str] = []

@@ -16,6 +16,10 @@ and `at` (ISO time of the decision), plus the kind's details:
 - `budget_reached`: `spend_usd`, `budget_usd`
 - `run_finished`: `status`
 - `run_unhealthy`: `error`, `failures` (consecutive failed reconciles), `since`
+- `index_evicted_repeatedly` (once per index of a layer attempt): `indexes` (interval
+  string), `index_count`, `evictions` {index: count}, `max_evictions_per_index`, `job`,
+  `memory_request_gib`, `fix`, `batches` [{`index`, `evictions`, `chunks`}] for the first
+  MAX_BATCHES (shared.evictions)
 - `claim_lost`: `job`, `chunk_count`, `chunks` (chunk ids, the first MAX_CLAIM_LOST_CHUNKS),
   `pods` [{`pod`, `index`, `chunks`}] (the first MAX_BATCHES): workers whose chunk claim was
   lost or could not be renewed (the fencing path: nothing marked done, the chunk redone)
@@ -35,6 +39,7 @@ from typing import Any
 
 from shared import intervals
 from shared.config import PipelineConfig
+from shared.evictions import ALERT_KIND as EVICTED_REPEATEDLY
 from shared.forecast import forecast, forecast_inputs
 from shared.layer_spec import layer_spec
 from shared.reconcile import Alert
@@ -72,6 +77,21 @@ def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) 
         ]
         body["batches_omitted"] = max(0, len(indexes) - MAX_BATCHES)
         body["detail"] = f"pipeline inspect {run.run_id} {alert.stage} {alert.layer}"
+    if alert.kind == EVICTED_REPEATEDLY:
+        spec = layer_spec(cfg, alert.stage, alert.layer)
+        indexes = sorted(alert.details["indexes"])
+        counts = alert.details.get("evictions") or {}
+        body["indexes"] = intervals.format(indexes)
+        body["index_count"] = len(indexes)
+        body["batches"] = [
+            {
+                "index": i,
+                "evictions": counts.get(str(i), 0),
+                "chunks": [list(c) for c in spec.batch_chunks(i)],
+            }
+            for i in indexes[:MAX_BATCHES]
+        ]
+        body["batches_omitted"] = max(0, len(indexes) - MAX_BATCHES)
     if alert.kind == "approval_needed":
         body["forecast"] = approval_forecast(cfg, run, alert, now)
     return bounded(body)

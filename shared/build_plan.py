@@ -30,7 +30,8 @@ _PLANNED_PARALLELISM = 1
 def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -> LayerPlan:
     """The plan of one layer of run `run_id`: its Job is the one of the layer's attempt,
     rendered if `render` (else only named)."""
-    ramp = cfg.job.for_stage(ls.stage).ramp
+    settings = cfg.job.for_stage(ls.stage)
+    ramp, evictions = settings.ramp, settings.max_evictions_per_index
     name = job_name(cfg.graph_id, ls.stage, ls.layer, attempt_salt(run_id, ls.attempt))
     manifest: dict[str, Any] | None = None
     refusal = ""
@@ -51,9 +52,18 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
     except (LayerRangeError, ResourceLimitError):
         # No Job can run this layer under this config (the refusal says why): it fails
         # when it is started, like any other refused manifest.
-        return LayerPlan(1, ramp, job_name=name, refusal=refusal)
+        return LayerPlan(1, ramp, job_name=name, refusal=refusal, max_evictions_per_index=evictions)
     req = spec.requests
-    return LayerPlan(spec.completions, ramp, req.cpu, req.memory_gib, name, manifest, refusal)
+    return LayerPlan(
+        spec.completions,
+        ramp,
+        req.cpu,
+        req.memory_gib,
+        name,
+        manifest,
+        refusal,
+        max_evictions_per_index=evictions,
+    )
 
 
 def setup_plan(cfg: PipelineConfig, run_id: str, setup: SetupState) -> SetupPlan:

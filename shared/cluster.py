@@ -85,6 +85,11 @@ class PodInfo:
     reason: str | None = None  # e.g. DisruptionTarget, FailedScheduling, Error
     node: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    # The DisruptionTarget condition's reason (TerminationByKubelet, PreemptionByScheduler,
+    # DeletionByPodGC, ...) and the pod's `status.reason` (Evicted, Terminated, ...): together
+    # they tell a node-pressure eviction from a Spot preemption (shared.evictions).
+    disruption_reason: str | None = None
+    status_reason: str | None = None
 
 
 class Cluster(Protocol):

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from shared import config_compat
 from shared.env_overrides import override_notes
+from shared.evictions import DEFAULT_MAX_EVICTIONS_PER_INDEX
 from shared.layers import layer2_shape_of, layer_count
 from shared.precomputed_info import GridUnreadable, read_watershed_size
 from shared.stages import SETUP_SUFFIX, STAGE_NAMES
@@ -83,6 +84,9 @@ class JobSettings(_Strict):
     # After OOM kills, a layer's next attempt (a re-created Job) asks for this much more
     # memory, snapped to Autopilot; None: off (the memory stays the config's).
     oom_memory_factor: float | None = Field(default=None, gt=1.0)
+    # Node-pressure evictions of one index (the Job retries them without end) before the
+    # `index_evicted_repeatedly` alert and a raised memory for the next attempt.
+    max_evictions_per_index: int = Field(default=DEFAULT_MAX_EVICTIONS_PER_INDEX, ge=1)
     ramp: Ramp = Ramp()
     resources: Resources = Resources()
 
@@ -148,6 +152,7 @@ class JobOverride(_Strict):
     processes_per_vcpu: float | None = Field(default=None, gt=0)
     burst: bool | None = None
     oom_memory_factor: float | None = Field(default=None, gt=1.0)
+    max_evictions_per_index: int | None = Field(default=None, ge=1)
     ramp: RampPatch | None = None
     resources: ResourcesPatch | None = None
 

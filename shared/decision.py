@@ -12,6 +12,7 @@ from typing import Any
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing
+from shared.evictions import DEFAULT_MAX_EVICTIONS_PER_INDEX
 from shared.pod_accounting import PodRecord
 from shared.state import RunState
 
@@ -29,6 +30,7 @@ class LayerPlan:
     # The rendered Job; the controller sets parallelism and suspension when it creates it.
     manifest: dict[str, Any] | None = field(default=None, compare=False)
     refusal: str = ""  # why the config renders no Job for this layer (manifest is None)
+    max_evictions_per_index: int = DEFAULT_MAX_EVICTIONS_PER_INDEX  # shared.evictions
 
 
 @dataclass(frozen=True)

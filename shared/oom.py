@@ -14,6 +14,7 @@ from typing import Any
 
 from shared.autopilot import ResourceLimitError, layer_requests
 from shared.config import JobOverride, LayerOverride, PipelineConfig
+from shared.evictions import evicted_repeatedly
 from shared.state import LayerState, RunState
 
 
@@ -39,8 +40,9 @@ def oom_alert_details(
 
 def next_memory_factor(ls: LayerState, factor: float | None) -> float:
     """The memory factor of the layer's next attempt: raised by `factor` if this attempt
-    saw OOM kills (and the factor is on), else unchanged."""
-    if factor and ls.oom_killed:
+    saw OOM kills or an index evicted `job.max_evictions_per_index` times for node pressure
+    (shared.evictions), and the factor is on; else unchanged."""
+    if factor and (ls.oom_killed or evicted_repeatedly(ls)):
         return ls.memory_factor * factor
     return ls.memory_factor
 

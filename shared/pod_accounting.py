@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.cluster import PodInfo
+from shared.evictions import count_evictions, is_node_pressure_eviction
 from shared.state import LayerState
 
 FINISHED = ("Succeeded", "Failed")
@@ -39,6 +40,13 @@ class PodRecord:
     exit_code: int | None
     reason: str | None
     node: str
+    disruption_reason: str | None = None  # the DisruptionTarget condition's reason
+    status_reason: str | None = None  # the pod's status.reason (Evicted, Terminated, ...)
+
+    @property
+    def evicted(self) -> bool:
+        """Evicted by the kubelet for node pressure (shared.evictions), not preempted."""
+        return is_node_pressure_eviction(self.reason, self.disruption_reason, self.status_reason)
 
     @property
     def seconds(self) -> float:
@@ -68,6 +76,8 @@ class PodRecord:
             pod.exit_code,
             pod.reason,
             pod.node,
+            pod.disruption_reason,
+            pod.status_reason,
         )
 
 
@@ -131,10 +141,12 @@ def record_pods(
             ls.pods_succeeded += 1
             ls.succeeded_runtime_s += rec.seconds
         elif rec.reason == "DisruptionTarget":
+            # Preempted or evicted: the Job's DisruptionTarget rule spends no retry on either.
             ls.pods_preempted += 1
         else:
             ls.pods_failed += 1
             ls.oom_killed += rec.reason == OOM_KILLED
+    count_evictions(ls, (rec.index for rec in records if rec.evicted))
     _close_vanished(ls, pods, open_before, job_record, now)
     ls.pods_listed_at = now
     running = [p for p in pods if p.phase not in FINISHED]

@@ -30,6 +30,8 @@ from shared.decision import (
     SetupPlan,
     Snapshot,
 )
+from shared.evictions import ALERT_KIND as EVICTED_REPEATEDLY
+from shared.evictions import eviction_alert_details
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.pod_accounting import FINISHED, PodRecord, close_layer, record_pods
@@ -226,6 +228,9 @@ def decide(
                 oom = oom_alert_details(ls)
                 if oom is not None:
                     out.append(Alert("oom_killed", ls.stage, ls.layer, oom))
+                evicted = eviction_alert_details(ls, lp.max_evictions_per_index)
+                if evicted is not None:
+                    out.append(Alert(EVICTED_REPEATEDLY, ls.stage, ls.layer, evicted))
             _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus)
             if ls.phase != "running":
                 close_layer(ls)

@@ -135,3 +135,10 @@ class RunStore(Protocol):
 
     def abandon_reconcile(self, run_id: str, holder: str) -> None:
         """Release the lease after a failed reconcile, covering nothing new."""
+
+    # The tail watch's lease (shared.advance_watch): at most one tick watches at a time.
+    def claim_watch(self, holder: str, expires_at: datetime, now: datetime) -> bool:
+        """Take the watch lease until `expires_at`; False if another holder's is live."""
+
+    def release_watch(self, holder: str) -> None:
+        """Let go of the watch lease if `holder` still has it."""

@@ -78,6 +78,10 @@ class LayerState:
     # The memory of this attempt's pods over the config's (job.oom_memory_factor, compounded
     # per attempt that saw OOM kills).
     memory_factor: float = 1.0
+    # Node-pressure evictions of this attempt's pods per index, packed "index:count,..."
+    # (shared.evictions), and the indexes alerted for reaching job.max_evictions_per_index.
+    evictions: str = ""
+    eviction_alerted_indexes: str = ""
     # `pipeline start --from-layer`: built by an earlier run (its done markers were checked).
     done_before: bool = False
     # Ready to start but held back by controller.max_vcpus at the last reconcile.

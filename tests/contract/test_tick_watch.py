@@ -1,10 +1,13 @@
 """The tick function's tail watch (shared/advance_watch.py) through functions-framework,
 against the Firestore and Pub/Sub emulators: a layer that completes after the tick's
-reconcile, with no Job event at all, advances before the tick returns."""
+reconcile, with no Job event at all, advances before the tick returns; and ticks that come
+late, twice at once or again never watch at the same time (docs/ticks-and-evictions.md)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -13,6 +16,7 @@ import pytest
 from shared.adapters import wiring
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.local.eventarc import Dispatcher
 from shared.cluster import JobStatus
 from tests.builders.cloud_events import client, envelope, kick, start_run
 from tests.builders.fakes import RecordingCluster
@@ -97,3 +101,125 @@ def test_without_the_watch_the_layer_waits_for_the_next_tick(env, monkeypatch) -
     cluster.arm(job, n, after=2)
     tick()
     assert store.load_run(run_id).layers["ingest-L3"].phase == "waiting"
+
+
+# --- Ticks never watch into each other ---------------------------------------------------
+# Through the local Eventarc stand-in (shared/adapters/local/eventarc.py) on the Pub/Sub
+# emulator, two instances of the tick function, and a fault hook that delays, duplicates and
+# redelivers ticks. Counted from the function's own log lines, never from wall time.
+
+PERIOD_S, BUDGET_S, POLL_S = 6.0, 3.0, 0.25
+
+
+class WatchLog(logging.Handler):
+    """The tick function's `tail watch ...` log lines, in the order they were written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[dict] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = json.loads(record.getMessage())
+        except ValueError:
+            return
+        if str(line.get("message", "")).startswith(("tail watch", "reconciled")):
+            self.lines.append(line)
+
+    def of(self, tick: str, message: str) -> list[dict]:
+        return [x for x in self.lines if x.get("tick") == tick and x["message"] == message]
+
+    def most_at_once(self) -> int:
+        """The most watches running at the same moment, from the started/ended lines."""
+        running = most = 0
+        for line in self.lines:
+            running += {"tail watch started": 1, "tail watch ended": -1}.get(line["message"], 0)
+            most = max(most, running)
+        return most
+
+
+class TickFaults:
+    """The dispatcher's fault hook: each tick's body names what happens to its delivery."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {}  # case -> message id (the tick's id in the log)
+        self.done: dict[str, threading.Event] = {}
+
+    def __call__(self, sub: str, message, deliver) -> bool:
+        case = json.loads(message.data)["case"]
+        self.ids[case] = message.message_id
+        done = self.done.setdefault(case, threading.Event())
+
+        def run() -> None:
+            if case == "twice-at-once":  # two instances get the same tick at the same time
+                both = [threading.Thread(target=deliver) for _ in range(2)]
+                [t.start() for t in both]
+                [t.join() for t in both]
+            elif case == "redelivered":  # delivered again after the first delivery returned
+                deliver()
+                deliver()
+            else:  # "late": queued for longer than a tick period
+                time.sleep(PERIOD_S + 0.5)
+                deliver()
+            done.set()
+
+        threading.Thread(target=run, daemon=True).start()
+        return True
+
+    def wait(self, case: str) -> None:
+        deadline = time.monotonic() + 60
+        while case not in self.done and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.done[case].wait(60), f"tick {case!r} not delivered"
+
+
+def test_late_redelivered_and_doubled_ticks_never_watch_at_once(env, monkeypatch) -> None:
+    store, cluster = env
+    project = store.db.project
+    for key, value in (
+        ("PIPELINE_TICK_PERIOD_S", PERIOD_S),
+        ("PIPELINE_WATCH_BUDGET_S", BUDGET_S),
+        ("PIPELINE_WATCH_POLL_S", POLL_S),
+    ):
+        monkeypatch.setenv(key, str(value))
+    run_id, _, _ = tail_of_layer_2(store, cluster)  # its last index never completes
+    bus = PubSubBus(project)
+    bus.ensure_subscription("ticks", "ticks-fn")
+    log, faults = WatchLog(), TickFaults()
+    logger = logging.getLogger("cave_pipeline.functions")
+    logger.addHandler(log)
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    disabled = logging.root.manager.disable  # the suite may silence INFO globally
+    logging.disable(logging.NOTSET)
+    dispatcher = Dispatcher(project, {"ticks-fn": ("ticks", "on_tick")}, max_instances=2)
+    dispatcher.fault_hook = faults
+    dispatcher.start()
+    try:
+        bus.publish_json("ticks", {"case": "late"})
+        bus.publish_json("ticks", {"case": "twice-at-once"})
+        faults.wait("twice-at-once")
+        bus.publish_json("ticks", {"case": "redelivered"})
+        faults.wait("redelivered")
+        faults.wait("late")
+    finally:
+        dispatcher.stop()
+        logger.removeHandler(log)
+        logging.disable(disabled)
+        bus.close()
+    ids = faults.ids
+    # Every delivery reconciled the run (5 deliveries of 3 ticks).
+    assert len([x for x in log.lines if x["message"] == "reconciled" and x["run"] == run_id]) == 5
+    # Two deliveries of one tick at once: one watches, the other finds the lease taken.
+    assert len(log.of(ids["twice-at-once"], "tail watch started")) == 1
+    [busy] = log.of(ids["twice-at-once"], "tail watch skipped")
+    assert busy["reason"] == "busy"
+    # A redelivered tick: its first delivery watched the budget away, the second does not.
+    assert len(log.of(ids["redelivered"], "tail watch started")) == 1
+    [spent] = log.of(ids["redelivered"], "tail watch skipped")
+    assert spent["reason"] == "spent" and spent["age_s"] >= BUDGET_S - POLL_S
+    # A tick older than the period reconciles but does not watch.
+    [late] = log.of(ids["late"], "tail watch skipped")
+    assert late["reason"] == "late" and late["age_s"] > PERIOD_S
+    assert not log.of(ids["late"], "tail watch started")
+    assert len([x for x in log.lines if x["message"] == "tail watch started"]) == 2
+    assert log.most_at_once() == 1

@@ -6,7 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.advance_watch import WatchPolicy, jobs_to_watch, may_finish_soon, watch
+from shared.advance_watch import (
+    WatchPolicy,
+    jobs_to_watch,
+    may_finish_soon,
+    watch,
+    watch_lease_expiry,
+    watch_window,
+)
 from shared.cluster import JobStatus
 from shared.state import LayerState, RunState
 
@@ -201,3 +208,39 @@ def test_the_budget_counts_from_the_ticks_start() -> None:
         started=0.0,
     )
     assert script.t == 45.0
+
+
+# The tick's watch window from its publish time (period 60 s, budget 50 s, polls of 3 s):
+# age of the tick when its watch would begin -> (seconds it may watch, why)
+WINDOWS = {
+    "on time": (0.0, 50.0, "watch"),
+    "its reconciles took 8 s": (8.0, 42.0, "watch"),
+    "queued 30 s": (30.0, 20.0, "watch"),
+    "one poll left": (47.0, 3.0, "watch"),
+    "less than a poll left": (47.5, 0.0, "spent"),
+    "redelivered after its watch": (52.0, 0.0, "spent"),
+    "exactly a period old": (60.0, 0.0, "spent"),
+    "older than the period": (61.0, 0.0, "late"),
+    "redelivered minutes later": (600.0, 0.0, "late"),
+    "published ahead of our clock": (-2.0, 50.0, "watch"),
+}
+
+
+@pytest.mark.parametrize(("age", "seconds", "reason"), WINDOWS.values(), ids=WINDOWS.keys())
+def test_the_watch_budget_counts_from_the_ticks_publish_time(age, seconds, reason) -> None:
+    policy = WatchPolicy.for_tick_period(60.0)
+    window = watch_window(NOW - timedelta(seconds=age), NOW, 60.0, policy)
+    assert (window.seconds, window.reason) == (pytest.approx(seconds), reason)
+    assert window.watches is (reason == "watch")
+
+
+def test_no_watch_configured_is_off_whatever_the_age() -> None:
+    policy = WatchPolicy(3.0, 0.0)
+    assert watch_window(NOW, NOW, 60.0, policy).reason == "off"
+
+
+def test_a_dead_holders_lease_lapses_a_period_after_its_watch_would_have_ended() -> None:
+    policy = WatchPolicy.for_tick_period(60.0)
+    expiry = watch_lease_expiry(NOW, 60.0, policy)
+    assert expiry == NOW + timedelta(seconds=110)  # the next tick (NOW + 60) cannot watch
+    assert expiry < NOW + timedelta(seconds=120)  # the one after it can

@@ -49,6 +49,8 @@ def test_a_pod_record_stores_every_field_of_the_pod_and_its_seconds() -> None:
         "exit_code": 42,
         "reason": "Error",
         "node": "n1",
+        "disruption_reason": None,
+        "status_reason": None,
         "seconds": 20.0,
     }
 

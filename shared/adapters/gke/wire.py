@@ -170,6 +170,7 @@ def pod_info(pod: Mapping[str, Any], container: str = WORKER_CONTAINER) -> PodIn
     state = _container_status(status, container).get("state") or {}
     terminated = state.get("terminated") or {}
     cpu, mem = _requests(spec)
+    disruption = _true_condition(status.get("conditions") or [], "DisruptionTarget") or {}
     return PodInfo(
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
@@ -186,6 +187,10 @@ def pod_info(pod: Mapping[str, Any], container: str = WORKER_CONTAINER) -> PodIn
         reason=_pod_reason(status, state),
         node=spec.get("nodeName") or "",
         labels=labels,
+        # A kubelet's node-pressure eviction and a Spot node's shutdown share the condition's
+        # reason (TerminationByKubelet); status.reason tells them apart (shared.evictions).
+        disruption_reason=disruption.get("reason") or None,
+        status_reason=status.get("reason") or None,
     )
 
 

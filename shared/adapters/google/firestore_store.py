@@ -4,10 +4,11 @@ Layout: `runs/{run}` (run fields + `version`), `runs/{run}/layers/{stage}-L{n}`,
 `runs/{run}/alerts/{id}` (the alert outbox), `runs/{run}/config_versions/{n}` (`pipeline apply`'s
 history: who, when, the diff), `runs/{run}/layers/{key}/pods/{page}` (pod
 attempts, a page of records per document), `jobs/{job_name}` -> run id,
-`dedupe/{event_id}` with an `expires_at` TTL field, and `leases/{run}` (the reconcile lease,
-`reconcile_lease.py`). Every state transition is one atomic batch whose run-document write
-carries a precondition (the update time of the version the caller decided from), so of two
-racing reconciles exactly one commits.
+`dedupe/{event_id}` with an `expires_at` TTL field, `leases/{run}` (the reconcile lease,
+`reconcile_lease.py`) and `watch_leases/ticks` (the tail watch's, `watch_lease.py`). Every
+state transition is one atomic batch whose run-document write carries a precondition (the
+update time of the version the caller decided from), so of two racing reconciles exactly one
+commits.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared.adapters.google.reconcile_lease import ReconcileLeaseMixin
+from shared.adapters.google.watch_lease import WatchLeaseMixin
 from shared.alerts import run_unhealthy_body
 from shared.run_store import (
     RunExistsError,
@@ -63,7 +65,7 @@ def _with_times(rec: dict[str, Any]) -> dict[str, Any]:
     return rec
 
 
-class FirestoreRunStore(ReconcileLeaseMixin):
+class FirestoreRunStore(ReconcileLeaseMixin, WatchLeaseMixin):
     """RunStore on Firestore (or its emulator, found through FIRESTORE_EMULATOR_HOST)."""
 
     def __init__(self, project: str, client: firestore.Client | None = None) -> None:

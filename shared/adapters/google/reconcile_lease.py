@@ -21,8 +21,8 @@ class ReconcileLeaseMixin:
 
     db: firestore.Client
 
-    def _lease(self, run_id: str) -> tuple[Lease, Any]:
-        snap = self.db.collection(LEASES).document(run_id).get()
+    def _lease(self, run_id: str, collection: str = LEASES) -> tuple[Lease, Any]:
+        snap = self.db.collection(collection).document(run_id).get()
         if not snap.exists:
             return Lease(), None
         d = snap.to_dict()
@@ -31,10 +31,12 @@ class ReconcileLeaseMixin:
         )
         return lease, snap.update_time
 
-    def _put_lease(self, run_id: str, lease: Lease, update_time: Any) -> bool:
+    def _put_lease(
+        self, run_id: str, lease: Lease, update_time: Any, collection: str = LEASES
+    ) -> bool:
         """Write the lease if nobody wrote it since we read it at `update_time` (None: it
         did not exist); False if someone did (the caller reads again and decides again)."""
-        ref = self.db.collection(LEASES).document(run_id)
+        ref = self.db.collection(collection).document(run_id)
         doc = {
             "holder": lease.holder,
             "expires_at": lease.expires_at,

@@ -7,6 +7,9 @@ anything else nacks it so Pub/Sub redelivers, exactly the at-least-once contract
 functions are written for. As in production (each function deployed with max_instances 1 and
 concurrency 1), each function handles one message at a time, and the three functions run
 in parallel with each other: a kick may be reconciled while a tick is still running.
+`max_instances` > 1 lets that many deliveries of one function run at once (terraform's
+`max_instances`, or Cloud Run briefly exceeding it). The body carries the message's
+`publishTime`, as Eventarc's does: the tick function measures its lateness by it.
 """
 
 from __future__ import annotations
@@ -80,10 +83,12 @@ class Dispatcher:
         project: str,
         routes: dict[str, tuple[str, str]],
         clients: dict[str, Any] | None = None,
+        max_instances: int = 1,
     ) -> None:
         """`routes`: subscription name -> (topic, function target). `clients`: target ->
         an object with `post(path, headers=, data=)` returning a response with
-        `status_code`; by default functions-framework test clients of `functions/main.py`."""
+        `status_code`; by default functions-framework test clients of `functions/main.py`.
+        `max_instances`: deliveries of one function that may run at once."""
         self.project, self.routes = project, routes
         self.subscriber = pubsub_v1.SubscriberClient()
         if clients is None:
@@ -93,8 +98,11 @@ class Dispatcher:
                 for _, target in routes.values()
             }
         self.clients = clients
-        # one in flight per function (max_instances = 1, concurrency 1), functions in parallel
-        self._in_flight = {target: threading.Lock() for _, target in routes.values()}
+        # max_instances in flight per function (concurrency 1 each), functions in parallel
+        self.max_instances = max_instances
+        self._in_flight = {
+            target: threading.BoundedSemaphore(max_instances) for _, target in routes.values()
+        }
         self._futures: list[Any] = []
         self._stopping = threading.Event()
         # Chaos (shared.adapters.local.chaos): called with (subscription, message, deliver);
@@ -142,9 +150,10 @@ class Dispatcher:
         waited for (up to `in_flight_wait_s` per function), so the emulators are not stopped
         under it: a function cut off mid-call retries against them for minutes."""
         self._stopping.set()
-        for lock in self._in_flight.values():
-            if lock.acquire(timeout=in_flight_wait_s):
-                lock.release()
+        for slots in self._in_flight.values():
+            taken = sum(slots.acquire(timeout=in_flight_wait_s) for _ in range(self.max_instances))
+            for _ in range(taken):
+                slots.release()
         for future in self._futures:
             future.cancel()
         for future in self._futures:

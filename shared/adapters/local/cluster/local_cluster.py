@@ -294,6 +294,29 @@ class LocalCluster:
         self._after_change()
         return True
 
+    def evict_pod(self, name: str, resource: str = "memory") -> bool:
+        """Evict a running pod for node pressure as the kubelet's eviction manager does at a
+        hard threshold: no grace (SIGKILL), the pod Failed with `status.reason` Evicted and
+        the kubelet's message, the DisruptionTarget condition with reason
+        TerminationByKubelet, and an `Evicted` Warning event. The Job's DisruptionTarget rule
+        ignores it like a preemption: the index is retried, no retry spent. False if the pod
+        is not running (the kubelet evicts only what runs on its node)."""
+        with self._lock:
+            found = self._find_active_locked(name)
+            if found is None or found[1].proc is None:
+                return False
+            job, pod = found
+            message = eviction_message(resource, pod, job.spec.container_name)
+            pod.disrupted, pod.reason, job.dirty = True, "DisruptionTarget", True
+            pod.disruption_reason, pod.disruption_message = "TerminationByKubelet", message
+            pod.status_reason, pod.status_message = "Evicted", message
+            pod.signal_group(signal.SIGKILL)  # a hard threshold: grace period 0
+            self.events.record_pod_event(job, pod, "Evicted", message, component="kubelet")
+            log.info("pod %s evicted (node pressure: %s)", name, resource)
+            self._persist_locked()
+        self._after_change()
+        return True
+
     def preempt_random_pod(self, rng: random.Random | None = None) -> str | None:
         """Preempt a random running pod; its name, or None if none is running."""
         with self._lock:
@@ -424,6 +447,19 @@ class LocalCluster:
         """Without the lock: deliver queued events and wake the scheduler."""
         self.events.flush()
         self._wake.set()
+
+
+def eviction_message(resource: str, pod: LocalPod, container: str) -> str:
+    """The kubelet's words for a node-pressure eviction (pkg/kubelet/eviction/helpers.go:
+    the node's resource, the threshold met, and the container using more than its request);
+    the usage is made up: the local node measures none."""
+    request = f"{round(pod.memory_gib * 1024)}Mi"
+    using = f"{round(pod.memory_gib * 1024 * 1.5)}Mi"
+    return (
+        f"The node was low on resource: {resource}. Threshold quantity: 100Mi, available: "
+        f"51200Ki. Container {container} was using {using}, request is {request}, has larger "
+        f"consumption of {resource}. "
+    )
 
 
 def _now() -> datetime:

@@ -103,6 +103,12 @@ class LocalPod:
     proc: subprocess.Popen[bytes] | None = None
     kill_at: float | None = None  # time.monotonic() deadline for SIGKILL
     oom_killed: bool = False  # SIGKILLed by the simulated OOM killer (PEAK_MEMORY_ENV)
+    # Set by a kubelet's node-pressure eviction (`LocalCluster.evict_pod`): the
+    # DisruptionTarget condition's reason and message, and the pod's status.reason/message.
+    disruption_reason: str | None = None
+    disruption_message: str | None = None
+    status_reason: str | None = None
+    status_message: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -207,4 +213,6 @@ class LocalPod:
             reason=self.reason,
             node=self.node,
             labels=dict(self.labels),
+            disruption_reason=self.disruption_reason,
+            status_reason=self.status_reason,
         )

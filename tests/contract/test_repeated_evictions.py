@@ -1,0 +1,114 @@
+"""Repeated node-pressure evictions through the controller (Firestore emulator, local cluster):
+the kubelet-style evictions of one index are counted, `index_evicted_repeatedly` is alerted
+once with that index's chunks after `job.max_evictions_per_index` (3, the default), a Spot
+preemption is not counted, and the layer's next attempt asks `job.oom_memory_factor` more
+memory. The Job itself never counts an eviction against the index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.local.cluster.events import EventSettings
+from shared.adapters.local.cluster.local_cluster import LocalCluster
+from shared.build_plan import new_run
+from shared.config import load_config
+from shared.controller import Controller, utcnow
+from shared.evictions import ALERT_KIND
+from shared.layer_spec import layer_spec
+from shared.operator_actions import cancel, resubmit
+from tests.builders.local_jobs import wait_for
+from tests.builders.stored_runs import DEMO
+
+SLEEPER = ["python", "-c", "import time; time.sleep(120)"]  # a pod that runs until evicted
+FACTOR = 2.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    c = LocalCluster(
+        tmp_path / "cluster", events=EventSettings.instant(), stop_grace_seconds=1.0
+    ).start()
+    yield c
+    c.stop()
+
+
+def start(store: FirestoreRunStore):
+    cfg = load_config(DEMO)
+    job = cfg.job.model_copy(update={"oom_memory_factor": FACTOR})
+    cfg = cfg.model_copy(update={"commands": {"ingest": SLEEPER}, "job": job})
+    run = new_run(cfg, "r-evict", ["ingest"], "auto", utcnow())
+    run.setups.clear()
+    store.create_run(run)
+    return cfg, run.run_id
+
+
+def running_pod(cluster: LocalCluster, job: str, index: int):
+    return wait_for(
+        lambda: next((p for p in cluster.list_pods(job, index) if p.phase == "Running"), None),
+        what=f"a running pod of {job} index {index}",
+    )
+
+
+def failed_pods(cluster: LocalCluster, job: str, index: int, n: int) -> None:
+    wait_for(
+        lambda: len([p for p in cluster.list_pods(job, index) if p.phase == "Failed"]) >= n,
+        what=f"{n} failed pods of {job} index {index}",
+    )
+
+
+def test_an_index_evicted_repeatedly_is_alerted_once_and_its_next_attempt_gets_more_memory(
+    store: FirestoreRunStore, cluster: LocalCluster
+) -> None:
+    cfg, run_id = start(store)
+    published: list[tuple[str, dict[str, Any]]] = []
+    ctrl = Controller(store, cluster, lambda kind, body: published.append((kind, body)))
+    ctrl.reconcile(run_id)  # creates the layer-2 Job (2 pods: the ramp's start)
+    ls = store.load_run(run_id).layers["ingest-L2"]
+    job, memory = ls.job_name, ls.memory_request_gib
+
+    def evicted_alerts() -> list[dict[str, Any]]:
+        return [body for kind, body in published if kind == ALERT_KIND]
+
+    for n in (1, 2, 3, 4):  # index 0: one eviction past the limit
+        assert cluster.evict_pod(running_pod(cluster, job, 0).name)
+        failed_pods(cluster, job, 0, n)
+        ctrl.reconcile(run_id)
+        assert store.load_run(run_id).layers["ingest-L2"].evictions == f"0:{n}"
+        assert len(evicted_alerts()) == (0 if n < 3 else 1)
+    # A Spot preemption of index 1: retried for free, not counted as an eviction.
+    assert cluster.preempt_pod(running_pod(cluster, job, 1).name)
+    failed_pods(cluster, job, 1, 1)
+    ctrl.reconcile(run_id)
+    layer = store.load_run(run_id).layers["ingest-L2"]
+    assert layer.evictions == "0:4"
+    assert layer.pods_preempted == 5  # 4 evictions + 1 preemption: no retry spent on any
+    status = cluster.get_job(job)
+    assert (status.failed, status.failed_indexes) == (0, "")  # the Job ignored them all
+    running_pod(cluster, job, 0)  # and retries index 0 yet again
+
+    [alert] = evicted_alerts()
+    assert (alert["stage"], alert["layer"], alert["indexes"], alert["job"]) == (
+        "ingest",
+        2,
+        "0",
+        job,
+    )
+    chunks = [list(c) for c in layer_spec(cfg, "ingest", 2).batch_chunks(0)]
+    assert alert["batches"] == [{"index": 0, "evictions": 3, "chunks": chunks}]
+    assert alert["memory_request_gib"] == pytest.approx(memory)
+
+    # The operator ends the attempt and re-submits it: it asks FACTOR times the memory.
+    store.update_run(run_id, lambda run: cancel(run, "ingest", 2, "alice", utcnow()))
+    ctrl.reconcile(run_id)  # deletes the evicted attempt's Job
+    store.update_run(run_id, lambda run: resubmit(run, "ingest", 2, "alice", utcnow(), FACTOR))
+    ctrl.reconcile(run_id)
+    fresh = store.load_run(run_id).layers["ingest-L2"]
+    assert fresh.memory_factor == FACTOR and fresh.evictions == ""
+    assert fresh.job_name != job
+    pods = wait_for(lambda: cluster.list_pods(fresh.job_name), what="the new attempt's pods")
+    assert pods[0].memory_request_gib == pytest.approx(memory * FACTOR)
