@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from shared.config import PipelineConfig
 from shared.decision import Action, Alert, CreateJob, SetupPlan, Snapshot
 from shared.graph_meta import GraphMetaError, mismatch, parse_report
 from shared.graph_table import GraphTable, TableState, delete_table_fix, describe
 from shared.ownership import foreign_owner
+from shared.stages import runs_pcg_ingest_setup
 from shared.state import SETUP_LAYER, RunState, SetupState
 
 
@@ -26,10 +28,14 @@ def may_start(run: RunState, setup: SetupState) -> bool:
     return setup.phase == "waiting" and run.status == "running" and run.stage_may_begin(setup.stage)
 
 
-def needs_graph_table(run: RunState) -> bool:
+def needs_graph_table(run: RunState, cfg: PipelineConfig) -> bool:
     """Whether a reconcile must read the graph's table (`Snapshot.graph_table`): a setup pass
-    is about to start or is running (its end is judged by the table)."""
-    return any(s.phase == "running" or may_start(run, s) for s in run.setups.values())
+    is running (its end is judged by the table), or PyChunkedGraph's ingest setup is about
+    to start (the table decides its command)."""
+    return any(
+        s.phase == "running" or (may_start(run, s) and runs_pcg_ingest_setup(cfg, s.stage))
+        for s in run.setups.values()
+    )
 
 
 def setup_step(

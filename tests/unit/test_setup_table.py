@@ -158,15 +158,16 @@ def test_a_completed_setup_counts_only_with_the_metadata_in_the_table(
 
 
 def test_the_table_is_read_only_around_a_setup_pass():
-    run = new_run(DEMO, "r1", ["ingest", "meshing"], "auto", T0)
-    assert needs_graph_table(run)  # ingest's setup may start
-    run.setups["ingest"].phase = "succeeded"
-    assert not needs_graph_table(run)  # meshing's waits on ingest's layers
-    run.setups["meshing"].phase = "running"
-    assert needs_graph_table(run)
-    run.setups["meshing"].phase = "waiting"
+    run = new_run(PCG_INGEST, "r1", ["ingest", "meshing"], "auto", T0)
+    assert needs_graph_table(run, PCG_INGEST)  # the image's ingest setup may start
+    assert not needs_graph_table(run, DEMO)  # our worker's: any table will do
     run.status = "paused"
-    assert not needs_graph_table(run)
+    assert not needs_graph_table(run, PCG_INGEST)
+    run.status = "running"
+    run.setups["ingest"].phase = "succeeded"
+    assert not needs_graph_table(run, PCG_INGEST)  # meshing's waits on ingest's layers
+    run.setups["meshing"].phase = "running"
+    assert needs_graph_table(run, PCG_INGEST) and needs_graph_table(run, DEMO)
 
 
 # ---- reading the metadata cell -------------------------------------------------------------
