@@ -48,3 +48,32 @@ class _ImageMeta:
 
 def _explode():  # what unpickling the cell would run
     raise AssertionError("the controller unpickled an image's metadata object")
+
+
+def test_our_workers_setup_leaves_the_planned_metadata_when_its_plugin_writes_none(
+    emulators, capsys
+):
+    """The stage that makes the table leaves the graph's metadata in it: a plugin without a
+    setup of its own gets the grid the controller planned (and a table with metadata keeps
+    its own)."""
+    from worker.logs import JsonLogger
+    from worker.setup import run
+
+    graph = f"w-{uuid.uuid4().hex[:8]}"
+    env = {
+        "PCG_GRAPH_ID": graph,
+        "PCG_WORKLOAD": "tests.builders.plugins:nap",  # its module has no setup
+        "PCG_GRID_SHAPE": "4,4,4",
+        "PCG_N_LAYERS": "4",
+        "PCG_DATASET_JSON": '{"data_source": {"size": [64, 64, 60]}, '
+        '"graph_config": {"CHUNK_SIZE": [16, 16, 16]}}',
+        "BIGTABLE_PROJECT": BIGTABLE_PROJECT,
+        "BIGTABLE_INSTANCE": BIGTABLE_INSTANCE,
+    }
+    assert run(env, JsonLogger()) == 0
+    planned = GraphMeta((0, 0, 0), (64, 64, 60), (16, 16, 16), 4)
+    assert read(graph) == GraphTable(graph, TableState.METADATA, planned)
+    assert '"graph_meta"' in capsys.readouterr().out  # reported as before
+    env["PCG_DATASET_JSON"] = env["PCG_DATASET_JSON"].replace("60", "64")
+    assert run(env, JsonLogger()) == 0
+    assert read(graph).meta == planned  # kept: a graph is set up once

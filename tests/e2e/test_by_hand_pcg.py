@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -68,8 +69,10 @@ def pod_logs(here: Path) -> dict[Path, list[dict]]:
     return out
 
 
-def build(here: Path, cfg: str, run_id: str) -> dict:
-    """`pipeline start --advance approve`, approve once layer 2 waits on it, wait for the end."""
+def build(here: Path, cfg: str, run_id: str, seconds: dict[str, float]) -> dict:
+    """`pipeline start --advance approve`, approve once layer 2 waits on it, wait for the end
+    (`seconds`: start to layer 2 waiting on its approval, the approval to the run's end)."""
+    started = time.monotonic()
     pipeline(here, "start", "-c", cfg, "--run-id", run_id, "--advance", "approve")
     doc = wait_status(
         here,
@@ -83,14 +86,18 @@ def build(here: Path, cfg: str, run_id: str) -> dict:
         timeout=240,
     )
     assert doc["layers"][0]["waits_on"].startswith("approval"), doc  # the setup succeeded
+    approved = time.monotonic()
+    seconds[f"{run_id} start to setup done"] = round(approved - started, 1)
     assert "approved ingest-L2" in pipeline(here, "approve", run_id, "ingest").stdout
-    return wait_status(here, run_id, lambda d: d["status"] != "running", "finished", 300)
+    doc = wait_status(here, run_id, lambda d: d["status"] != "running", "finished", 300)
+    seconds[f"{run_id} approval to run end"] = round(time.monotonic() - approved, 1)
+    return doc
 
 
 def test_the_by_hand_flow_with_a_labs_image_on_a_fresh_and_an_existing_graph(
-    local_stack: Path, pcg_python: str
+    local_stack: Path, pcg_python: str, capsys: pytest.CaptureFixture[str]
 ):
-    here = local_stack
+    here, seconds = local_stack, {}
     pipeline(here, "demo", "data", "lab", "--size", str(SIZE), "--chunk", str(CHUNK))
     as_a_labs_image(here / "lab" / "pipeline.yml", pcg_python)
     cfg = "lab/pipeline.yml"
@@ -98,7 +105,7 @@ def test_the_by_hand_flow_with_a_labs_image_on_a_fresh_and_an_existing_graph(
     # Fresh graph: the table is the image's to create.
     out = pipeline(here, "setup", "-c", cfg).stdout
     assert "table demo in local-demo/demo does not exist: the ingest setup pass creates it" in out
-    doc = build(here, cfg, "r1")
+    doc = build(here, cfg, "r1", seconds)
     assert doc["status"] == "succeeded" and doc["chunks_done"] == doc["chunks_total"] == CHUNKS
     first = pod_logs(here)
     [setup1] = [r["pcg_setup"] for lines in first.values() for r in lines if "pcg_setup" in r]
@@ -109,10 +116,12 @@ def test_the_by_hand_flow_with_a_labs_image_on_a_fresh_and_an_existing_graph(
     # Existing graph: the same commands again; the controller adds --exist-ok by itself.
     out = pipeline(here, "setup", "-c", cfg).stdout
     assert "holds the graph's metadata: the ingest setup pass runs with --exist-ok" in out
-    doc = build(here, cfg, "r2")
+    doc = build(here, cfg, "r2", seconds)
     assert doc["status"] == "succeeded" and doc["chunks_done"] == doc["chunks_total"] == CHUNKS
     second = {k: v for k, v in pod_logs(here).items() if k not in first}
     [setup2] = [r["pcg_setup"] for lines in second.values() for r in lines if "pcg_setup" in r]
     assert setup2 == {"argv": ["demo", "--exist-ok"], "outcome": "exists: skipped"}
     chunks2 = [r for lines in second.values() for r in lines if "pcg_chunk" in r]
     assert sorted(r["outcome"] for r in chunks2) == ["done"] * CHUNKS  # nothing re-done
+    with capsys.disabled():
+        print("\nby hand with a lab's image:", json.dumps({**seconds, "setups": [setup1, setup2]}))
