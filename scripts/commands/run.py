@@ -27,6 +27,7 @@ from shared import start_from
 from shared.build_plan import new_run
 from shared.cluster import Cluster, ClusterError
 from shared.config import PipelineConfig, load_config
+from shared.graph_table import GraphTable
 from shared.manifest import validate_config_renders
 from shared.progress import RunProgress
 from shared.stages import default_stages
@@ -131,7 +132,6 @@ def _setup_table(cfg: PipelineConfig) -> str:
     """Create the graph's table for our worker, or leave it to the image's ingest setup
     (saying what that setup will find)."""
     from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
-    from shared.graph_table import TableState, delete_table_fix, describe
     from shared.stages import image_owns_table
 
     project, instance = cfg.bigtable.project, cfg.bigtable.instance
@@ -141,18 +141,28 @@ def _setup_table(cfg: PipelineConfig) -> str:
         ensure_table(cfg.graph_id, project, instance)
         return f"table {cfg.graph_id} ready in {project}/{instance}"
     table = BigtableGraphTables().read(cfg.graph_id, project, instance)
+    note, warning = image_table_note(table, project, instance)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+    return note
+
+
+def image_table_note(table: GraphTable, project: str = "", instance: str = "") -> tuple[str, str]:
+    """What `pipeline setup` says of the table an image's ingest setup will find: a line, and
+    a warning ("" if none) when that setup will be refused."""
+    from shared.graph_table import TableState, delete_table_fix, describe
+
     found = describe(table, project, instance)
     if table.state is TableState.ABSENT:
-        return f"{found}: the ingest setup pass creates it with the graph's metadata"
+        return f"{found}: the ingest setup pass creates it with the graph's metadata", ""
     if table.state is TableState.METADATA:
-        return f"{found}: the ingest setup pass runs with --exist-ok (the graph is kept)"
-    fix = delete_table_fix(cfg.graph_id, project, instance)
-    click.echo(
-        f"warning: {found}: the ingest setup pass will be refused (the image can neither "
-        f"create it nor write its metadata into it); {fix} before `pipeline start`",
-        err=True,
+        return f"{found}: the ingest setup pass runs with --exist-ok (the graph is kept)", ""
+    fix = delete_table_fix(table.table_id, project, instance)
+    warning = (
+        f"{found}: the ingest setup pass will be refused (the image can neither create it nor "
+        f"write its metadata into it); {fix} before `pipeline start`"
     )
-    return f"{found}: left as it is"
+    return f"{found}: left as it is", warning
 
 
 @click.command()

@@ -196,3 +196,19 @@ class ImageMeta:
 def test_the_metadata_cell_is_decoded_without_running_what_it_holds(value, state, meta):
     assert decode_meta_cell("g", value) == GraphTable("g", state, meta)
     assert RAN == []
+
+
+@pytest.mark.parametrize(
+    ("table", "note", "warning"),
+    [
+        (ABSENT, "table demo in p/i does not exist: the ingest setup pass creates it", ""),
+        (FOREIGN, "holds the graph's metadata: the ingest setup pass runs with --exist-ok", ""),
+        (EMPTY, "exists without graph metadata", "delete the empty table (`cbt -project p "
+         "-instance i deletetable demo`) before `pipeline start`"),
+    ],
+)  # fmt: skip
+def test_pipeline_setup_says_what_an_images_ingest_setup_will_find(table, note, warning):
+    from scripts.commands.run import image_table_note
+
+    said, warned = image_table_note(table, "p", "i")
+    assert note in said and warning in warned and bool(warned) == bool(warning)
