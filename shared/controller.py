@@ -242,7 +242,7 @@ class Controller:
         # Around a setup pass, the graph's table: its state decides an image's ingest setup
         # command, and a completed setup counts only with the metadata there.
         table = None
-        if needs_graph_table(run, cfg):
+        if needs_graph_table(run, cfg, setup_jobs):
             table = self.graph_tables.read(
                 cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance
             )

@@ -11,8 +11,10 @@ would fail "already exists" and with `--exist-ok` would skip writing the metadat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
+from shared.cluster import JobStatus
 from shared.config import PipelineConfig
 from shared.decision import Action, Alert, CreateJob, SetupPlan, Snapshot
 from shared.graph_meta import GraphMetaError, mismatch, parse_report
@@ -28,14 +30,24 @@ def may_start(run: RunState, setup: SetupState) -> bool:
     return setup.phase == "waiting" and run.status == "running" and run.stage_may_begin(setup.stage)
 
 
-def needs_graph_table(run: RunState, cfg: PipelineConfig) -> bool:
-    """Whether a reconcile must read the graph's table (`Snapshot.graph_table`): a setup pass
-    is running (its end is judged by the table), or PyChunkedGraph's ingest setup is about
-    to start (the table decides its command)."""
-    return any(
-        s.phase == "running" or (may_start(run, s) and runs_pcg_ingest_setup(cfg, s.stage))
-        for s in run.setups.values()
-    )
+def needs_graph_table(
+    run: RunState, cfg: PipelineConfig, jobs: Mapping[str, JobStatus | None]
+) -> bool:
+    """Whether a reconcile must read the graph's table (`Snapshot.graph_table`), given the
+    observed Jobs of the running setups: one completed (its end is judged by the table), or
+    PyChunkedGraph's ingest setup is about to be created, first or again (the table decides
+    its command). A setup pod still at work needs no read."""
+
+    def needs(s: SetupState) -> bool:
+        if s.phase == "running":
+            job = jobs.get(s.job_name)
+            if job is not None:
+                return job.condition == "Complete"
+        elif not may_start(run, s):
+            return False
+        return runs_pcg_ingest_setup(cfg, s.stage)
+
+    return any(needs(s) for s in run.setups.values())
 
 
 def setup_step(

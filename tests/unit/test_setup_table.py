@@ -159,15 +159,22 @@ def test_a_completed_setup_counts_only_with_the_metadata_in_the_table(
 
 def test_the_table_is_read_only_around_a_setup_pass():
     run = new_run(PCG_INGEST, "r1", ["ingest", "meshing"], "auto", T0)
-    assert needs_graph_table(run, PCG_INGEST)  # the image's ingest setup may start
-    assert not needs_graph_table(run, DEMO)  # our worker's: any table will do
+    assert needs_graph_table(run, PCG_INGEST, {})  # the image's ingest setup may start
+    assert not needs_graph_table(run, DEMO, {})  # our worker's: any table will do
     run.status = "paused"
-    assert not needs_graph_table(run, PCG_INGEST)
+    assert not needs_graph_table(run, PCG_INGEST, {})
     run.status = "running"
-    run.setups["ingest"].phase = "succeeded"
-    assert not needs_graph_table(run, PCG_INGEST)  # meshing's waits on ingest's layers
-    run.setups["meshing"].phase = "running"
-    assert needs_graph_table(run, PCG_INGEST) and needs_graph_table(run, DEMO)
+    setup = run.setups["ingest"]
+    setup.phase, setup.job_name = "running", "j"
+    at_work = JobStatus("j", {}, {}, 1, 1, False)
+    done = JobStatus("j", {}, {}, 1, 1, False, condition="Complete")
+    assert not needs_graph_table(run, PCG_INGEST, {"j": at_work})  # nothing to judge yet
+    for cfg in (PCG_INGEST, DEMO):
+        assert needs_graph_table(run, cfg, {"j": done})  # its end is judged by the table
+    assert needs_graph_table(run, PCG_INGEST, {"j": None})  # created again: its command
+    assert not needs_graph_table(run, DEMO, {"j": None})
+    setup.phase = "succeeded"
+    assert not needs_graph_table(run, PCG_INGEST, {})  # meshing's waits on ingest's layers
 
 
 # ---- reading the metadata cell -------------------------------------------------------------
