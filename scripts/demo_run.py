@@ -42,7 +42,7 @@ from shared.layer_spec import layer_spec
 from shared.layers import layer_count
 from shared.manifest import validate_config_renders
 from shared.pricing import load_rates
-from shared.stages import check_stages, dependencies
+from shared.stages import check_stages, dependencies, image_owns_table
 from shared.state import RunState
 
 
@@ -191,9 +191,11 @@ def run_demo(
     ) as stack:
         expiry = timedelta(seconds=cfg.job.lock_expiry_s)
         names = [cfg.graph_id] + [stage_table_id(cfg.graph_id, s) for s in passes]
+        # The graph's table is left to an image's ingest setup (docs/setup-passes.md).
+        mine = {n for n in names if not (n == cfg.graph_id and image_owns_table(cfg))}
         tables = {
             name: open_bigtable_client(
-                name, cfg.bigtable.project, cfg.bigtable.instance, expiry, create=True
+                name, cfg.bigtable.project, cfg.bigtable.instance, expiry, create=name in mine
             )
             for name in names
         }

@@ -14,12 +14,13 @@ from typing import Any
 from shared.autopilot import ResourceLimitError
 from shared.config import PipelineConfig
 from shared.costs import billing_for
+from shared.graph_table import GraphTable
 from shared.layer_spec import LayerRangeError, attempt_salt, job_name, layer_spec
 from shared.layers import layer_count
 from shared.manifest import ManifestError, render_job
 from shared.reconcile import LayerPlan, Plan, SetupPlan
 from shared.setup_job import has_setup, render_setup_job, setup_job_name
-from shared.stages import check_stages, top_layer
+from shared.stages import check_stages, runs_pcg_ingest_setup, top_layer
 from shared.state import LayerState, RunState, SetupState, build_layers
 
 # The parallelism a planned manifest is rendered with; `manifest.for_create` writes the
@@ -66,19 +67,32 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
     )
 
 
-def setup_plan(cfg: PipelineConfig, run_id: str, setup: SetupState) -> SetupPlan:
-    """The plan of a stage's setup pass: its Job (rendered while it may be created) and the
-    grid its graph metadata must agree with."""
+def setup_plan(
+    cfg: PipelineConfig, run_id: str, setup: SetupState, table: GraphTable | None = None
+) -> SetupPlan:
+    """The plan of a stage's setup pass: its Job (rendered while it may be created; an
+    image's ingest setup with `--exist-ok` when the observed `table` holds the graph's
+    metadata), the grid its graph metadata must agree with, and the table it must leave
+    that metadata in."""
     name = setup_job_name(cfg.graph_id, setup.stage, run_id, setup.attempt)
     grid = cfg.layer2_shape()
     layers = layer_count(grid, cfg.ds.graph_config.FANOUT)
+    where = {
+        "table_id": cfg.graph_id,
+        "project": cfg.bigtable.project,
+        "instance": cfg.bigtable.instance,
+        "pcg_ingest": runs_pcg_ingest_setup(cfg, setup.stage),
+    }
     if setup.phase not in ("waiting", "running"):
-        return SetupPlan(name, layer2_shape=grid, layer_count=layers)
+        return SetupPlan(name, layer2_shape=grid, layer_count=layers, **where)
+    exist_ok = table is not None and table.has_metadata
     try:
-        manifest = render_setup_job(cfg, setup.stage, run_id=run_id, attempt=setup.attempt)
+        manifest = render_setup_job(
+            cfg, setup.stage, run_id=run_id, attempt=setup.attempt, exist_ok=exist_ok
+        )
     except ManifestError as e:
-        return SetupPlan(name, refusal=str(e), layer2_shape=grid, layer_count=layers)
-    return SetupPlan(name, manifest, layer2_shape=grid, layer_count=layers)
+        return SetupPlan(name, refusal=str(e), layer2_shape=grid, layer_count=layers, **where)
+    return SetupPlan(name, manifest, layer2_shape=grid, layer_count=layers, **where)
 
 
 def may_create(ls: LayerState) -> bool:
@@ -88,9 +102,10 @@ def may_create(ls: LayerState) -> bool:
     return ls.phase in ("waiting", "running")
 
 
-def plan_for(cfg: PipelineConfig, run: RunState) -> Plan:
+def plan_for(cfg: PipelineConfig, run: RunState, table: GraphTable | None = None) -> Plan:
     """The plan of every layer of a run, with the controller settings and billing. Only the
-    layers a reconcile may create get a rendered manifest (rendering is the costly part)."""
+    layers a reconcile may create get a rendered manifest (rendering is the costly part).
+    `table`: the graph's table as observed for its setup passes (None: not read)."""
     return Plan(
         layers={
             key: layer_plan(cfg, run.run_id, ls, may_create(ls)) for key, ls in run.layers.items()
@@ -98,7 +113,7 @@ def plan_for(cfg: PipelineConfig, run: RunState) -> Plan:
         stall_after_s=cfg.controller.stall_after_s,
         billing=billing_for(cfg, run.stages),
         max_vcpus=cfg.controller.max_vcpus,
-        setups={s: setup_plan(cfg, run.run_id, st) for s, st in run.setups.items()},
+        setups={s: setup_plan(cfg, run.run_id, st, table) for s, st in run.setups.items()},
     )
 
 

@@ -29,6 +29,7 @@ from shared.build_plan import plan_for
 from shared.cluster import Cluster, ClusterUnreachableError, ManifestRejectedError
 from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
+from shared.graph_table import GraphTableReader, NoGraphTableReader
 from shared.job_events import JobEvent
 from shared.manifest import for_create
 from shared.oom import with_memory_factors
@@ -47,6 +48,7 @@ from shared.reconcile import (
 )
 from shared.run_store import RunNotFoundError, RunStore, StaleStateError
 from shared.setup_job import dataset_config_map_manifest
+from shared.setup_step import needs_graph_table
 from shared.state import SETUP_LAYER, RunState, layer_key
 from shared.vcpu_budget import running_vcpus
 
@@ -90,7 +92,8 @@ class Observed:
 
 class Controller:
     """Reconciles runs against the cluster. All I/O goes through the injected adapters;
-    `rates` is the Autopilot rate table the budget guard prices with (default: packaged)."""
+    `rates` is the Autopilot rate table the budget guard prices with (default: packaged);
+    `graph_tables` reads a graph's table around its setup passes (docs/setup-passes.md)."""
 
     def __init__(
         self,
@@ -99,6 +102,7 @@ class Controller:
         publish_alert: AlertPublisher,
         clock: Callable[[], datetime] = utcnow,
         rates: tuple[RateRow, ...] | None = None,
+        graph_tables: GraphTableReader | None = None,
     ) -> None:
         self.store, self.cluster, self.publish_alert, self.clock = (
             store,
@@ -107,6 +111,7 @@ class Controller:
             clock,
         )
         self.rates = rates if rates is not None else load_rates()
+        self.graph_tables = graph_tables or NoGraphTableReader()
 
     # ---- triggers -------------------------------------------------------------------
     def on_job_event(self, event: JobEvent, max_age_s: float = 3600.0) -> ReconcileResult | None:
@@ -191,7 +196,7 @@ class Controller:
         """Bring one run one step closer to done. Safe to call any number of times."""
         for attempt in range(STALE_RETRIES):
             obs = self._observe(run_id)
-            plan = plan_for(obs.cfg, obs.seen.run)
+            plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table)
             decision = decide(obs.seen, plan, self.rates, obs.now)
             manifests, refusals = self._dry_run(decision, plan)
             decision = reject(decision, refusals)
@@ -236,7 +241,21 @@ class Controller:
             for name, job in setup_jobs.items()
             if job is not None and job.condition == "Complete"
         }
-        snap = Snapshot(run, {**jobs, **setup_jobs}, pods, others_vcpus=others, setup_logs=logs)
+        # Around a setup pass, the graph's table: its state decides an image's ingest setup
+        # command, and a completed setup counts only with the metadata there.
+        table = None
+        if needs_graph_table(run, cfg, setup_jobs):
+            table = self.graph_tables.read(
+                cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance
+            )
+        snap = Snapshot(
+            run,
+            {**jobs, **setup_jobs},
+            pods,
+            others_vcpus=others,
+            setup_logs=logs,
+            graph_table=table,
+        )
         return Observed(snap, cfg, now)
 
     def _load_if_any(self, run_id: str) -> RunState | None:

@@ -13,6 +13,7 @@ from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing
 from shared.evictions import DEFAULT_MAX_EVICTIONS_PER_INDEX
+from shared.graph_table import GraphTable
 from shared.pod_accounting import PodRecord
 from shared.state import RunState
 
@@ -43,6 +44,12 @@ class SetupPlan:
     refusal: str = ""
     layer2_shape: tuple[int, int, int] = (1, 1, 1)
     layer_count: int = 2
+    # The graph's table the setup must leave its metadata in (docs/setup-passes.md).
+    table_id: str = ""
+    project: str = ""
+    instance: str = ""
+    # PyChunkedGraph's ingest setup: refused on a table without the graph's metadata.
+    pcg_ingest: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,9 @@ class Snapshot:
     others_vcpus: float = 0.0
     # The log of each completed setup Job's pod, by Job name: the graph metadata it reports.
     setup_logs: dict[str, str] = field(default_factory=dict)
+    # The graph's table, read when a setup pass is about to start or has completed
+    # (`shared.setup_step.needs_graph_table`); None: not read in this reconcile.
+    graph_table: GraphTable | None = None
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """The one-shot Job of a stage's setup pass (contract section 4), rendered from the config.
 Pure.
 
-A setup pass runs once before a stage's first layer: PyChunkedGraph's ingest setup writes the
-graph's table and metadata, its meshing setup the mesh metadata, the l2cache setup its cache
-table; the demo's setup (through `python -m worker.setup`) writes the graph metadata its
-workers read their grid from. The command is `shared.stages.setup_command`. The Job is an
-Indexed Job of one completion, so the clusters treat it like a layer's; it gets no retries
+A setup pass runs once before a stage's first layer: PyChunkedGraph's ingest setup creates the
+graph's table and metadata (with `--exist-ok` when the controller found the graph's metadata
+in the table already: docs/setup-passes.md), its meshing setup the mesh metadata, the
+l2cache setup its cache table; the demo's setup (through `python -m worker.setup`) writes the
+graph metadata its workers read their grid from. The command is
+`shared.stages.setup_command`. The Job is an Indexed Job of one completion, so the clusters
+treat it like a layer's; it gets no retries
 (a setup fails fast, with its log tail in the alert) and the pods get the same mounts,
 scheduling and operator env as the stage's workers.
 """
@@ -72,13 +74,14 @@ def has_setup(cfg: PipelineConfig, stage: str) -> bool:
 
 
 def render_setup_job(
-    cfg: PipelineConfig, stage: str, *, run_id: str, attempt: int = 0
+    cfg: PipelineConfig, stage: str, *, run_id: str, attempt: int = 0, exist_ok: bool = False
 ) -> dict[str, Any]:
-    """The batch/v1 Job of `stage`'s setup pass in run `run_id` (its `attempt`: a
-    re-submitted setup passes `--exist-ok` to an image's ingest setup), or ManifestError."""
+    """The batch/v1 Job of `stage`'s setup pass in run `run_id` (its `attempt`, a new Job per
+    re-submit), or ManifestError. `exist_ok`: the graph's table holds its metadata already,
+    so an image's ingest setup gets `--exist-ok` (docs/setup-passes.md)."""
     check_names(cfg, stage, run_id)
     try:
-        argv = setup_command(cfg, stage, exist_ok=attempt > 0)
+        argv = setup_command(cfg, stage, exist_ok=exist_ok)
         grid = cfg.layer2_shape()
         n_layers = layer_count(grid, cfg.ds.graph_config.FANOUT)
         req = setup_requests(cfg.job.for_stage(stage).compute_class)

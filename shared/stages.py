@@ -34,6 +34,7 @@ PCG_SETUP: dict[str, tuple[str, ...]] = {
     "l2cache": ("python", "-m", "pcgl2cache.pipeline.l2cache.setup"),
 }
 SETUP_SUFFIX = "_setup"  # `commands.<stage>_setup`
+EXIST_OK = "--exist-ok"  # PyChunkedGraph's ingest setup: the graph may exist already
 FIRST_LAYER = 2  # layer 1 is the supervoxel layer, never a Job
 
 LastLayer = Literal["root", "layer2", "mesh"]
@@ -139,14 +140,36 @@ class SetupConfigError(PlanError):
     """A stage's setup command cannot be built from the config (the message names the key)."""
 
 
+def image_owns_table(cfg: PipelineConfig) -> bool:
+    """Whether the graph's table is the ingest image's to create: ingest runs an image's
+    entry point (`commands.ingest`), whose setup creates the table with the graph's
+    metadata, so nothing else may create it first (docs/setup-passes.md). Otherwise ingest
+    is our worker's (a `workloads` plugin) and `pipeline setup` may create the table."""
+    return "ingest" in cfg.commands
+
+
+def runs_pcg_ingest_setup(cfg: PipelineConfig, name: str) -> bool:
+    """Whether stage `name`'s setup is PyChunkedGraph's ingest setup (the default of an
+    image-run ingest, or an override that runs its module): it creates the graph's table,
+    fails if the table exists, and skips creating the graph with `--exist-ok`."""
+    try:
+        argv = setup_command(cfg, name)
+    except PlanError:
+        return False
+    return argv is not None and PCG_SETUP["ingest"][-1] in argv
+
+
 def setup_command(cfg: PipelineConfig, name: str, exist_ok: bool = False) -> list[str] | None:
     """The command of stage `name`'s setup pass, or None when it has none (turned off with
-    `commands.<stage>_setup: []`). `exist_ok` (a re-submitted setup) lets the ingest setup of
-    a PyChunkedGraph image find its table already there."""
+    `commands.<stage>_setup: []`). `exist_ok` (the graph's table holds its metadata already)
+    adds `--exist-ok` to PyChunkedGraph's ingest setup, default or override."""
     stage(name)
     override = cfg.commands.get(name + SETUP_SUFFIX)
     if override is not None:
-        return list(override) or None
+        argv = list(override)
+        if exist_ok and PCG_SETUP["ingest"][-1] in argv and EXIST_OK not in argv:
+            argv.append(EXIST_OK)
+        return argv or None
     if name not in cfg.commands:
         return list(WORKER_SETUP)  # a workloads plugin: the worker's setup entry
     argv = [*PCG_SETUP[name], cfg.graph_id]
@@ -154,7 +177,7 @@ def setup_command(cfg: PipelineConfig, name: str, exist_ok: bool = False) -> lis
         if (cfg.ds.ingest_config or {}).get("AGGLOMERATION"):
             argv.append("--raw")  # an agglomeration source implies the raw input path
         if exist_ok:
-            argv.append("--exist-ok")
+            argv.append(EXIST_OK)
     elif name == "l2cache":
         argv = [*PCG_SETUP[name], *_l2cache_setup_args(cfg)]
     return argv

@@ -124,6 +124,15 @@ resource "google_project_iam_member" "controller" {
   member  = google_service_account.controller.member
 }
 
+# Around a setup pass the controller reads the graph's metadata cell (docs/setup-passes.md):
+# read-only on the pipeline's instance.
+resource "google_bigtable_instance_iam_member" "controller_reads_graph_tables" {
+  project  = local.bigtable_project
+  instance = var.bigtable_instance
+  role     = "roles/bigtable.reader"
+  member   = google_service_account.controller.member
+}
+
 # The controller publishes only alerts (its own and the dead-letter alerts).
 resource "google_pubsub_topic_iam_member" "controller_publishes_alerts" {
   topic  = google_pubsub_topic.topics["alerts"].name

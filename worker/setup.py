@@ -64,10 +64,26 @@ def _plugin_setup(workload: str) -> Any:
         raise
 
 
+def planned_meta(fields: Mapping[str, Any]) -> Any:
+    """The graph metadata of the grid the controller planned: voxel bounds from the dataset's
+    `data_source.size` (else the grid times the chunk size), its chunk size, the layer count."""
+    from shared.graph_meta import GraphMeta
+
+    grid = tuple(fields["layer2_shape"])
+    chunk = tuple(int(v) for v in fields["dataset"]["graph_config"]["CHUNK_SIZE"])
+    size = fields["dataset"].get("data_source", {}).get("size")
+    hi = (
+        tuple(int(v) for v in size)
+        if size
+        else tuple(g * c for g, c in zip(grid, chunk, strict=True))
+    )
+    return GraphMeta((0, 0, 0), hi, chunk, int(fields["n_layers"]))  # type: ignore[arg-type]
+
+
 def run(env: Mapping[str, str], log: JsonLogger) -> int:
     """Run the setup pass; returns the exit code."""
     from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
-    from shared.adapters.bigtable.graph_meta_store import read_graph_meta
+    from shared.adapters.bigtable.graph_meta_store import read_graph_meta, write_graph_meta
     from shared.graph_meta import report_line
 
     try:
@@ -97,6 +113,13 @@ def run(env: Mapping[str, str], log: JsonLogger) -> int:
         if fn is not None:
             fn(SetupContext(client=client, logger=log, **ctx_fields))
         meta = read_graph_meta(client)
+        if meta is None and client.table_meta is None:  # as read_graph_meta read it
+            # The stage that made the table leaves the graph's metadata in it (the controller
+            # counts a setup only then: docs/setup-passes.md); a plugin without a setup of its
+            # own gets the planned geometry.
+            meta = planned_meta(ctx_fields)
+            write_graph_meta(client, meta)
+            log.info("graph metadata written from the planned grid", metadata=meta.to_dict())
     finally:
         close_bigtable_client(client)
     if meta is not None:

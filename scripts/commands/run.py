@@ -27,6 +27,7 @@ from shared import start_from
 from shared.build_plan import new_run
 from shared.cluster import Cluster, ClusterError
 from shared.config import PipelineConfig, load_config
+from shared.graph_table import GraphTable
 from shared.manifest import lock_scale_warning, validate_config_renders
 from shared.progress import RunProgress
 from shared.stages import default_stages
@@ -120,17 +121,54 @@ def _apply(run_id: str, action: str, mutate) -> RunState:  # noqa: ANN001 - a Ru
 @click.command()
 @CONFIG_OPTION
 def setup(config_path: str) -> None:
-    """Create the graph's Bigtable table (lock and done rows live there), if missing, and the
-    Secret `secret_name` of the pods' credential files (`secret_files`, a placeholder
-    cave-secret.json where none is given)."""
+    """Create the Secret `secret_name` of the pods' credential files (`secret_files`, a
+    placeholder cave-secret.json where none is given) and, when ingest runs on our worker,
+    the graph's Bigtable table if missing. An image-run ingest (`commands.ingest`) creates
+    its own table with the graph's metadata in its setup pass, so the table is left to it
+    (docs/setup-passes.md)."""
     from scripts.secret_files import apply_secret
-    from shared.adapters.bigtable.chunk_ledger import ensure_table
 
     cfg = load_config(config_path)
     connect()  # picks up a running local stack's emulator addresses
-    ensure_table(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance)
-    click.echo(f"table {cfg.graph_id} ready in {cfg.bigtable.project}/{cfg.bigtable.instance}")
+    click.echo(_setup_table(cfg))
     click.echo(apply_secret(cfg))
+
+
+def _setup_table(cfg: PipelineConfig) -> str:
+    """Create the graph's table for our worker, or leave it to the image's ingest setup
+    (saying what that setup will find)."""
+    from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
+    from shared.stages import image_owns_table
+
+    project, instance = cfg.bigtable.project, cfg.bigtable.instance
+    if not image_owns_table(cfg):
+        from shared.adapters.bigtable.chunk_ledger import ensure_table
+
+        ensure_table(cfg.graph_id, project, instance)
+        return f"table {cfg.graph_id} ready in {project}/{instance}"
+    table = BigtableGraphTables().read(cfg.graph_id, project, instance)
+    note, warning = image_table_note(table, project, instance)
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+    return note
+
+
+def image_table_note(table: GraphTable, project: str = "", instance: str = "") -> tuple[str, str]:
+    """What `pipeline setup` says of the table an image's ingest setup will find: a line, and
+    a warning ("" if none) when that setup will be refused."""
+    from shared.graph_table import TableState, delete_table_fix, describe
+
+    found = describe(table, project, instance)
+    if table.state is TableState.ABSENT:
+        return f"{found}: the ingest setup pass creates it with the graph's metadata", ""
+    if table.state is TableState.METADATA:
+        return f"{found}: the ingest setup pass runs with --exist-ok (the graph is kept)", ""
+    fix = delete_table_fix(table.table_id, project, instance)
+    warning = (
+        f"{found}: the ingest setup pass will be refused (the image can neither create it nor "
+        f"write its metadata into it); {fix} before `pipeline start`"
+    )
+    return f"{found}: left as it is", warning
 
 
 @click.command()

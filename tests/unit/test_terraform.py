@@ -137,11 +137,16 @@ def test_no_project_wide_container_developer_or_admin():
 def test_bigtable_grants_are_on_the_instance_not_the_project():
     bigtable = sorted((k, n) for k, n, r in iam_grants() if r.startswith("roles/bigtable."))
     assert bigtable == [
+        ("google_bigtable_instance_iam_member", "controller_reads_graph_tables"),
         ("google_bigtable_instance_iam_member", "setup_bigtable"),
         ("google_bigtable_instance_iam_member", "worker_bigtable"),
     ]
     for grant in resources("google_bigtable_instance_iam_member").values():
         assert grant["instance"] == "${var.bigtable_instance}"
+    # The controller reads the graph's metadata cell around setup passes: read-only.
+    reads = resources("google_bigtable_instance_iam_member")["controller_reads_graph_tables"]
+    assert reads["role"] == "roles/bigtable.reader"
+    assert reads["member"] == "${google_service_account.controller.member}"
 
 
 def test_nodes_have_their_own_account_with_default_node_role():

@@ -79,10 +79,11 @@ def write_object(root: Path, manifest: dict[str, Any]) -> Path:
 
 
 def remap_env(env: dict[str, str], mounts: tuple[Mount, ...], root: Path) -> dict[str, str]:
-    """`env` with every value under a mounted path pointing into the object's directory."""
+    """`env` with every value under a mounted path pointing into the object's directory, as
+    an absolute path (a pod runs in its own folder, not the operator's)."""
     out = dict(env)
     for mount in mounts:
-        folder = root / KINDS[mount.kind] / mount.name
+        folder = (root / KINDS[mount.kind] / mount.name).absolute()
         if not folder.is_dir():
             continue
         target = folder / mount.sub_path if mount.sub_path else folder

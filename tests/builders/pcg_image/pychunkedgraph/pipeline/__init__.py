@@ -1,0 +1,1 @@
+"""Stand-in for PyChunkedGraph's pipeline package (tests only)."""

@@ -1,0 +1,1 @@
+"""Stand-in for PyChunkedGraph's ingest workload package (tests only)."""
