@@ -1,13 +1,18 @@
 """The `pipeline` command: operator entry point (click). Commands live in scripts/commands/.
 
 Errors raised below are translated to a one-line message and an exit code here, at the edge:
-2 for bad input (config, arguments), 3 for an unreachable dependency, 1 otherwise.
+2 for bad input (config, arguments), 3 for an unreachable dependency, 1 otherwise; Ctrl-C
+exits 130 and SIGTERM / SIGHUP 128 + the signal, at once and without a traceback.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
+import signal
 import sys
+from typing import NoReturn
 
 import click
 
@@ -28,6 +33,7 @@ from scripts.commands import (
 )
 from shared.adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
+from shared.adapters.local.termination import Terminated, unwind_on_termination
 from shared.cluster import ClusterError, ClusterUnreachableError
 from shared.config import ConfigError
 from shared.run_store import StaleStateError
@@ -60,6 +66,23 @@ else:
     REFUSED += (gexc.GoogleAPICallError,)
 
 
+def leave_now(code: int, message: str) -> NoReturn:
+    """Print `message`, run the atexit hooks (the emulators' safety net) and end the process
+    without the interpreter's shutdown. A gRPC call cut short by Ctrl-C leaves its channel
+    waiting for the call in `__del__` at shutdown, for ever (and a second Ctrl-C prints that
+    wait's traceback); every `finally` and `with` block has already run on the way here."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
+    try:
+        click.echo(message, err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: nothing left to tell
+        pass
+    atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit would run first
+    os._exit(code)
+
+
 class PipelineGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -69,9 +92,10 @@ class PipelineGroup(click.Group):
         except BrokenPipeError:  # output piped into `head`: not an error
             sys.stderr.close()
             sys.exit(0)
+        except Terminated as e:
+            leave_now(e.exit_code, f"stopped ({e})")
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            leave_now(130, "interrupted")
         except BAD_INPUT as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
@@ -94,6 +118,7 @@ class PipelineGroup(click.Group):
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def main(verbose: bool) -> None:
     """cave-pipeline: chunked-graph builds on GKE Autopilot, driven by events."""
+    unwind_on_termination()  # a SIGTERM stops what a command started, then exits 143
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
