@@ -7,12 +7,8 @@ exits 130 and SIGTERM / SIGHUP 128 + the signal, at once and without a traceback
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
-import signal
 import sys
-from typing import NoReturn
 
 import click
 
@@ -33,7 +29,7 @@ from scripts.commands import (
 )
 from shared.adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
-from shared.adapters.local.termination import Terminated, unwind_on_termination
+from shared.adapters.local.termination import Terminated, leave_now, unwind_on_termination
 from shared.cluster import ClusterError, ClusterUnreachableError
 from shared.config import ConfigError
 from shared.run_store import StaleStateError
@@ -66,23 +62,6 @@ else:
     REFUSED += (gexc.GoogleAPICallError,)
 
 
-def leave_now(code: int, message: str) -> NoReturn:
-    """Print `message`, run the atexit hooks (the emulators' safety net) and end the process
-    without the interpreter's shutdown. A gRPC call cut short by Ctrl-C leaves its channel
-    waiting for the call in `__del__` at shutdown, for ever (and a second Ctrl-C prints that
-    wait's traceback); every `finally` and `with` block has already run on the way here."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
-    try:
-        click.echo(message, err=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe: nothing left to tell
-        pass
-    atexit._run_exitfuncs()  # noqa: SLF001 - what a normal exit would run first
-    os._exit(code)
-
-
 class PipelineGroup(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -93,7 +72,7 @@ class PipelineGroup(click.Group):
             sys.stderr.close()
             sys.exit(0)
         except Terminated as e:
-            leave_now(e.exit_code, f"stopped ({e})")
+            leave_now(e.exit_code, f"stopped by {e}")
         except KeyboardInterrupt:
             leave_now(130, "interrupted")
         except BAD_INPUT as e:

@@ -11,10 +11,15 @@ Standard library only.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import signal
+import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
+from typing import NoReturn
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +33,7 @@ class Terminated(KeyboardInterrupt):
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
-        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        super().__init__(signal.Signals(signum).name)
 
     @property
     def exit_code(self) -> int:
@@ -58,3 +63,34 @@ def unwind_on_termination() -> None:
     for sig in STOP_SIGNALS:
         if signal.getsignal(sig) is signal.SIG_DFL:
             signal.signal(sig, _raise_terminated)
+
+
+def leave_now(code: int, message: str) -> NoReturn:
+    """Print `message` on stderr, run the atexit hooks (the emulators' safety net) and end
+    the process without the interpreter's shutdown. Call it where a Ctrl-C or `Terminated`
+    arrives, after every `finally` and `with` block ran on the way there: a gRPC call cut
+    short by the interrupt can leave its channel waiting at shutdown for ever (and a second
+    Ctrl-C then prints that wait's traceback)."""
+    for sig in (signal.SIGINT, *STOP_SIGNALS):
+        signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut this short
+    try:
+        print(message, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: nothing left to tell
+        pass
+    atexit._run_exitfuncs()  # what a normal exit would run first
+    os._exit(code)
+
+
+def run_script(main: Callable[[], object]) -> None:
+    """A script's entry point (the bench/ scripts): `main()`, with SIGTERM and SIGHUP
+    unwinding it like Ctrl-C; once stopped and cleaned up, one line and exit 130 (Ctrl-C) or
+    128 + the signal instead of a traceback."""
+    unwind_on_termination()
+    try:
+        main()
+    except Terminated as e:
+        leave_now(e.exit_code, f"stopped by {e}")
+    except KeyboardInterrupt:
+        leave_now(130, "interrupted")
