@@ -261,9 +261,9 @@ def _status_cluster(run: RunState) -> tuple[Cluster | None, str]:
 )
 def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -> None:
     """A run's progress until the run ends (succeeded or failed: the last screen stays),
-    Ctrl-C, or --once: per layer chunks done / total, active and
-    ready pods, retries, failed indexes, OOM kills, parallelism against the ramp, approval,
-    elapsed, chunks/min, ETA, cost so far and projected; the run's totals, its ETA and
+    Ctrl-C (exit 130) or --once: per layer chunks done / total, active and ready pods,
+    retries, failed indexes, OOM kills, parallelism against the ramp, approval, elapsed,
+    chunks/min, ETA, cost so far and projected; the run's totals, its ETA and
     projected cost (forecast from the runtimes observed so far, the ramp and the cap), spend
     against budget, the cluster's nodes and requests, and what the waiting layers wait on."""
     store = connect().store
