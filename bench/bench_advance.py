@@ -34,6 +34,7 @@ from shared.adapters.bigtable.chunk_ledger import ensure_table
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.stack import LocalStack
+from shared.adapters.local.termination import run_script
 from shared.build_plan import new_run
 from shared.config import load_config
 from shared.state import RunState
@@ -174,4 +175,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # SIGTERM / Ctrl-C: stop the emulators and pods first

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.local.emulators import EmulatorSet
+from shared.adapters.local.termination import run_script
 from shared.build_plan import new_run
 from shared.cluster import JobStatus, PodInfo
 from shared.config import load_config
@@ -217,4 +218,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # SIGTERM / Ctrl-C: stop the emulators and pods first

@@ -45,10 +45,26 @@ from shared.adapters.bigtable.chunk_ledger import (  # noqa: E402
     open_bigtable_client,
 )
 from shared.adapters.local.emulators import EmulatorSet  # noqa: E402
+from shared.adapters.local.process_groups import kill_group  # noqa: E402
+from shared.adapters.local.termination import run_script  # noqa: E402
 from shared.grid import layer_batch_size, num_batches  # noqa: E402
 from shared.layers import layer_count, layer_shape  # noqa: E402
 
 PROJECT, INSTANCE = "bench", "bench"
+# The workers running now, each in a process group of its own: stopped with the emulator
+# when the bench ends or is stopped (Ctrl-C, SIGTERM), and none started after that.
+WORKERS: set[subprocess.Popen[str]] = set()
+WORKERS_LOCK = threading.Lock()
+STOPPING = threading.Event()
+
+
+def stop_workers() -> None:
+    """End every running worker's process group; no index starts another attempt."""
+    STOPPING.set()
+    with WORKERS_LOCK:
+        running = list(WORKERS)
+    for proc in running:
+        kill_group(proc, timeout=5.0)  # type: ignore[arg-type]
 
 
 def slow_ingest(ctx: Any) -> None:
@@ -89,14 +105,19 @@ def _run_index(env: dict[str, str], kills: int, kill_after: int, stats: dict[str
     over) and how long from the kill to its first finished chunk (start-up included)."""
     attempt, killed_at = 0, None
     while True:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "worker"],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+        with WORKERS_LOCK:
+            if STOPPING.is_set():
+                return
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "worker"],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,  # stop_workers() ends it and its children
+            )
+            WORKERS.add(proc)
         assert proc.stdout is not None
         done, held_at = 0, None
         for line in proc.stdout:
@@ -118,7 +139,10 @@ def _run_index(env: dict[str, str], kills: int, kill_after: int, stats: dict[str
                     stats["kills"] += 1
                     break
         proc.stdout.close()
-        if proc.wait() == 0:
+        code = proc.wait()
+        with WORKERS_LOCK:
+            WORKERS.discard(proc)
+        if code == 0 or STOPPING.is_set():
             return
         attempt += 1
         stats["retries"] += 1
@@ -152,9 +176,10 @@ def build(args: Any, base: dict[str, str], kills: int, takeover: bool) -> dict[s
                     args.kill_after,
                     stats,
                 ),
+                daemon=True,
             )
             for i in range(n)
-        ]
+        ]  # daemons: a stopped bench does not wait for them (stop_workers ends the workers)
         for t in threads:
             t.start()
         for t in threads:
@@ -199,12 +224,15 @@ def main() -> None:
             f"{args.expiry:g} s, {args.chunk_sleep:g} s per chunk, {args.kills} kills",
             flush=True,
         )
-        none = build(args, base, 0, True)
-        print(f"no kill                      : {none}", flush=True)
-        after = build(args, base, args.kills, True)
-        print(f"kills, takeover (now)        : {after}", flush=True)
-        before = build(args, base, args.kills, False)
-        print(f"kills, no takeover (before)  : {before}", flush=True)
+        try:
+            none = build(args, base, 0, True)
+            print(f"no kill                      : {none}", flush=True)
+            after = build(args, base, args.kills, True)
+            print(f"kills, takeover (now)        : {after}", flush=True)
+            before = build(args, base, args.kills, False)
+            print(f"kills, no takeover (before)  : {before}", flush=True)
+        finally:
+            stop_workers()
     for name, run in (("now", after), ("before", before)):
         k = max(run["kills"], 1)
         print(
@@ -215,4 +243,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # SIGTERM / Ctrl-C: stop the emulators and pods first

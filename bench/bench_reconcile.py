@@ -37,6 +37,7 @@ from google.cloud.firestore_v1 import base_batch, collection, document, query
 
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.local.emulators import EmulatorSet
+from shared.adapters.local.termination import run_script
 from shared.build_plan import new_run
 from shared.cluster import JobStatus, PodInfo
 from shared.config import load_config
@@ -272,4 +273,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)  # SIGTERM / Ctrl-C: stop the emulators and pods first

@@ -1,7 +1,8 @@
 """The `pipeline` command: operator entry point (click). Commands live in scripts/commands/.
 
 Errors raised below are translated to a one-line message and an exit code here, at the edge:
-2 for bad input (config, arguments), 3 for an unreachable dependency, 1 otherwise.
+2 for bad input (config, arguments), 3 for an unreachable dependency, 1 otherwise; Ctrl-C
+exits 130 and SIGTERM / SIGHUP 128 + the signal, at once and without a traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from scripts.commands import (
 )
 from shared.adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
+from shared.adapters.local.termination import Terminated, leave_now, unwind_on_termination
 from shared.cluster import ClusterError, ClusterUnreachableError
 from shared.config import ConfigError
 from shared.run_store import StaleStateError
@@ -69,9 +71,10 @@ class PipelineGroup(click.Group):
         except BrokenPipeError:  # output piped into `head`: not an error
             sys.stderr.close()
             sys.exit(0)
+        except Terminated as e:
+            leave_now(e.exit_code, f"stopped by {e}")
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            leave_now(130, "interrupted")
         except BAD_INPUT as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
@@ -94,6 +97,7 @@ class PipelineGroup(click.Group):
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def main(verbose: bool) -> None:
     """cave-pipeline: chunked-graph builds on GKE Autopilot, driven by events."""
+    unwind_on_termination()  # a SIGTERM stops what a command started, then exits 143
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )

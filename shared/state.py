@@ -15,6 +15,7 @@ from shared.stages import FIRST_LAYER, dependencies
 
 SETUP_LAYER = 0  # a setup Job's layer (label, CreateJob, `pipeline submit RUN STAGE 0`)
 RUN_STATUSES = ("running", "paused", "succeeded", "failed")
+RUN_ENDED = ("succeeded", "failed")  # the controller no longer acts (a re-submit revives)
 LAYER_PHASES = ("waiting", "running", "succeeded", "failed")
 
 

@@ -15,59 +15,71 @@ from rich.table import Table
 from scripts.layer_target import run_config
 from scripts.services import Services, connect
 from scripts.views.terminal import console, titled_table
-from shared.costs import estimate
+from shared.config import PipelineConfig
+from shared.costs import LayerCost, estimate
 from shared.pricing import load_rates
 from shared.run_store import RunNotFoundError
 from shared.setup_job import setup_requests
-from shared.state import SETUP_LAYER, RunState
+from shared.state import LayerState, RunState, SetupState
+
+SETUP = "setup"  # a setup pass's "layer" in rows and tables (`pipeline submit` takes 0)
+
+
+def _setup_row(
+    cfg: PipelineConfig, setup: SetupState, lc: LayerCost, now: datetime
+) -> dict[str, Any]:
+    """A setup pass's row: one pod at the setup's requests over its Jobs' spans."""
+    req = setup_requests(cfg.job.for_stage(setup.stage).compute_class)
+    hours = setup.span_s(now) / 3600
+    return {
+        "stage": setup.stage,
+        "layer": SETUP,
+        "key": lc.key,
+        "phase": setup.phase,
+        "pods": setup.attempt + 1,
+        "retries": setup.attempt,
+        "preempted": 0,
+        "vcpu_hours": req.cpu * hours,
+        "gib_hours": req.memory_gib * hours,
+        "usd": lc.usd,
+        "backfilled_pods": 0,
+    }
+
+
+def _layer_row(ls: LayerState, lc: LayerCost) -> dict[str, Any]:
+    return {
+        "stage": ls.stage,
+        "layer": ls.layer,
+        "key": ls.key,
+        "phase": ls.phase,
+        "pods": ls.pods_succeeded + ls.pods_failed + ls.pods_preempted,
+        "retries": ls.pods_failed,
+        "preempted": ls.pods_preempted,
+        "vcpu_hours": (ls.cpu_seconds + ls.running_cpu_seconds) / 3600,
+        "gib_hours": (ls.memory_gib_seconds + ls.running_memory_gib_seconds) / 3600,
+        "usd": lc.usd,
+        "backfilled_pods": lc.backfilled_pods,
+    }
 
 
 def cost_report(run: RunState, now: datetime) -> dict[str, Any]:
-    """A run's estimated cost by layer and stage, the cluster fee and the total (JSON-ready)."""
+    """A run's estimated cost by layer and stage, the cluster fee and the total (JSON-ready).
+    Rows in build order: each stage's setup pass (`"layer": "setup"`) before its layers;
+    passes never started spent nothing and have no row."""
     cfg = run_config(run)
     est = estimate(cfg, run, load_rates(), now)
     by_key = {lc.key: lc for lc in est.layers}
-    layers, stages = [], {}
-    for ls in run.ordered_layers():
-        lc = by_key.get(ls.key)
-        if lc is None:
-            continue  # never submitted: nothing spent
-        layers.append(
-            {
-                "stage": ls.stage,
-                "layer": ls.layer,
-                "phase": ls.phase,
-                "pods": ls.pods_succeeded + ls.pods_failed + ls.pods_preempted,
-                "retries": ls.pods_failed,
-                "preempted": ls.pods_preempted,
-                "vcpu_hours": (ls.cpu_seconds + ls.running_cpu_seconds) / 3600,
-                "gib_hours": (ls.memory_gib_seconds + ls.running_memory_gib_seconds) / 3600,
-                "usd": lc.usd,
-                "backfilled_pods": lc.backfilled_pods,
-            }
-        )
-        stages[ls.stage] = stages.get(ls.stage, 0.0) + lc.usd
-    for setup in run.setups.values():  # each a pod of its own, before the stage's layer 2
-        lc = by_key.get(f"{setup.stage}-setup")
-        if lc is None:
-            continue  # not started: nothing spent
-        req = setup_requests(cfg.job.for_stage(setup.stage).compute_class)
-        hours = setup.span_s(now) / 3600
-        layers.append(
-            {
-                "stage": setup.stage,
-                "layer": SETUP_LAYER,
-                "phase": setup.phase,
-                "pods": setup.attempt + 1,
-                "retries": setup.attempt,
-                "preempted": 0,
-                "vcpu_hours": req.cpu * hours,
-                "gib_hours": req.memory_gib * hours,
-                "usd": lc.usd,
-                "backfilled_pods": 0,
-            }
-        )
-        stages[setup.stage] = stages.get(setup.stage, 0.0) + lc.usd
+    layers: list[dict[str, Any]] = []
+    for stage in run.stages:
+        setup = run.setups.get(stage)
+        if setup is not None and f"{stage}-{SETUP}" in by_key:
+            layers.append(_setup_row(cfg, setup, by_key[f"{stage}-{SETUP}"], now))
+        for ls in (ls for ls in run.ordered_layers() if ls.stage == stage):
+            if ls.key in by_key:
+                layers.append(_layer_row(ls, by_key[ls.key]))
+    stages: dict[str, float] = {}
+    for row in layers:
+        stages[row["stage"]] = stages.get(row["stage"], 0.0) + row["usd"]
     models = {s: ("Spot" if cfg.job.for_stage(s).spot else "on-demand") for s in run.stages}
     classes = {s: cfg.job.for_stage(s).compute_class or "general-purpose" for s in run.stages}
     return {

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors
-from scripts.commands.costs import cost_report
+from scripts.commands.costs import SETUP, cost_report
 from scripts.commands.pods import EPOCH, all_events, pod_runtime, scheduling_messages
 from scripts.layer_target import Target, resolve_target, run_config
 from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
@@ -92,34 +92,48 @@ def describe(args: tuple[str, ...], job: str | None) -> None:
 
 
 def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
-    """Per layer: chunks, pods, retries, preemptions, vCPU-h, GiB-h, cost and wall time."""
+    """Per stage, its setup pass (`"layer": "setup"`, if it ran) and then its layers: chunks,
+    pods, retries, preemptions, vCPU-h, GiB-h, cost and wall time (the costs are
+    `pipeline costs`' rows, so the stage subtotals agree)."""
     cfg = run_config(run)
-    costs = {(r["stage"], r["layer"]): r for r in cost_report(run, now)["layers"]}
+    costs = {r["key"]: r for r in cost_report(run, now)["layers"]}
     rows = []
-    for ls in run.ordered_layers():
-        size = layer_size(cfg, ls.stage, ls.layer)
-        done = size.chunks if ls.phase == "succeeded" else chunks_done(ls.completed_indexes, size)
-        c = costs.get((ls.stage, ls.layer), {})
-        wall = None
-        if ls.submitted_at is not None:
-            wall = ((ls.finished_at or now) - ls.submitted_at).total_seconds()
-        rows.append(
-            {
-                "stage": ls.stage,
-                "layer": ls.layer,
-                "phase": ls.phase,
-                "chunks_done": done,
-                "chunks": size.chunks,
-                "pods": ls.pods_succeeded + ls.pods_failed + ls.pods_preempted,
-                "retries": ls.pods_failed,
-                "preemptions": ls.pods_preempted,
-                "vcpu_hours": c.get("vcpu_hours", 0.0),
-                "gib_hours": c.get("gib_hours", 0.0),
-                "usd": c.get("usd", 0.0),
-                "wall_s": wall,
-            }
-        )
+    for stage in run.stages:
+        setup = run.setups.get(stage)
+        if setup is not None and f"{stage}-{SETUP}" in costs:
+            c = costs[f"{stage}-{SETUP}"]
+            rows.append(
+                {**_money(c), "stage": stage, "layer": SETUP, "key": c["key"],
+                 "phase": setup.phase, "chunks_done": 0, "chunks": 0,
+                 "wall_s": setup.span_s(now)}
+            )  # fmt: skip
+        for ls in (ls for ls in run.ordered_layers() if ls.stage == stage):
+            size = layer_size(cfg, ls.stage, ls.layer)
+            done = (
+                size.chunks if ls.phase == "succeeded" else chunks_done(ls.completed_indexes, size)
+            )
+            wall = None
+            if ls.submitted_at is not None:
+                wall = ((ls.finished_at or now) - ls.submitted_at).total_seconds()
+            rows.append(
+                {**_money(costs.get(ls.key, {})), "stage": ls.stage, "layer": ls.layer,
+                 "key": ls.key, "phase": ls.phase, "chunks_done": done, "chunks": size.chunks,
+                 "wall_s": wall}
+            )  # fmt: skip
     return rows
+
+
+def _money(cost_row: dict[str, Any]) -> dict[str, Any]:
+    """Pods, retries, preemptions, vCPU-h, GiB-h and USD from a `pipeline costs` row (0s for
+    a layer not submitted)."""
+    return {
+        "pods": cost_row.get("pods", 0),
+        "retries": cost_row.get("retries", 0),
+        "preemptions": cost_row.get("preempted", 0),
+        "vcpu_hours": cost_row.get("vcpu_hours", 0.0),
+        "gib_hours": cost_row.get("gib_hours", 0.0),
+        "usd": cost_row.get("usd", 0.0),
+    }
 
 
 @click.command("run")
@@ -133,8 +147,11 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
     run = connect().store.load_run(run_id)
     rows = breakdown(run, now)
     progress, _ = gather(run, now, None)  # the forecast, as `pipeline status` shows it
-    for r, lp in zip(rows, progress.layers, strict=True):
-        r["eta_s"], r["projected_usd"] = lp.eta_s, lp.projected_usd
+    forecast = {lp.key: lp for lp in progress.layers}
+    for r in rows:
+        lp = forecast.get(r["key"])  # none for a setup pass
+        r["eta_s"] = lp.eta_s if lp is not None else None
+        r["projected_usd"] = lp.projected_usd if lp is not None else None
     if as_json:
         doc = {"run_id": run_id, "status": run.status, "layers": rows}
         doc.update(eta_s=progress.eta_s, eta_basis=progress.eta_basis)
@@ -151,7 +168,8 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
         mine = [r for r in rows if r["stage"] == stage]
         for r in mine:
             table.add_row(
-                stage, str(r["layer"]), r["phase"], f"{r['chunks_done']}/{r['chunks']}",
+                stage, str(r["layer"]), r["phase"],
+                f"{r['chunks_done']}/{r['chunks']}" if r["layer"] != SETUP else "",
                 str(r["pods"]), str(r["retries"]), str(r["preemptions"]),
                 f"{r['vcpu_hours']:.3f}", f"{r['gib_hours']:.3f}", f"{r['usd']:.4f}",
                 span(r["wall_s"]),

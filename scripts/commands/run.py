@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import click
+from rich.console import RenderableType
 
 from scripts import cluster_access
 from scripts.layer_target import run_config
@@ -31,7 +32,7 @@ from shared.graph_table import GraphTable
 from shared.manifest import lock_scale_warning, validate_config_renders
 from shared.progress import RunProgress
 from shared.stages import default_stages
-from shared.state import RunState
+from shared.state import RUN_ENDED, RunState
 
 ADVANCE = click.Choice(["manual", "approve", "auto"])
 
@@ -309,9 +310,10 @@ def _status_cluster(run: RunState) -> tuple[Cluster | None, str]:
     "--rows", type=click.IntRange(min=3), default=MAX_ROWS, show_default=True, help="Layer rows."
 )
 def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -> None:
-    """A run's progress until Ctrl-C (or --once): per layer chunks done / total, active and
-    ready pods, retries, failed indexes, OOM kills, parallelism against the ramp, approval,
-    elapsed, chunks/min, ETA, cost so far and projected; the run's totals, its ETA and
+    """A run's progress until the run ends (succeeded or failed: the last screen stays),
+    Ctrl-C (exit 130) or --once: per layer chunks done / total, active and ready pods,
+    retries, failed indexes, OOM kills, parallelism against the ramp, approval, elapsed,
+    chunks/min, ETA, cost so far and projected; the run's totals, its ETA and
     projected cost (forecast from the runtimes observed so far, the ramp and the cap), spend
     against budget, the cluster's nodes and requests, and what the waiting layers wait on."""
     store = connect().store
@@ -325,7 +327,14 @@ def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -
     if as_json:
         click.echo(json.dumps(as_json_doc(snapshot()[0]), default=str, indent=2))
         return
-    live(lambda: status_view(*snapshot(), max_rows=rows), once, interval, console(100))
+    last: list[RunProgress] = []
+
+    def view() -> RenderableType:
+        progress, note = snapshot()
+        last[:] = [progress]
+        return status_view(progress, note, max_rows=rows)
+
+    live(view, once, interval, console(100), until=lambda: last[0].status in RUN_ENDED)
 
 
 COMMANDS = (setup, start, approve, pause, resume, scale, submit, delete, status)

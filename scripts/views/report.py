@@ -178,7 +178,7 @@ def costs(data: ReportData) -> Any | None:
         rows = [r for r in data.costs["layers"] if r["stage"] == stage]
         fig.add_trace(
             go.Bar(
-                x=[f"{stage}-L{r['layer']}" for r in rows], y=[r["usd"] for r in rows], name=stage,
+                x=[r["key"] for r in rows], y=[r["usd"] for r in rows], name=stage,
                 customdata=[[r["vcpu_hours"], r["gib_hours"], r["pods"]] for r in rows],
                 hovertemplate="%{x}: $%{y:.4f}<br>%{customdata[0]:.3f} vCPU-h, "
                 "%{customdata[1]:.3f} GiB-h, %{customdata[2]} pods<extra></extra>",

@@ -25,15 +25,20 @@ def titled_table(title: str | None, columns: Iterable[str], **options: Any) -> T
 
 
 def live(
-    render: Callable[[], RenderableType], once: bool, interval: float, out: Console | None = None
+    render: Callable[[], RenderableType],
+    once: bool,
+    interval: float,
+    out: Console | None = None,
+    until: Callable[[], bool] | None = None,
 ) -> None:
-    """Print `render()` once, or keep it on screen refreshed every `interval` s until Ctrl-C."""
+    """Print `render()` once, or keep it on screen refreshed every `interval` s until Ctrl-C
+    or, with `until`, until `until()` is true after a render: the last screen stays."""
     out = out or console()
     if once:
         out.print(render())
         return
     with Live(render(), console=out) as view:
-        while True:
+        while until is None or not until():
             time.sleep(interval)
             view.update(render())
 

@@ -3,7 +3,9 @@
 The emulators are the real binaries shipped in the SDK's ``platform/`` folder. Each one is
 started in its own process group, bound to 127.0.0.1 on a free port, with its output sent to
 a log file in a temporary folder; stopping it terminates the whole group (the Firestore
-wrapper is a bash script that keeps a ``java`` child), so nothing is left running.
+wrapper is a bash script that keeps a ``java`` child), so nothing is left running. Starting
+one also makes SIGTERM and SIGHUP unwind the process (``termination.unwind_on_termination``)
+so that a killed or timed-out program still stops them.
 
 Only the standard library is used here: no Google client is imported.
 
@@ -35,6 +37,7 @@ from pathlib import Path
 from types import TracebackType
 
 from shared.adapters.local.process_groups import HOST, free_port, kill_group, log_tail
+from shared.adapters.local.termination import unwind_on_termination
 
 __all__ = [
     "ALL_EMULATORS",
@@ -270,6 +273,7 @@ def start_emulator(
     """
     spec = _spec(name)
     check_emulators([name])
+    unwind_on_termination()  # a SIGTERM now stops it too (no-op off the main thread)
     attempts = 1 if port is not None else 2
     for attempt in range(1, attempts + 1):
         try:
@@ -404,6 +408,7 @@ class EmulatorSet:
         if self.emulators:
             raise RuntimeError("EmulatorSet already started")
         check_emulators(self.names)
+        unwind_on_termination()  # the emulators start in threads, where it cannot be set
         errors: list[BaseException] = []
         with ThreadPoolExecutor(max_workers=max(1, len(self.names))) as pool:
             futures = {

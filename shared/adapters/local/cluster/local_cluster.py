@@ -48,6 +48,7 @@ from shared.adapters.local.cluster.vanish import (
     remove_deleted,
 )
 from shared.adapters.local.cluster.view import LocalClusterView, SnapshotWriter, read_pod_log
+from shared.adapters.local.termination import unwind_on_termination
 from shared.cluster import ClusterError, JobStatus, PodInfo, PodUsage
 
 __all__ = ["LocalCluster", "LocalClusterView"]
@@ -118,7 +119,9 @@ class LocalCluster:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> LocalCluster:
-        """Start the scheduler thread (idempotent)."""
+        """Start the scheduler thread (idempotent). From here a SIGTERM unwinds the process,
+        so its `stop()` ends the pods (each in a process group of its own)."""
+        unwind_on_termination()
         if self._thread is None or not self._thread.is_alive():
             self._stopping.clear()
             self._thread = threading.Thread(
