@@ -143,6 +143,9 @@ def test_3_terminal_conditions_and_reasons_are_read(
         event_type="Warning" if condition == "Failed" else "Normal",
     )
     assert parse_log_entry(entry).reason == reason
+    # Cloud Logging stamps entries to the nanosecond.
+    entry["timestamp"] = "2026-03-02T14:05:11.123456789Z"
+    assert parse_log_entry(entry).timestamp.microsecond == 123456
 
 
 # -- 4-13. the local cluster running Jobs ---------------------------------------------------------
