@@ -145,12 +145,12 @@ class LocalJob:
         """Record a pod that ended and apply the failure policy to it."""
         self.dirty = True
         pod.exit_code, pod.finished = exit_code, now
-        conditions: set[str] = set()
+        # A preempted pod carries the DisruptionTarget condition, deleted since or not.
+        conditions = {"DisruptionTarget"} if pod.disrupted else set()
         if pod.deleting:
             pod.phase, pod.reason = "Failed", "Deleted"
         elif pod.disrupted:  # a preempted pod fails whatever its exit code (graceful shutdown)
             pod.phase, pod.reason = "Failed", "DisruptionTarget"
-            conditions.add("DisruptionTarget")
         elif exit_code == 0:
             pod.phase, pod.reason = "Succeeded", "Completed"
             if not self.finished:
