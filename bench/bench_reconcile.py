@@ -14,6 +14,15 @@ batch); time is the wall time of `Controller.reconcile`; memory is the process's
 
 The last line is JSON: pods, batches, reconcile_median_s, peak_rss_mib, firestore_reads,
 firestore_writes, cluster_calls (reads/writes/calls are per reconcile, mean over the steps).
+
+`--decode` measures instead what the GKE adapter spends reading a running layer once per
+reconcile (its Job, then its pods in pages of 500) from recorded Autopilot JSON
+(tests/fixtures/gke_api, multiplied to 1,000 and 5,000 pods; no emulator): CPU-seconds and
+peak Python memory, before (the client's model classes, then `sanitize_for_serialization`,
+as the adapter read lists until it took the JSON) and after (`GkeCluster` as it is), both
+in the same run through the same transport stand-in:
+
+    python bench/bench_reconcile.py --decode --decode-pods 1000,5000
 """
 
 from __future__ import annotations
@@ -25,7 +34,9 @@ import pstats
 import random
 import resource
 import statistics
+import sys
 import time
+import tracemalloc
 import uuid
 from collections import Counter
 from dataclasses import replace
@@ -246,6 +257,104 @@ def measure(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str, flo
     }
 
 
+ROOT = Path(__file__).resolve().parents[1]
+JOB = "pcg-lab-ingest-l2-4f2a9c"
+
+
+def read_with_models(gke) -> list[PodInfo]:
+    """The adapter's reads as they were: model classes, then back to the wire form."""
+    from shared.adapters.gke.cluster import PAGE
+    from shared.adapters.gke.wire import job_status, pod_info
+
+    wire = gke.api_client.sanitize_for_serialization
+    job_status(wire(gke.batch.read_namespaced_job(JOB, gke.namespace, **gke._opts)))
+    items, token = [], None
+    while True:
+        kwargs = {"limit": PAGE, "label_selector": f"batch.kubernetes.io/job-name={JOB}"}
+        if token:
+            kwargs["_continue"] = token
+        page = wire(gke.core.list_namespaced_pod(gke.namespace, **kwargs, **gke._opts))
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            break
+    return sorted((pod_info(p) for p in items), key=lambda p: (p.index, p.created, p.name))
+
+
+def read_as_json(gke) -> list[PodInfo]:
+    """The adapter's reads as they are."""
+    gke.get_job(JOB)
+    return gke.list_pods(JOB)
+
+
+def measure_decode(pods: int, repeats: int) -> dict[str, float]:
+    """CPU-seconds (median of `repeats`) of one reconcile's reads of a `pods`-pod layer,
+    before and after, answered from pre-encoded recorded JSON; then the peak of traced Python
+    memory during the reads as they are (the pages' JSON included) and what they keep (the
+    PodInfos). The model classes' memory is not traced: that takes minutes at 5,000 pods."""
+    sys.path.insert(0, str(ROOT))  # the recorded shapes and the transport stand-in
+    from kubernetes.client import ApiClient, Configuration
+
+    from shared.adapters.gke.cluster import PAGE, GkeCluster
+    from tests.builders.gke_api import ENDPOINT, FakeServer, pod_list_pages, recorded
+
+    job_text = json.dumps(recorded("job_indexed_autopilot"))
+    pages = [json.dumps(p) for p in pod_list_pages(pods, page=PAGE)]
+    server = FakeServer()
+    api = ApiClient(Configuration(host=ENDPOINT))
+    api.call_api = server  # answers the HTTP; the client's own code runs as on GKE
+    gke = GkeCluster(api, "pipeline")
+
+    def queue() -> None:
+        server.answers = [(200, job_text, "application/json")]
+        server.answers += [(200, p, "application/json") for p in pages]
+
+    row: dict[str, float] = {
+        "pods": pods,
+        "pages": len(pages),
+        "json_mib": round(sum(map(len, pages)) / 2**20, 1),
+    }
+    results = {}
+    for label, read in (("before", read_with_models), ("after", read_as_json)):
+        times = []
+        for _ in range(repeats):
+            queue()
+            t = time.process_time()
+            results[label] = read(gke)
+            times.append(time.process_time() - t)
+        row[f"{label}_cpu_s"] = round(statistics.median(times), 3)
+    assert results["before"] == results["after"], "the two reads disagree"
+    row["speedup"] = round(row["before_cpu_s"] / max(row["after_cpu_s"], 1e-9), 1)
+    row["after_cpu_s_per_1000_pods"] = round(row["after_cpu_s"] * 1000 / pods, 4)
+    del results
+    queue()
+    tracemalloc.start()
+    kept = read_as_json(gke)
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del kept
+    row["after_peak_mib"] = round(peak / 2**20, 1)
+    row["after_kept_mib"] = round(current / 2**20, 1)
+    return row
+
+
+def main_decode(args: argparse.Namespace) -> None:
+    rows = [measure_decode(int(n), args.steps) for n in args.decode_pods.split(",")]
+    if not args.json:
+        print(
+            "the GKE adapter's reads of one running layer per reconcile (its Job, its pods in "
+            f"pages of 500), CPU-seconds median of {args.steps}:"
+        )
+        for r in rows:
+            print(
+                f"  {r['pods']:>6} pods ({r['pages']} pages, {r['json_mib']} MiB JSON): "
+                f"model classes {r['before_cpu_s']} s, JSON {r['after_cpu_s']} s "
+                f"({r['speedup']}x); JSON peak {r['after_peak_mib']} MiB, "
+                f"{r['after_kept_mib']} MiB kept"
+            )
+    print(json.dumps({"decode": rows}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pods", type=int, default=5000, help="active pods")
@@ -253,7 +362,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="reconciles measured")
     parser.add_argument("--profile", action="store_true", help="print a cProfile summary")
     parser.add_argument("--json", action="store_true", help="only the JSON line")
+    parser.add_argument(
+        "--decode", action="store_true", help="the GKE adapter's decoding, before and after"
+    )
+    parser.add_argument("--decode-pods", default="1000,5000", help="pod counts for --decode")
     args = parser.parse_args()
+    if args.decode:
+        main_decode(args)
+        return
     instrument()
     with EmulatorSet(("firestore",)) as emus:
         import os

@@ -1,7 +1,9 @@
 """Index-interval strings as Kubernetes writes them in a Job's status: "1,3-5,9".
 
 `completedIndexes` and `failedIndexes` of an Indexed Job use this form; so do our stored
-layer records and alerts. Pure module.
+layer records and alerts. Kubernetes compresses only three or more consecutive indexes into a
+range ("0-2"); two consecutive ones stay apart ("0,1"). `parse` reads both, and ranges of two
+("0-1") as well. Pure module (see docs/local-cluster.md).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ def parse(text: str) -> list[int]:
 
 
 def format(indexes: Iterable[int]) -> str:  # noqa: A001 - mirrors parse()
-    """Compress indexes into "1,3-5" form (sorted, deduplicated)."""
+    """Compress indexes into "1,3-5" form (sorted, deduplicated) as the Job controller writes
+    them: a range from three consecutive indexes on, so 0 and 1 are "0,1", 0 to 2 "0-2"."""
     values = sorted(set(int(i) for i in indexes))
     parts: list[str] = []
     i = 0
@@ -36,7 +39,10 @@ def format(indexes: Iterable[int]) -> str:  # noqa: A001 - mirrors parse()
         j = i
         while j + 1 < len(values) and values[j + 1] == values[j] + 1:
             j += 1
-        parts.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        if j - i >= 2:
+            parts.append(f"{values[i]}-{values[j]}")
+        else:  # one index, or two consecutive ones: Kubernetes writes them apart
+            parts.extend(str(v) for v in values[i : j + 1])
         i = j + 1
     return ",".join(parts)
 

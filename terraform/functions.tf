@@ -138,10 +138,16 @@ resource "google_cloudfunctions2_function" "fn" {
   }
 
   service_config {
+    # available_memory: sized for the largest layer the config allows (parallelism up to
+    # 100,000, plus GKE's 1,000 kept terminated pods, listed every reconcile): ~0.45 CPU-s and
+    # ~1.6 MiB kept per 1,000 pods read as JSON, one 500-pod page (~45 MiB) at a time. 2 GiB
+    # brings 1 vCPU, so such a reconcile fits in the one-minute tick; 512M (0.333 vCPU) would
+    # take about three. Figures: docs/local-cluster.md ("The functions' size");
+    # cloudbuild.yaml's --memory must match.
     min_instance_count               = 0
     max_instance_count               = var.max_instances
     max_instance_request_concurrency = 1
-    available_memory                 = "512M"
+    available_memory                 = "2Gi"
     timeout_seconds                  = local.function_timeout_s
     environment_variables            = local.function_env
     service_account_email            = google_service_account.controller.email

@@ -4,7 +4,9 @@ Status body), so the `kubernetes` client's own exception and model code runs."""
 
 from __future__ import annotations
 
+import copy
 import json
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -15,6 +17,7 @@ from kubernetes.client.rest import RESTResponse
 from shared.adapters.gke.cluster import GkeCluster
 
 ENDPOINT = "https://10.1.2.3"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gke_api"
 
 
 def status_body(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
@@ -113,3 +116,58 @@ def fake_gke(server: FakeServer, monkeypatch: Any, namespace: str = "pipeline") 
     api = ApiClient(Configuration(host=ENDPOINT))
     monkeypatch.setattr(api, "call_api", server)
     return GkeCluster(api, namespace, request_timeout=7)
+
+
+def recorded(name: str) -> dict[str, Any]:
+    """A recorded API object from tests/fixtures/gke_api (a fresh copy each call)."""
+    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def indexed_pods(n: int) -> list[dict[str, Any]]:
+    """`n` pods of the recorded layer Job: the recorded pod with each its own name, uid and
+    index; every tenth failed (exit 1, Error), every seventh still running."""
+    template = recorded("pod_indexed_job_autopilot")
+    pods = []
+    for i in range(n):
+        pod = copy.deepcopy(template)
+        meta, status = pod["metadata"], pod["status"]
+        name = f"pcg-lab-ingest-l2-4f2a9c-{i}-{i:05x}"
+        meta["name"], meta["uid"] = name, f"0b6e1f52-93c4-4d8a-b1e7-{i:012x}"
+        meta["annotations"]["batch.kubernetes.io/job-completion-index"] = str(i)
+        meta["labels"]["batch.kubernetes.io/job-completion-index"] = str(i)
+        pod["spec"]["hostname"] = f"pcg-lab-ingest-l2-4f2a9c-{i}"
+        state = status["containerStatuses"][0]["state"]
+        if i % 7 == 0:
+            status["phase"] = "Running"
+            state.clear()
+            state["running"] = {"startedAt": "2026-03-02T14:06:02Z"}
+        elif i % 10 == 0:
+            status["phase"] = "Failed"
+            state["terminated"].update(exitCode=1, reason="Error")
+        pods.append(pod)
+    return pods
+
+
+def pod_list_pages(n: int, page: int = 500) -> list[dict[str, Any]]:
+    """`n` recorded pods as the API server pages a PodList at `limit=page`."""
+    pods = indexed_pods(n)
+    pages = []
+    for start in range(0, max(n, 1), page):
+        last = start + page >= n
+        pages.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PodList",
+                "metadata": {"resourceVersion": "1740021400"}
+                | (
+                    {}
+                    if last
+                    else {
+                        "continue": f"eyJ2IjoibWV0YS5rOHMuaW8vdjEi{start}",
+                        "remainingItemCount": n - start - page,
+                    }
+                ),
+                "items": pods[start : start + page],
+            }
+        )
+    return pages

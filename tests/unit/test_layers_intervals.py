@@ -72,12 +72,18 @@ def test_children_clipped_to_grid():
 
 @pytest.mark.parametrize(
     ("text", "values"),
-    [("", []), ("0", [0]), ("1,3-5", [1, 3, 4, 5]), ("0-2,4,6-7", [0, 1, 2, 4, 6, 7])],
+    [("", []), ("0", [0]), ("1,3-5", [1, 3, 4, 5]), ("0-2,4,6,7", [0, 1, 2, 4, 6, 7])],
 )
 def test_interval_parse_format(text, values):
     assert intervals.parse(text) == values
     assert intervals.format(values) == text
     assert intervals.count(text) == len(values)
+
+
+def test_a_range_of_two_is_still_read():
+    # Kubernetes writes "6,7"; older records of ours hold "6-7": both stay readable.
+    assert intervals.parse("0-2,4,6-7") == [0, 1, 2, 4, 6, 7]
+    assert intervals.count("0-2,4,6-7") == 6
 
 
 @pytest.mark.parametrize("bad", ["a", "3-1", "-1", "1-x"])

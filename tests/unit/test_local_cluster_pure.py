@@ -189,3 +189,39 @@ def test_mounts_materialise_like_the_kubelet_a_subpath_as_that_one_file(tmp_path
     container["volumeMounts"][1]["subPath"] = "../escape"
     with pytest.raises(ManifestRejectedError, match="subPath"):
         parse_mounts(pod, container)
+
+
+@pytest.mark.parametrize(
+    ("deleting", "disrupted", "exit_code", "counted"),
+    [
+        (True, False, 143, 1),  # deleted because the Job failed: counted (Kubernetes' rule)
+        (False, False, 1, 1),  # ended on its own after the failure: counted too
+        (True, True, 143, 0),  # carries DisruptionTarget: the Ignore rule still applies
+        (False, False, 0, 0),  # succeeded: not a failure
+    ],
+)
+def test_pods_ending_after_the_job_failed_count_as_failed(
+    deleting: bool, disrupted: bool, exit_code: int, counted: int
+) -> None:
+    # Source: kubernetes/kubernetes pkg/controller/job/job_controller.go,
+    # trackJobStatusAndRemoveFinalizers: "When the job is considered finished, every
+    # non-terminated pod is considered failed" (unless the pod failure policy ignores it).
+    j, rng = job(completions=2, parallelism=2, max_failed_indexes=0), random.Random(1)
+    start(j, rng)
+    j.on_pod_exit(j.pods[0], 42, T0)  # FailIndex; maxFailedIndexes 0 -> the Job fails
+    assert j.check_terminal(T0)[:2] == ("Failed", "MaxFailedIndexesExceeded")
+    assert j.failed_pods == 1
+    other = j.pods[1]
+    other.deleting, other.disrupted = deleting, disrupted
+    j.on_pod_exit(other, exit_code, T0)
+    assert j.failed_pods == 1 + counted
+
+
+def test_a_pod_deleted_before_it_started_counts_once_the_job_failed() -> None:
+    j, rng = job(completions=3, parallelism=2), random.Random(1)
+    start(j, rng)
+    j.drop_unstarted(j.pods[1], T0)  # a scale-down: gone, not counted
+    assert (len(j.pods), j.failed_pods) == (1, 0)
+    j.terminal = ("Failed", "BackoffLimitExceeded")
+    j.drop_unstarted(j.pods[0], T0)
+    assert (j.pods, j.failed_pods) == ([], 1)

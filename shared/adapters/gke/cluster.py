@@ -2,7 +2,11 @@
 
 Thin: every call goes through `_call`, which turns client, transport and auth failures into
 the interface's three errors (`connection.translate`, `wire.api_error`); objects
-are mapped from their wire form by the pure `shared.adapters.gke.wire`. Cloud Functions build it
+are mapped from their wire form by the pure `shared.adapters.gke.wire`. Reads (a Job, and the
+paged Job, pod and event lists) take the response body as plain JSON (`_preload_content=False`,
+then `json.loads`): the client stays the transport (auth, TLS, retries, errors), but its model
+classes, which cost about 40 times the CPU of the JSON itself (docs/local-cluster.md, "Decoding
+at scale"), are never built. Cloud Functions build it
 with `from_env()` from the cluster's DNS endpoint that terraform passes in, and authenticate
 as the function's service account through google-auth (`GoogleTokenHook`); operators use
 their kubeconfig.
@@ -10,6 +14,7 @@ their kubeconfig.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -39,7 +44,7 @@ from shared.adapters.gke.wire import (
     pod_info,
     sort_events,
 )
-from shared.cluster import ClusterError, JobStatus, PodInfo, PodUsage
+from shared.cluster import ClusterError, ClusterUnreachableError, JobStatus, PodInfo, PodUsage
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 PAGE = 500  # list page size: a big layer's Job keeps many thousands of finished pods
@@ -197,9 +202,10 @@ class GkeCluster:
 
     def get_job(self, name: str) -> JobStatus | None:
         found = None
-        with self._call(f"get job {name}", ignore=(404,)):
-            found = self.batch.read_namespaced_job(name, self.namespace, **self._opts)
-        return None if found is None else job_status(self._wire(found))
+        action = f"get job {name}"
+        with self._call(action, ignore=(404,)):
+            found = self._json(action, self.batch.read_namespaced_job, name, self.namespace)
+        return None if found is None else job_status(found)
 
     def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
         items = self._list(self.batch.list_namespaced_job, "list jobs", label_selector(labels))
@@ -232,8 +238,10 @@ class GkeCluster:
         selector = f"{JOB_NAME_LABELS[0]}={job_name}"
         if index is not None:
             selector += f",{INDEX_KEY}={int(index)}"
-        items = self._list(self.core.list_namespaced_pod, f"list pods of job {job_name}", selector)
-        pods = [pod_info(p) for p in items]
+        # Mapped page by page: only one page of pod JSON (500 pods, ~3.5 MB) is alive at once.
+        pods = self._list(
+            self.core.list_namespaced_pod, f"list pods of job {job_name}", selector, each=pod_info
+        )
         return sorted(pods, key=lambda p: (p.index, p.created or _EPOCH, p.name))
 
     def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
@@ -273,18 +281,38 @@ class GkeCluster:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _wire(self, obj: Any) -> Any:
-        """A client model in its wire form (camelCase dicts), as the wire mapping expects."""
-        return self.api_client.sanitize_for_serialization(obj)
+    def _json(self, action: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a read method and return its answer as plain JSON (the wire form the mapping
+        expects), without the client's model classes. Non-2xx answers still raise the
+        client's ApiException (the caller's `_call` translates it)."""
+        response = method(*args, _preload_content=False, **kwargs, **self._opts)
+        try:
+            body = response.data
+        finally:
+            response.release_conn()
+        try:
+            return json.loads(body)
+        except (TypeError, ValueError) as e:  # cut short, or a proxy's HTML page
+            raise ClusterUnreachableError(
+                f"{action}: the API server at {self.endpoint} answered {len(body or b'')} "
+                f"bytes that are not JSON ({e}); retry, and check any proxy in the path"
+            ) from e
 
     def _list(
-        self, method: Callable[..., Any], action: str, labels: str = "", *, field: str = ""
-    ) -> list[dict[str, Any]]:
-        """Every item of a paged list call, as wire-form dicts."""
-        items: list[dict[str, Any]] = []
+        self,
+        method: Callable[..., Any],
+        action: str,
+        labels: str = "",
+        *,
+        field: str = "",
+        each: Callable[[dict[str, Any]], Any] = lambda item: item,
+    ) -> list[Any]:
+        """Every item of a paged list call: `each(item)` of its wire-form dict, applied as
+        each page arrives (so a page's JSON can go before the next is read)."""
+        items: list[Any] = []
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"limit": PAGE, **self._opts}
+            kwargs: dict[str, Any] = {"limit": PAGE}
             if labels:
                 kwargs["label_selector"] = labels
             if field:
@@ -292,8 +320,8 @@ class GkeCluster:
             if token:
                 kwargs["_continue"] = token
             with self._call(action):
-                page = self._wire(method(self.namespace, **kwargs))
-            items.extend(page.get("items") or [])
+                page = self._json(action, method, self.namespace, **kwargs)
+            items.extend(each(item) for item in page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items

@@ -1,9 +1,10 @@
 """Kubernetes API objects (plain dicts) -> the cluster interface's dataclasses. Pure.
 
-Input is what `ApiClient.sanitize_for_serialization(obj)` returns for a `V1Job`, `V1Pod` or
-`CoreV1Event`: the wire form, camelCase keys, timestamps as ISO-8601 strings (datetime objects
-are accepted too). Working on dicts keeps this testable without an API server and independent
-of the client's model classes, which change between client releases.
+Input is the API server's JSON for a Job, Pod or Event, as `GkeCluster` reads it (the response
+body, `json.loads`ed, never the client's model classes): the wire form, camelCase keys,
+timestamps as ISO-8601 strings (datetime objects are accepted too). Working on dicts keeps this
+testable without an API server, cheap at thousands of pods, and independent of the client's
+model classes, which change between client releases.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def test_a_lost_node_deletes_its_pods_and_logs_and_the_job_replaces_them(cluster
     assert sorted(p.index for p in after) == [0, 1] and not before & {p.name for p in after}
     go.touch()
     job = finished(c, "lost")
-    assert (job.condition, job.failed, job.completed_indexes) == ("Complete", 0, "0-1")
+    assert (job.condition, job.failed, job.completed_indexes) == ("Complete", 0, "0,1")
 
 
 def test_a_partitioned_node_keeps_running_its_pods_unseen(cluster, tmp_path) -> None:

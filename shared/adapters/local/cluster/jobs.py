@@ -4,7 +4,10 @@ No processes and no locking here: `LocalCluster` calls these under its lock and 
 out what they decide (create, delete, terminate pods; emit events). Semantics follow
 batch/v1 in Kubernetes 1.33 with `backoffLimitPerIndex` and `podReplacementPolicy: Failed`
 (the default with a podFailurePolicy): an index gets a replacement pod only after its
-previous pod has fully terminated, and terminating pods count against parallelism.
+previous pod has fully terminated, and terminating pods count against parallelism. Once the
+Job has failed, every pod that had not terminated counts in `.status.failed` as it ends
+(unless an Ignore rule matches it), as the Job controller counts them; docs/local-cluster.md
+lists the conformance cases and their Kubernetes sources.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ FAILED_MESSAGES = {
 
 
 class LocalJob:
-    def __init__(self, spec: JobSpec, uid: str, now: datetime) -> None:
+    def __init__(self, spec: JobSpec, uid: str, now: datetime, namespace: str = "default") -> None:
         self.spec = spec
         self.uid = uid
+        self.namespace = namespace
         self.created = now
         self.parallelism = spec.parallelism
         self.suspended = spec.suspend
@@ -133,17 +137,20 @@ class LocalJob:
         active.sort(key=lambda p: (p.phase == "Running", -p.created.timestamp()))
         return active[:excess]
 
+    @property
+    def job_failed(self) -> bool:
+        return self.terminal is not None and self.terminal[0] == "Failed"
+
     def on_pod_exit(self, pod: LocalPod, exit_code: int | None, now: datetime) -> None:
         """Record a pod that ended and apply the failure policy to it."""
         self.dirty = True
         pod.exit_code, pod.finished = exit_code, now
+        # A preempted pod carries the DisruptionTarget condition, deleted since or not.
+        conditions = {"DisruptionTarget"} if pod.disrupted else set()
         if pod.deleting:
             pod.phase, pod.reason = "Failed", "Deleted"
-            return
-        conditions: set[str] = set()
-        if pod.disrupted:  # a preempted pod fails whatever its exit code (graceful shutdown)
+        elif pod.disrupted:  # a preempted pod fails whatever its exit code (graceful shutdown)
             pod.phase, pod.reason = "Failed", "DisruptionTarget"
-            conditions.add("DisruptionTarget")
         elif exit_code == 0:
             pod.phase, pod.reason = "Succeeded", "Completed"
             if not self.finished:
@@ -155,6 +162,11 @@ class LocalJob:
                 "Failed",
                 pod.reason or ("OOMKilled" if pod.oom_killed else "Error"),
             )
+        if self.job_failed:
+            self._count_after_job_failure(exit_code, conditions)
+            return
+        if pod.deleting:  # scale-down or suspend: not counted (docs/local-cluster.md)
+            return
         if self.finished or pod.index in self.succeeded or pod.index in self.failed_indexes:
             return
         spec = self.spec
@@ -172,10 +184,12 @@ class LocalJob:
         if action == "Ignore":
             return
         self.failed_pods += 1
-        if action == "FailJob":
+        if action == "FailJob" and rule is not None:
+            # The Job controller's words: the namespaced pod and the rule's position.
             self._fail_job = (
-                f"Container {spec.container_name} for pod {pod.name} failed with exit code "
-                f"{exit_code} matching FailJob rule at index {pod.index}"
+                f"Container {spec.container_name} for pod {self.namespace}/{pod.name} failed "
+                f"with exit code {exit_code} matching FailJob rule at index "
+                f"{spec.rules.index(rule)}"
             )
         elif action == "FailIndex":
             self.failed_indexes.add(pod.index)
@@ -185,6 +199,23 @@ class LocalJob:
             limit = spec.backoff_limit_per_index
             if limit is not None and failures > limit:
                 self.failed_indexes.add(pod.index)
+
+    def _count_after_job_failure(self, exit_code: int | None, conditions: set[str]) -> None:
+        """Kubernetes counts every pod that had not terminated when the Job failed as failed
+        once it ends (the ones it deletes included), unless an Ignore rule matches it."""
+        spec = self.spec
+        rule = match_failure_rule(spec.rules, exit_code, conditions, spec.container_name)
+        if rule is None or rule.action != "Ignore":
+            self.failed_pods += 1
+
+    def drop_unstarted(self, pod: LocalPod, now: datetime) -> None:
+        """A pod deleted before its container started goes away at once; after the Job has
+        failed it still counts as a failed pod, as on Kubernetes."""
+        if self.job_failed:
+            pod.finished = now
+            self._count_after_job_failure(None, set())
+        self.pods.remove(pod)
+        self.dirty = True
 
     def check_terminal(self, now: datetime) -> tuple[str, str, str] | None:
         """If the Job has just finished: (condition, reason, event message)."""

@@ -15,7 +15,9 @@ suspend, Job failure) are gone once terminated, the pod GC deletes the oldest te
 beyond `pod_gc_threshold`, and `lose_node` deletes a node's pods; their logs go with them.
 
 Deliberate differences from Kubernetes: retries start without the exponential back-off
-delay; deleted pods count in neither `.status.failed` nor any retry budget; a preempted pod
+delay; pods deleted by a scale-down or a suspension count in neither `.status.failed` nor any
+retry budget (those deleted because the Job failed do count as failed, as on Kubernetes; see
+docs/local-cluster.md); a preempted pod
 ends Failed with reason DisruptionTarget whatever its exit code (as after a graceful node
 shutdown); the Failed condition is set as soon as the failure is decided (Kubernetes 1.31+
 sets FailureTarget first and Failed once pods are gone).
@@ -170,7 +172,7 @@ class LocalCluster:
             if spec.name in self._jobs:
                 return False
             now = _now()
-            job = LocalJob(spec, str(uuid.uuid4()), now)
+            job = LocalJob(spec, str(uuid.uuid4()), now, self.namespace)
             self._jobs[spec.name] = job
             log.info(
                 "job %s created: %d indexes, parallelism %d%s",
@@ -430,7 +432,7 @@ class LocalCluster:
     def _delete_pod_locked(self, job: LocalJob, pod: LocalPod) -> None:
         self.events.record_job_event(job, "SuccessfulDelete", f"Deleted pod: {pod.name}")
         if pod.proc is None:  # never started: it simply goes away
-            job.pods.remove(pod)
+            job.drop_unstarted(pod, _now())
         else:
             pod.deleting = True
             pod.terminate(pod.grace_seconds)
