@@ -58,11 +58,10 @@ class Diagnosis:
 
 
 def _environment() -> dict[str, str]:
-    """The process environment, plus a local stack's running in this folder (as `connect`)."""
-    env = dict(os.environ)
-    if not env.get("PIPELINE_PROJECT"):
-        env.update(load_stack_env())
-    return env
+    """The process environment, with a local stack's running in this folder (as `connect`)."""
+    if not os.environ.get("PIPELINE_PROJECT"):
+        os.environ.update(load_stack_env())  # the clients read the emulators' addresses here
+    return dict(os.environ)
 
 
 def diagnose(
