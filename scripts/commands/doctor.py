@@ -34,6 +34,10 @@ MARK = {
 }
 
 
+# Emulators answer their first calls slowly on a busy machine (a JVM warming up).
+LOCAL_DEADLINE_S = 30.0
+
+
 @dataclass
 class Diagnosis:
     """What the doctor found: where it looked (`target`: cloud or local) and each check."""
@@ -82,7 +86,11 @@ def diagnose(
         dep = dataclasses.replace(dep, project=env.get("PIPELINE_PROJECT") or dep.project)
         fetchers = _local_fetchers(cfg, dep, env)
         results = run_checks(
-            selected, fetchers, dep, skip_reason="local stack: a cloud resource, not checked"
+            selected,
+            fetchers,
+            dep,
+            skip_reason="local stack: a cloud resource, not checked",
+            deadline_s=LOCAL_DEADLINE_S,
         )
         return Diagnosis("local", dep.project, results)
     fetchers = _cloud_fetchers(cfg, dep)
@@ -102,7 +110,7 @@ def _local_fetchers(cfg: PipelineConfig, dep: Deployment, env: Mapping[str, str]
         topics, subscriptions = tuple(TOPICS), tuple(ROUTES)
     else:  # emulators only: what the CLI itself publishes to
         topics, subscriptions = ("kick",), ()
-    api = RestApi(local_session(), timeout=3.0)
+    api = RestApi(local_session(), timeout=10.0)  # emulators start slowly on a busy machine
     return LocalFacts(cfg, dep, env, api, topics, subscriptions).fetchers()
 
 
