@@ -107,7 +107,9 @@ def _local_fetchers(cfg: PipelineConfig, dep: Deployment, env: Mapping[str, str]
         from shared.adapters.google.pubsub_bus import TOPICS
         from shared.adapters.local.stack import ROUTES
 
-        topics, subscriptions = tuple(TOPICS), tuple(ROUTES)
+        topics = tuple(TOPICS)
+        # job-events has no function on a stack started without Job events
+        subscriptions = tuple(s for s, (_, fn) in ROUTES.items() if fn != "on_job_event")
     else:  # emulators only: what the CLI itself publishes to
         topics, subscriptions = ("kick",), ()
     api = RestApi(local_session(), timeout=10.0)  # emulators start slowly on a busy machine
