@@ -237,3 +237,33 @@ def test_cli_without_network_exits_3_naming_the_login(tmp_path, monkeypatch):
     assert "cannot get a Google access token" in result.output
     assert "gcloud auth application-default login" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_trigger_without_its_dead_letter_policy_fails(cfg):
+    key = "GET https://pubsub.googleapis.com/v1/projects/lab-proj/subscriptions/ticks-trigger"
+    routes = recorded("healthy")
+    answer = json.loads(json.dumps(routes[key]))
+    del answer["body"]["deadLetterPolicy"]
+    diagnosis, _, _ = diagnose(cfg, recorded("healthy", **{key: answer}))
+    pubsub = next(r for r in diagnosis.results if r.check == "pubsub")
+    assert pubsub.verdict is Verdict.FAIL
+    assert "ticks-trigger has no dead-letter policy to dead-letters" in pubsub.detail
+
+
+def test_local_data_paths_are_looked_for_beside_the_dataset_file(tmp_path):
+    from shared.adapters.doctor.cloud import local_path_facts
+    from shared.doctor.needs import data_paths
+
+    (tmp_path / "volume.npy").write_bytes(b"")
+    (tmp_path / "dataset.yml").write_text(
+        "data_source: {size: [64, 64, 64], watershed: volume.npy, edges: file://./edges}\n"
+        "graph_config: {CHUNK_SIZE: [32, 32, 32]}\n"
+    )
+    (tmp_path / "pipeline.yml").write_text(
+        "graph_id: g\ndataset: dataset.yml\nbigtable: {project: p, instance: i}\n"
+    )
+    cfg = load_config(tmp_path / "pipeline.yml")
+    found = {p.key: local_path_facts(cfg, p) for p in data_paths(cfg)}
+    assert found["data_source.watershed"]["readable"] is True
+    assert found["data_source.edges"]["readable"] is False
+    assert str(tmp_path / "edges") in found["data_source.edges"]["why"]

@@ -422,21 +422,18 @@ def table_meta_facts(cfg: PipelineConfig, raw: Any) -> Facts:
 
 
 def local_path_facts(cfg: PipelineConfig, path: needs.DataPath) -> dict[str, Any]:
-    """A non-gs:// data path: a local precomputed volume's info file is looked for; other
-    schemes are not read here."""
+    """A non-gs:// data path: a local file or folder (relative to the dataset file) must
+    exist; other schemes (s3://, https://, ...) are not read here."""
     from pathlib import Path
 
-    from shared.precomputed_info import local_info_path
-
-    base = Path(cfg.source_path).parent if cfg.source_path else Path.cwd()
-    info = local_info_path(path.url, base) if path.info else None
-    if info is None:
-        scheme = urlparse(path.url).scheme or "local"
-        if scheme in ("", "file", "local"):
-            folder = Path(path.url.removeprefix("file://"))
-            folder = folder if folder.is_absolute() else base / folder
-            ok = folder.exists()
-            return {"readable": ok, "why": "found" if ok else f"{folder} not found"}
+    url = path.url.removeprefix("precomputed://")
+    scheme = urlparse(url).scheme
+    if scheme not in ("", "file"):
         return {"readable": None, "why": f"{scheme}:// is not read here"}
-    ok = info.exists()
-    return {"readable": ok, "why": "info found" if ok else f"{info} not found"}
+    parts = urlparse(url)  # file://./x parses "." as the host: keep it as a relative path
+    local = Path(parts.netloc + parts.path) if scheme == "file" else Path(url)
+    if not local.is_absolute() and cfg.source_path:
+        local = (Path(cfg.source_path).parent / cfg.dataset).parent / local
+    if not local.exists():
+        return {"readable": False, "why": f"{local} not found"}
+    return {"readable": True, "why": "found"}
