@@ -76,8 +76,17 @@ def diagnose(
 ) -> Diagnosis:
     """Run `selected` against the local stack (when the environment names emulators) or the
     config's project. ServiceUnreachable (exit 3) when no credential or network is there."""
-    from shared.adapters.doctor.local import is_local
-    from shared.adapters.doctor.runner import run_checks
+    try:
+        import google.auth  # noqa: F401 - the calls' credentials
+        import requests  # noqa: F401 - and their transport
+
+        from shared.adapters.doctor.local import is_local
+        from shared.adapters.doctor.runner import run_checks
+    except ImportError as e:  # the Google clients are in the `controller` extra
+        raise click.ClickException(
+            f"pipeline doctor needs the Google clients ({e}): pip install "
+            "'cave-pipeline[controller]'"
+        ) from None
 
     env = _environment() if env is None else dict(env)
     needs.planned_vcpus(cfg)  # a config the planner refuses is a config error (exit 2) here

@@ -248,6 +248,8 @@ def check_bigtable_instance(facts: Facts, dep: Deployment) -> Outcome:
 
 def check_graph_table(facts: Facts, dep: Deployment) -> Outcome:
     table = dep.graph_table
+    if facts.get("skip"):
+        return Verdict.SKIP, facts["skip"], ""
     if isinstance(facts.get("exists"), Denied):
         return _denied(facts["exists"], "roles/bigtable.viewer on the instance")
     if not facts["exists"]:
