@@ -1,5 +1,6 @@
-"""The facts the local stack has: its Firestore and Pub/Sub emulators (their REST ports) and
-the graph table in its Bigtable emulator. The other checks are skipped there."""
+"""The facts the local stack has, read through the clients the CLI itself uses: its Firestore
+and Pub/Sub emulators and the graph table in its Bigtable emulator. The other checks are
+skipped there."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shared.adapters.doctor.cloud import local_path_facts, table_meta_facts
-from shared.adapters.doctor.rest import RestApi, ServiceUnreachable
+from shared.adapters.doctor.rest import ServiceUnreachable
 from shared.config import PipelineConfig
 from shared.doctor import needs
 from shared.doctor.deployment import Deployment
@@ -22,15 +23,6 @@ def is_local(env: Mapping[str, str]) -> bool:
     return any(env.get(v) for v in EMULATOR_VARS)
 
 
-def local_session() -> Any:
-    """A plain HTTP session for 127.0.0.1 (never through a proxy from the environment)."""
-    import requests
-
-    session = requests.Session()
-    session.trust_env = False
-    return session
-
-
 class LocalFacts:
     """Fetches the local checks' facts from the emulators named in `env`."""
 
@@ -39,11 +31,10 @@ class LocalFacts:
         cfg: PipelineConfig,
         dep: Deployment,
         env: Mapping[str, str],
-        api: RestApi,
         topics: tuple[str, ...] = (),
         subscriptions: tuple[str, ...] = (),
     ) -> None:
-        self.cfg, self.dep, self.env, self.api = cfg, dep, env, api
+        self.cfg, self.dep, self.env = cfg, dep, env
         self.topics, self.subscriptions = topics, subscriptions
 
     def fetchers(self) -> dict[str, Callable[[], Facts]]:
@@ -63,23 +54,51 @@ class LocalFacts:
         return host
 
     def firestore(self) -> Facts:
+        """The run store's own query (`pipeline start` makes it next), through its client."""
+        from shared.adapters.google.firestore_store import FirestoreRunStore
+
         host = self._host("FIRESTORE_EMULATOR_HOST")
-        url = f"http://{host}/v1/projects/{self.dep.project}/databases/(default)/documents/runs"
-        reply = self.api.call("GET", f"{url}?pageSize=1")
-        if reply.status != 200:
-            raise ServiceUnreachable(f"Firestore emulator at {host}: HTTP {reply.status}")
+        try:
+            FirestoreRunStore(self.dep.project).runs_of_graph(self.cfg.graph_id)
+        except Exception as e:  # noqa: BLE001 - the emulator did not answer
+            raise ServiceUnreachable(f"Firestore emulator at {host}: {e}") from None
         return {"local": True, "address": host}
 
     def pubsub(self) -> Facts:
-        host = self._host("PUBSUB_EMULATOR_HOST")
-        base = f"http://{host}/v1/projects/{self.dep.project}"
-        return {
-            "local": True,
-            "topics": {t: self.api.resource(f"{base}/topics/{t}") for t in self.topics},
-            "subscriptions": {
-                s: self.api.resource(f"{base}/subscriptions/{s}") for s in self.subscriptions
-            },
-        }
+        """The topics and subscriptions, through the Pub/Sub clients the CLI publishes with."""
+        from google.api_core import exceptions as gexc
+
+        from shared.adapters.google.pubsub_bus import PubSubBus
+
+        self._host("PUBSUB_EMULATOR_HOST")
+        bus = PubSubBus(self.dep.project)
+
+        def get(read: Callable[[], Any]) -> Any:
+            try:
+                return read()
+            except gexc.NotFound:
+                return None
+            except gexc.GoogleAPICallError as e:
+                raise ServiceUnreachable(f"Pub/Sub emulator: {e}") from None
+
+        try:
+            return {
+                "local": True,
+                "topics": {
+                    t: get(lambda t=t: bus.publisher.get_topic(topic=bus.topic_path(t)))
+                    for t in self.topics
+                },
+                "subscriptions": {
+                    s: get(
+                        lambda s=s: bus.subscriber.get_subscription(
+                            subscription=bus.subscription_path(s)
+                        )
+                    )
+                    for s in self.subscriptions
+                },
+            }
+        finally:
+            bus.close()
 
     def graph_table(self) -> Facts:
         if not self.env.get("BIGTABLE_EMULATOR_HOST"):
