@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import click
@@ -207,15 +207,16 @@ def doctor(
     raise SystemExit(diagnosis.exit_code)
 
 
-def preflight(cfg: PipelineConfig) -> None:
+def preflight(cfg: PipelineConfig, run: Callable[..., Diagnosis] | None = None) -> None:
     """`pipeline start`'s first step: the cheap checks. Warnings are printed; a failed check
     refuses the start (ClickException, exit 1) naming `--no-preflight`; a check that got no
     answer is reported and the start goes on (its own calls then tell a service that is down);
-    no usable credential is a ConnectionError (exit 3)."""
+    no usable credential is a ConnectionError (exit 3). `run`: diagnose (the default) or a
+    stand-in giving the diagnosis."""
     from shared.adapters.doctor.rest import ServiceUnreachable
 
     try:
-        diagnosis = diagnose(cfg, doctor_checks.select(cheap_only=True))
+        diagnosis = (run or diagnose)(cfg, doctor_checks.select(cheap_only=True))
     except ServiceUnreachable as e:
         raise ConnectionError(f"preflight: {e}") from None
     shown = [r for r in diagnosis.results if r.verdict in (Verdict.FAIL, Verdict.WARN)]

@@ -267,3 +267,28 @@ def test_local_data_paths_are_looked_for_beside_the_dataset_file(tmp_path):
     assert found["data_source.watershed"]["readable"] is True
     assert found["data_source.edges"]["readable"] is False
     assert str(tmp_path / "edges") in found["data_source.edges"]["why"]
+
+
+def _preflight_with(*verdicts: Verdict):
+    import click
+
+    from scripts.commands.doctor import preflight
+    from shared.doctor.verdicts import CheckResult
+
+    results = [CheckResult(f"c{i}", f"check {i}", v, "found", "do") for i, v in enumerate(verdicts)]
+
+    def run(cfg, checks):  # noqa: ANN001, ANN202 - diagnose's signature
+        return Diagnosis("cloud", "p", results)
+
+    try:
+        preflight(None, run)  # type: ignore[arg-type]
+    except click.ClickException as e:
+        return e.message
+    return None
+
+
+def test_start_preflight_refuses_a_failure_and_goes_on_past_warnings_and_silence(capsys):
+    assert "--no-preflight" in _preflight_with(Verdict.PASS, Verdict.FAIL)
+    assert _preflight_with(Verdict.PASS, Verdict.WARN, Verdict.UNREACHABLE) is None
+    err = capsys.readouterr().err
+    assert "preflight warn: check 1: found" in err and "check 2 not checked" in err
