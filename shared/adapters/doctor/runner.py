@@ -1,10 +1,13 @@
-"""Runs the doctor's checks: every check's facts fetched in parallel (a thread pool), each
-judged by its pure check; a fetch that does not finish within the deadline, or cannot reach
-its service, is reported unreachable rather than waited for."""
+"""Runs the doctor's checks: every check's facts fetched in parallel (one daemon thread per
+check), each judged by its pure check; a fetch that does not finish within the deadline, or
+cannot reach its service, is reported unreachable rather than waited for. Daemon threads, not
+a `ThreadPoolExecutor`: the interpreter joins an executor's threads at exit, so one hung call
+(a gRPC read retrying for a minute) would hold the command long after it has answered."""
 
 from __future__ import annotations
 
 import concurrent.futures as futures
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,7 +18,6 @@ from shared.doctor.deployment import Deployment
 from shared.doctor.verdicts import CheckResult, Verdict
 
 DEADLINE_S = 15.0
-WORKERS = 8
 
 
 def run_checks(
@@ -28,20 +30,30 @@ def run_checks(
 ) -> list[CheckResult]:
     """The results of `checks` in their order; a check without a fetcher is skipped with
     `skip_reason`."""
-    pool = futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="doctor")
-    pending = {c.id: pool.submit(fetchers[c.id]) for c in checks if c.id in fetchers}
+    pending = {c.id: _start(fetchers[c.id], c.id) for c in checks if c.id in fetchers}
     end = time.monotonic() + deadline_s
     results = []
-    try:
-        for check in checks:
-            future = pending.get(check.id)
-            if future is None:
-                results.append(check.skipped(skip_reason))
-                continue
-            results.append(_judge(check, future, dep, max(0.0, end - time.monotonic())))
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)  # a hung call is not waited for
+    for check in checks:
+        future = pending.get(check.id)
+        if future is None:
+            results.append(check.skipped(skip_reason))
+            continue
+        results.append(_judge(check, future, dep, max(0.0, end - time.monotonic())))
     return results
+
+
+def _start(fetch: Callable[[], dict[str, Any]], name: str) -> futures.Future:
+    """`fetch()` running in a daemon thread; its outcome in the returned future."""
+    future: futures.Future = futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fetch())
+        except BaseException as e:  # noqa: BLE001 - handed to the judge
+            future.set_exception(e)
+
+    threading.Thread(target=run, name=f"doctor-{name}", daemon=True).start()
+    return future
 
 
 def _judge(check: Check, future: futures.Future, dep: Deployment, wait_s: float) -> CheckResult:
