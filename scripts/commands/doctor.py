@@ -160,9 +160,13 @@ def render(diagnosis: Diagnosis) -> str:
     return "\n".join(lines)
 
 
-def _unreachable_exit(message: str, as_json: bool) -> None:
+def _unreachable_exit(
+    message: str, as_json: bool, cfg: PipelineConfig, selected: list[doctor_checks.Check]
+) -> None:
+    """No credential or no token: every check unreachable (the JSON carries each), exit 3."""
     if as_json:
-        doc = {"exit_code": EXIT_UNREACHABLE, "error": message, "checks": []}
+        results = [c.unreachable(message) for c in selected]
+        doc = {**Diagnosis("cloud", cfg.project, results, message).to_json(), "error": message}
         click.echo(json.dumps(doc, indent=2))
     click.echo(f"error: {message}", err=True)
     raise SystemExit(EXIT_UNREACHABLE)
@@ -201,7 +205,7 @@ def doctor(
     try:
         diagnosis = diagnose(cfg, selected, common_name)
     except ServiceUnreachable as e:
-        _unreachable_exit(str(e), as_json)
+        _unreachable_exit(str(e), as_json, cfg, selected)
         return
     click.echo(json.dumps(diagnosis.to_json(), indent=2) if as_json else render(diagnosis))
     raise SystemExit(diagnosis.exit_code)

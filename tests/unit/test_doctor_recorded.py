@@ -202,7 +202,9 @@ def test_cli_without_credentials_exits_3_naming_the_login(tmp_path, monkeypatch)
     assert result.exit_code == 3, result.output
     assert "gcloud auth application-default login" in result.output
     assert "Traceback" not in result.output
-    assert json.loads(result.stdout)["exit_code"] == 3
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == 3 and len(doc["checks"]) == len(CHECKS)
+    assert {c["verdict"] for c in doc["checks"]} == {"unreachable"}
 
 
 def test_cli_without_network_exits_3_naming_the_login(tmp_path, monkeypatch):

@@ -127,8 +127,11 @@ def default_sessions(timeout: float = TIMEOUT_S) -> tuple[HttpSession, HttpSessi
     timeout_s = timeout
     try:
         credentials, _ = google.auth.default(scopes=[CLOUD_SCOPE])
-    except DefaultCredentialsError as e:
-        raise ServiceUnreachable(f"no Google credentials ({str(e)[:120]}): run `{LOGIN}`") from None
+    except DefaultCredentialsError:
+        raise ServiceUnreachable(
+            f"no Google credentials found: run `{LOGIN}` (or point GOOGLE_APPLICATION_CREDENTIALS "
+            "at a key file)"
+        ) from None
     auth_request = TimedRequest()
     try:
         credentials.refresh(auth_request)
