@@ -187,6 +187,9 @@ def image_table_note(table: GraphTable, project: str = "", instance: str = "") -
     help="Start mid-graph: the layers below were built before (their done markers are checked).",
 )
 @click.option("--stage", "from_stage", default=None, help="The stage of --from-layer.")
+@click.option(
+    "--no-preflight", is_flag=True, help="Skip the cheap `pipeline doctor` checks run first."
+)
 def start(
     config_path: str,
     run_id: str | None,
@@ -197,11 +200,17 @@ def start(
     reason: str,
     from_layer: int | None,
     from_stage: str | None,
+    no_preflight: bool,
 ) -> None:
     """Start a build; the controller runs it from here, no terminal needed. One active run
     per graph: a second is refused (naming the first) unless --force. --from-layer L
     [--stage S] (default: the config's start_layers) starts S at layer L once every chunk of
-    layer L-1 is marked done."""
+    layer L-1 is marked done. The cheap checks of `pipeline doctor` run first (on a local
+    stack only what it has); --no-preflight skips them."""
+    if not no_preflight:
+        from scripts.commands.doctor import preflight
+
+        preflight(load_config(config_path))
     try:
         run = start_run(
             config_path,

@@ -62,3 +62,16 @@ def test_the_runner_does_hide_the_clients(tmp_path):
         timeout=60,
     )
     assert done.returncode != 0 and "not in the cli extra" in done.stderr
+
+
+def test_doctor_names_the_extra_it_needs(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, "doctor", "-c", str(DEMO)],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "cave-pipeline[controller]" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,105 @@
+"""`pipeline doctor` and `pipeline start`'s preflight against the emulators (the local stack's
+Firestore, Pub/Sub and Bigtable): what the local stack has is checked for real, the cloud-only
+checks are skipped, and the graph table's three states (absent, without metadata, with
+metadata of this grid or another) decide the verdict - a table set up for another grid stops
+`pipeline start` unless --no-preflight."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shared.adapters.bigtable.graph_meta_store import write_graph_meta
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.config import load_config
+from shared.doctor.checks import CHECKS
+from shared.graph_meta import GraphMeta
+from shared.layers import layer_count
+from tests.builders.stored_runs import DEMO
+from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """The demo config on a fresh graph table of the Bigtable emulator."""
+    raw = yaml.safe_load(DEMO.read_text())
+    raw["graph_id"] = f"doc-{uuid.uuid4().hex[:8]}"
+    raw["dataset"] = str(DEMO.parent / raw["dataset"])
+    raw["bigtable"] = {"project": BIGTABLE_PROJECT, "instance": BIGTABLE_INSTANCE}
+    path = tmp_path / "pipeline.yml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def doctor(cli, config: Path) -> tuple[int, dict]:
+    result = cli("doctor", "-c", str(config), "--json")
+    return result.exit_code, json.loads(result.stdout)
+
+
+def verdicts(doc: dict) -> dict[str, str]:
+    return {c["check"]: c["verdict"] for c in doc["checks"]}
+
+
+def test_the_local_stack_passes_what_it_has_and_skips_the_cloud(cli, config):
+    code, doc = doctor(cli, config)
+    assert doc["target"] == "local" and code == 0, [
+        c for c in doc["checks"] if c["verdict"] != "skip"
+    ]
+    got = verdicts(doc)
+    assert got["firestore"] == got["pubsub"] == got["graph-table"] == "pass"
+    assert len(got) == len(CHECKS)
+    cloud_only = {"apis", "log-sink", "functions", "cluster", "spot-quota", "images"}
+    assert {got[c] for c in cloud_only} == {"skip"}
+    table = next(c for c in doc["checks"] if c["check"] == "graph-table")
+    assert "absent" in table["detail"]
+
+
+def test_a_missing_kick_topic_fails_with_its_fix(config, firestore_project):
+    from click.testing import CliRunner
+
+    from scripts.cli import main
+
+    # a project whose Pub/Sub has no `kick` topic (the `cli` fixture creates one)
+    result = CliRunner().invoke(
+        main,
+        ["doctor", "-c", str(config), "--check", "pubsub", "--check", "firestore"],
+        env={"PIPELINE_PROJECT": firestore_project},
+    )
+    assert result.exit_code == 1, result.output
+    assert "FAIL  Topics, subscriptions, dead letters" in result.output
+    assert "missing on the local stack: kick" in result.output
+    assert "pipeline local up" in result.output
+
+
+def test_graph_table_states_and_the_start_preflight(cli, config, bigtable_client):
+    cfg = load_config(config)
+    client = bigtable_client(cfg.graph_id, create=True)  # as `pipeline setup` makes it
+    _, doc = doctor(cli, config)
+    table = next(c for c in doc["checks"] if c["check"] == "graph-table")
+    assert table["verdict"] == "pass" and "no graph metadata yet" in table["detail"]
+
+    size, chunk = cfg.ds.data_source.size, cfg.ds.graph_config.CHUNK_SIZE
+    layers = layer_count(cfg.layer2_shape())
+    write_graph_meta(client, GraphMeta((0, 0, 0), tuple(size), tuple(chunk), layers))
+    _, doc = doctor(cli, config)
+    table = next(c for c in doc["checks"] if c["check"] == "graph-table")
+    assert table["verdict"] == "pass" and "with graph metadata" in table["detail"], table
+
+    half = tuple(s // 2 for s in size)
+    write_graph_meta(client, GraphMeta((0, 0, 0), half, tuple(chunk), layers - 1))
+    code, doc = doctor(cli, config)
+    table = next(c for c in doc["checks"] if c["check"] == "graph-table")
+    assert code == 1 and table["verdict"] == "fail" and "deletetable" in table["fix"]
+
+    refused = cli("start", "-c", str(config), "--run-id", "pre1")
+    assert refused.exit_code == 1
+    assert "preflight fail: Graph table" in refused.output and "--no-preflight" in refused.output
+    store = FirestoreRunStore(load_config(config).project)  # nothing was stored
+    assert [r.run_id for r in store.runs_of_graph(cfg.graph_id)] == []
+
+    forced = cli("start", "-c", str(config), "--run-id", "pre2", "--no-preflight")
+    assert forced.exit_code == 0, forced.output
