@@ -454,7 +454,8 @@ def check_namespace(facts: Facts, dep: Deployment) -> Outcome:
     if ns is None:
         return _fail(
             f"no namespace {dep.namespace}",
-            f"kubectl create namespace {dep.namespace} (terraform output worker_ksa_setup)",
+            "terraform -chdir=terraform output -raw pipeline_kubernetes_manifest | kubectl apply "
+            "-f - (the namespace, the pods' service accounts and the Roles)",
         )
     return _ok(f"namespace {dep.namespace}: {(ns.get('status') or {}).get('phase', '?')}")
 
@@ -473,8 +474,8 @@ def check_rbac(facts: Facts, dep: Deployment) -> Outcome:
     if problems:
         return _fail(
             "; ".join(problems) + f" in {dep.namespace}",
-            "terraform -chdir=terraform output -raw pipeline_rbac_manifest | kubectl apply -f - "
-            "(as a cluster admin; add yourself to operator_members first)",
+            "terraform -chdir=terraform output -raw pipeline_kubernetes_manifest | "
+            "kubectl apply -f - (as a cluster admin; add yourself to operator_members first)",
         )
     note = (
         ""

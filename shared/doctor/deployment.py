@@ -1,6 +1,6 @@
 """What a deploy of terraform/ creates, named from a config: the doctor's expectations.
 
-Names follow terraform/ (main.tf, pubsub.tf, functions.tf, iam.tf, k8s/pipeline-rbac.yaml);
+Names follow terraform/ (main.tf, pubsub.tf, functions.tf, iam.tf, k8s/pipeline-kubernetes.yaml);
 `common_name` is terraform's variable of that name (the cluster's name and the prefix of the
 service accounts, sink and scheduler job). Pure module.
 """
@@ -45,7 +45,15 @@ OPERATOR_SUBSCRIPTIONS: dict[str, str] = {
     "alerts-operator": "alerts",
     "dead-letters-operator": "dead-letters",
 }
-SERVICE_ACCOUNT_ROLES = ("worker", "controller", "invoker", "fn-build", "nodes", "deployer")
+SERVICE_ACCOUNT_ROLES = (
+    "worker",
+    "setup",
+    "controller",
+    "invoker",
+    "fn-build",
+    "nodes",
+    "deployer",
+)
 
 
 @dataclass(frozen=True)
@@ -57,14 +65,19 @@ class RoleRule:
     verbs: tuple[str, ...]
 
 
-# k8s/pipeline-rbac.yaml: what the controller and the operators' CLI call in the namespace.
-PIPELINE_ROLE: tuple[RoleRule, ...] = (
+# k8s/pipeline-kubernetes.yaml: the controller's Role (Jobs, pod reads, the dataset ConfigMap).
+CONTROLLER_ROLE: tuple[RoleRule, ...] = (
     RoleRule("batch", ("jobs",), ("create", "get", "list", "patch", "delete")),
     RoleRule("", ("pods", "pods/log", "events"), ("get", "list")),
-    RoleRule("", ("configmaps", "secrets"), ("create", "update")),
+    RoleRule("", ("configmaps",), ("create", "update")),
 )
-# What the operator's CLI reads beyond the controller's role: pods' usage (`pipeline top`).
-OPERATOR_EXTRA: tuple[RoleRule, ...] = (RoleRule("metrics.k8s.io", ("pods",), ("get", "list")),)
+# The operators' Role: reads, the pods' Secret (`pipeline setup`), pods' usage (`pipeline top`).
+OPERATOR_ROLE: tuple[RoleRule, ...] = (
+    RoleRule("batch", ("jobs",), ("get", "list")),
+    RoleRule("", ("pods", "pods/log", "events"), ("get", "list")),
+    RoleRule("", ("secrets",), ("create", "update")),
+    RoleRule("metrics.k8s.io", ("pods",), ("get", "list")),
+)
 
 # What the operator's own account needs for `pipeline start` and the reading commands:
 # Firestore runs (datastore), the cluster's endpoint (container), a kick (pubsub, on `kick`).

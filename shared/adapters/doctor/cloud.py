@@ -18,10 +18,10 @@ from shared.config import PipelineConfig
 from shared.doctor import needs
 from shared.doctor.checks import expected_subscriptions
 from shared.doctor.deployment import (
-    OPERATOR_EXTRA,
+    CONTROLLER_ROLE,
     OPERATOR_KICK_PERMISSIONS,
     OPERATOR_PROJECT_PERMISSIONS,
-    PIPELINE_ROLE,
+    OPERATOR_ROLE,
     SERVICE_ACCOUNT_ROLES,
     Deployment,
     RoleRule,
@@ -301,13 +301,13 @@ class CloudFacts:
             return {**out, "subresource": sub} if sub else out
 
         operator: dict[str, bool] = {}
-        for rule in rule_verbs(PIPELINE_ROLE + OPERATOR_EXTRA):
+        for rule in rule_verbs(OPERATOR_ROLE):
             answer = self._review(endpoint, "SelfSubjectAccessReview", attrs(*rule))
             operator[_label(*rule)] = bool(
                 isinstance(answer, dict) and (answer.get("status") or {}).get("allowed")
             )
         controller: Any = {}
-        for rule in rule_verbs(PIPELINE_ROLE):
+        for rule in rule_verbs(CONTROLLER_ROLE):
             answer = self._review(
                 endpoint, "SubjectAccessReview", attrs(*rule), self.dep.email("controller")
             )
