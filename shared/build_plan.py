@@ -53,7 +53,10 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
         # when it is started, like any other refused manifest.
         return LayerPlan(1, ramp, job_name=name, refusal=refusal)
     req = spec.requests
-    return LayerPlan(spec.completions, ramp, req.cpu, req.memory_gib, name, manifest, refusal)
+    batch = min(spec.batch_size, spec.chunks)
+    return LayerPlan(
+        spec.completions, ramp, req.cpu, req.memory_gib, name, manifest, refusal, batch
+    )
 
 
 def setup_plan(cfg: PipelineConfig, run_id: str, setup: SetupState) -> SetupPlan:

@@ -12,6 +12,7 @@ from typing import Any
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing
+from shared.hung_pods import HungPod
 from shared.pod_accounting import PodRecord
 from shared.state import RunState
 
@@ -29,6 +30,7 @@ class LayerPlan:
     # The rendered Job; the controller sets parallelism and suspension when it creates it.
     manifest: dict[str, Any] | None = field(default=None, compare=False)
     refusal: str = ""  # why the config renders no Job for this layer (manifest is None)
+    batch_chunks: int = 1  # chunks one pod of the layer processes (its batch)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class Snapshot:
     others_vcpus: float = 0.0
     # The log of each completed setup Job's pod, by Job name: the graph metadata it reports.
     setup_logs: dict[str, str] = field(default_factory=dict)
+    # Running pods found hung (shared.hung_pods), by layer key.
+    hung: dict[str, list[HungPod]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,14 @@ class DeleteJob:
 
 
 @dataclass(frozen=True)
+class DeletePod:
+    """Delete one pod of a Job (a hung worker): the Job retries its index."""
+
+    job_name: str
+    pod_name: str
+
+
+@dataclass(frozen=True)
 class Alert:
     """An alert for the `alerts` topic; `kind` becomes the message attribute."""
 
@@ -104,7 +116,7 @@ class Alert:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-Action = CreateJob | PatchJob | DeleteJob | Alert
+Action = CreateJob | PatchJob | DeleteJob | DeletePod | Alert
 
 
 @dataclass
