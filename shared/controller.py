@@ -36,6 +36,7 @@ from shared.hung_pods import (
     candidates,
     find_hung,
     layer_hung_after_s,
+    plan_batch,
     window_chunk_ids,
 )
 from shared.job_events import JobEvent
@@ -268,7 +269,10 @@ class Controller:
         """The layer's hung pods (shared.hung_pods), each with its log tail. Only the pods
         old enough to be hung are read; one whose progress cannot be read is not judged."""
         ctl = cfg.controller
-        after = layer_hung_after_s(ls, ctl.hung_after_chunks, ctl.hung_floor_s)
+        # Logs alone may show one line a batch (the predecessor's harness, our worker at
+        # INFO): without done markers the threshold spans a whole batch.
+        per_signal = 1 if self.done_times is not None else plan_batch(cfg, ls)
+        after = layer_hung_after_s(ls, ctl.hung_after_chunks, ctl.hung_floor_s, per_signal)
         progress: dict[str, list[datetime | None]] = {}
         for pod in candidates(pods, now, after, ls.hung_pod_uids):
             try:

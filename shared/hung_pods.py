@@ -53,6 +53,12 @@ def window_chunk_ids(cfg: PipelineConfig, stage: str, layer: int, index: int) ->
     return [chunk_id(layer, c, spec.n_layers, bits) for c in spec.batch_chunks(index)]
 
 
+def plan_batch(cfg: PipelineConfig, ls: LayerState) -> int:
+    """The chunks one pod of the layer builds (its batch, at most the layer's chunks)."""
+    spec = layer_spec(cfg, ls.stage, ls.layer)
+    return min(spec.batch_size, spec.chunks)
+
+
 @dataclass(frozen=True)
 class HungPod:
     """A running pod found hung: which, since when it made no progress, for how long."""
@@ -82,9 +88,16 @@ def hung_after_s(after_chunks: float, floor_s: float, p95_chunk_s: float | None)
     return max(after_chunks * p95_chunk_s, floor_s)
 
 
-def layer_hung_after_s(ls: LayerState, after_chunks: float, floor_s: float) -> float:
-    """`hung_after_s` for a layer, from the chunk times its succeeded pods recorded."""
-    return hung_after_s(after_chunks, floor_s, p95(ls.chunk_s_samples))
+def layer_hung_after_s(
+    ls: LayerState, after_chunks: float, floor_s: float, chunks_per_signal: int = 1
+) -> float:
+    """`hung_after_s` for a layer, from the chunk times its succeeded pods recorded.
+    `chunks_per_signal`: the chunks a pod may build between two signs of progress (1 when
+    done markers are read; the batch when only logs are, as a worker may log once a batch),
+    so a healthy pod is never judged between two of them."""
+    chunk = p95(ls.chunk_s_samples)
+    per_signal = None if chunk is None else chunk * max(1, chunks_per_signal)
+    return hung_after_s(after_chunks, floor_s, per_signal)
 
 
 def note_chunk_times(ls: LayerState, records: Iterable[PodRecord], chunks_per_pod: int) -> None:
