@@ -113,6 +113,7 @@ def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
                 "pods": ls.pods_succeeded + ls.pods_failed + ls.pods_preempted,
                 "retries": ls.pods_failed,
                 "preemptions": ls.pods_preempted,
+                "hung": ls.pods_hung,
                 "vcpu_hours": c.get("vcpu_hours", 0.0),
                 "gib_hours": c.get("gib_hours", 0.0),
                 "usd": c.get("usd", 0.0),
