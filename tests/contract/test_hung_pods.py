@@ -8,16 +8,20 @@ the done markers in the graph table."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.adapters.bigtable.done_times import BigtableDoneTimes
 from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.build_plan import new_run
+from shared.cluster import PodInfo
 from shared.config import Bigtable, Dataset, load_config
 from shared.controller import Controller, utcnow
 from shared.worker_contract import COMPLETION_INDEX
+from tests.builders.fakes import RecordingCluster
 from tests.builders.local_jobs import wait_for
-from tests.builders.stored_runs import DEMO
+from tests.builders.stored_runs import DEMO, NOW
 from tests.builders.worker_env import worker_env
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 
@@ -96,3 +100,54 @@ def test_a_hung_worker_is_deleted_alerted_once_and_its_index_retried(
     assert len(body["chunks"]) == 32 and body["no_progress_s"] >= FLOOR_S
     assert ls.pods_hung == 1 and len(index0) >= 2  # retried by the Job
     assert [k for k, _ in published].count("run_finished") == 1
+
+
+class ManyPods(RecordingCluster):
+    """A layer's Job (16 indexes) with 1,000 young running pods and two old ones, `old-0` silent for an
+    hour, `old-1` logging ten minutes ago; it records what the controller reads and deletes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.job = ""
+        self.log_reads: list[str] = []
+        self.deleted: list[str] = []
+        young, old = NOW - timedelta(seconds=60), NOW - timedelta(hours=2)
+        self.pods = [
+            PodInfo(f"young-{i}", f"y{i}", "", i % 16, "Running", 0.25, 0.5, young, young)
+            for i in range(1000)
+        ] + [PodInfo(f"old-{i}", f"o{i}", "", i, "Running", 0.25, 0.5, old, old) for i in (0, 1)]
+        self.last_line = {"old-0": NOW - timedelta(hours=1), "old-1": NOW - timedelta(minutes=10)}
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        return [replace(p, job_name=job_name) for p in self.pods] if job_name == self.job else []
+
+    def pod_log_updated(self, pod_name: str) -> datetime | None:
+        self.log_reads.append(pod_name)
+        return self.last_line[pod_name]
+
+    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
+        return f"{pod_name}: waiting on a socket"
+
+    def delete_pod(self, name: str) -> None:
+        self.deleted.append(name)
+
+
+def test_only_pods_old_enough_are_read_and_a_hung_one_is_handled_once(store, run):
+    cluster = ManyPods()
+    published: list[tuple[str, dict[str, Any]]] = []
+    controller = Controller(
+        store, cluster, lambda k, b: published.append((k, b)), clock=lambda: NOW
+    )
+    controller.reconcile("r1")  # creates the layer-2 Job
+    cluster.job = store.load_run("r1").layers["ingest-L2"].job_name
+    controller.reconcile("r1")
+    assert sorted(cluster.log_reads) == ["old-0", "old-1"]  # not the 1,000 young pods
+    assert cluster.deleted == ["old-0"]
+    [body] = [b for k, b in published if k == "pod_hung"]
+    assert body["pod"] == "old-0" and body["no_progress_s"] == 3600
+    assert body["log_tail"] == "old-0: waiting on a socket" and body["hung_after_s"] == 1800
+    # Still listed running (terminating): its delete again, never read or alerted again.
+    controller.reconcile("r1")
+    assert cluster.log_reads.count("old-0") == 1 and cluster.deleted == ["old-0", "old-0"]
+    assert [k for k, _ in published].count("pod_hung") == 1
+    assert store.load_run("r1").layers["ingest-L2"].pods_hung == 1
