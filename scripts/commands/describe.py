@@ -153,7 +153,8 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
         for r in mine:
             table.add_row(
                 stage, str(r["layer"]), r["phase"], f"{r['chunks_done']}/{r['chunks']}",
-                str(r["pods"]), str(r["retries"]), str(r["preemptions"]),
+                str(r["pods"]), str(r["retries"]) + (f" ({r['hung']} hung)" if r["hung"] else ""),
+                str(r["preemptions"]),
                 f"{r['vcpu_hours']:.3f}", f"{r['gib_hours']:.3f}", f"{r['usd']:.4f}",
                 span(r["wall_s"]),
             )  # fmt: skip
