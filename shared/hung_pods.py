@@ -7,7 +7,8 @@ running pod as hung once its newest sign of progress is older than
     hung_after_s = max(hung_after_chunks x the layer's p95 chunk time, hung_floor_s)
 
 (`controller.hung_after_chunks`, `controller.hung_floor_s`; before any pod of the layer has
-succeeded only the floor applies). A pod's progress is the newest of: its start, the newest
+succeeded only the floor applies; where only logs are read, the chunk time is a batch's, see
+`layer_hung_after_s`). A pod's progress is the newest of: its start, the newest
 line of its log, the newest done marker (`chunk_done` cell) in its batch's chunk rows. The
 last two are what a PyChunkedGraph image produces too, not only our worker.
 
