@@ -103,8 +103,9 @@ def test_a_hung_worker_is_deleted_alerted_once_and_its_index_retried(
 
 
 class ManyPods(RecordingCluster):
-    """A layer's Job (16 indexes) with 1,000 young running pods and two old ones, `old-0` silent for an
-    hour, `old-1` logging ten minutes ago; it records what the controller reads and deletes."""
+    """A layer's Job (16 indexes) with 1,000 young running pods and two old ones, `old-0`
+    silent for an hour, `old-1` logging ten minutes ago; it records what the controller reads
+    and deletes."""
 
     def __init__(self) -> None:
         super().__init__()
