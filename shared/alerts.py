@@ -11,6 +11,8 @@ and `at` (ISO time of the decision), plus the kind's details:
 - `setup_failed` (layer 0: a stage's setup pass): `reason`, `job`, `fix`, and `log_tail` (the
   setup pod's, filled when published like a batch's)
 - `layer_stalled`: `no_progress_s`
+- `pod_hung` (once per pod): `job`, `pod`, `index`, `chunks` (its batch), `no_progress_s`,
+  `hung_after_s`, `last_progress`, `log_tail` (read before the pod was deleted), `detail`
 - `oom_killed` (once per layer attempt): `pods`, `memory_request_gib`, `peak_memory_gib`
   (null: not measured), `fix`
 - `budget_reached`: `spend_usd`, `budget_usd`
@@ -92,6 +94,10 @@ def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) 
             for i in indexes[:MAX_BATCHES]
         ]
         body["batches_omitted"] = max(0, len(indexes) - MAX_BATCHES)
+    if alert.kind == "pod_hung":
+        spec = layer_spec(cfg, alert.stage, alert.layer)
+        body["chunks"] = [list(c) for c in spec.batch_chunks(int(alert.details["index"]))]
+        body["detail"] = f"pipeline inspect {run.run_id} {alert.stage} {alert.layer}"
     if alert.kind == "approval_needed":
         body["forecast"] = approval_forecast(cfg, run, alert, now)
     return bounded(body)

@@ -63,6 +63,7 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
         name,
         manifest,
         refusal,
+        batch_chunks=min(spec.batch_size, spec.chunks),
         max_evictions_per_index=evictions,
     )
 

@@ -123,6 +123,14 @@ class Cluster(Protocol):
     def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
         """The Job's pods (every attempt still known), optionally of one index."""
 
+    def delete_pod(self, name: str) -> None:
+        """Delete one pod (graceful: SIGTERM, SIGKILL after its grace period); missing is
+        fine. Its Job counts it as a failed attempt of its index and retries the index."""
+
+    def pod_log_updated(self, pod_name: str) -> datetime | None:
+        """When the pod's newest log line was written (None: no line yet); raises
+        ClusterError if the log cannot be read (the pod is gone)."""
+
     def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
         """The last lines of a pod's log."""
 

@@ -202,6 +202,11 @@ class ControllerSettings(_Strict):
     # The vCPUs requested by the running layers of all the project's runs together (pods x
     # vCPU per pod); None: no cap beyond each layer's ramp.
     max_vcpus: float | None = Field(default=None, gt=0)
+    # A running pod whose chunk progress has not moved for max(hung_after_chunks x the
+    # layer's p95 chunk time, hung_floor_s) seconds is hung: deleted (its index is retried)
+    # and alerted (docs/hung-workers.md).
+    hung_after_chunks: float = Field(default=5.0, gt=0)
+    hung_floor_s: float = Field(default=1800.0, gt=0)
 
 
 class DataSource(_Strict):

@@ -13,11 +13,12 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.alerts import (
+    LOG_TAIL_BYTES,
     LOG_TAIL_LINES,
     alert_body,
     claim_lost_body,
@@ -26,10 +27,19 @@ from shared.alerts import (
     with_log_tails,
 )
 from shared.build_plan import plan_for
-from shared.cluster import Cluster, ClusterUnreachableError, ManifestRejectedError
+from shared.cluster import Cluster, ClusterUnreachableError, ManifestRejectedError, PodInfo
 from shared.coalesce import Verdict
 from shared.config import PipelineConfig, config_from_dict
 from shared.graph_table import GraphTableReader, NoGraphTableReader
+from shared.hung_pods import (
+    DoneMarkerTimes,
+    HungPod,
+    candidates,
+    find_hung,
+    layer_hung_after_s,
+    plan_batch,
+    window_chunk_ids,
+)
 from shared.job_events import JobEvent
 from shared.manifest import for_create
 from shared.oom import with_memory_factors
@@ -40,6 +50,7 @@ from shared.reconcile import (
     CreateJob,
     Decision,
     DeleteJob,
+    DeletePod,
     PatchJob,
     Plan,
     Snapshot,
@@ -49,7 +60,7 @@ from shared.reconcile import (
 from shared.run_store import RunNotFoundError, RunStore, StaleStateError
 from shared.setup_job import dataset_config_map_manifest
 from shared.setup_step import needs_graph_table
-from shared.state import SETUP_LAYER, RunState, layer_key
+from shared.state import SETUP_LAYER, LayerState, RunState, layer_key
 from shared.vcpu_budget import running_vcpus
 
 log = logging.getLogger("cave_pipeline.controller")
@@ -93,7 +104,8 @@ class Observed:
 class Controller:
     """Reconciles runs against the cluster. All I/O goes through the injected adapters;
     `rates` is the Autopilot rate table the budget guard prices with (default: packaged);
-    `graph_tables` reads a graph's table around its setup passes (docs/setup-passes.md)."""
+    `graph_tables` reads a graph's table around its setup passes (docs/setup-passes.md);
+    `done_times` reads the graph table's done markers for the hung-pod check."""
 
     def __init__(
         self,
@@ -103,6 +115,7 @@ class Controller:
         clock: Callable[[], datetime] = utcnow,
         rates: tuple[RateRow, ...] | None = None,
         graph_tables: GraphTableReader | None = None,
+        done_times: DoneMarkerTimes | None = None,
     ) -> None:
         self.store, self.cluster, self.publish_alert, self.clock = (
             store,
@@ -112,6 +125,8 @@ class Controller:
         )
         self.rates = rates if rates is not None else load_rates()
         self.graph_tables = graph_tables or NoGraphTableReader()
+        # Where the hung-pod check reads done markers (None: it reads only pod logs).
+        self.done_times = done_times
 
     # ---- triggers -------------------------------------------------------------------
     def on_job_event(self, event: JobEvent, max_age_s: float = 3600.0) -> ReconcileResult | None:
@@ -248,6 +263,13 @@ class Controller:
             table = self.graph_tables.read(
                 cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance
             )
+        hung = {
+            ls.key: found
+            for ls in run.layers.values()
+            if ls.phase == "running" and ls.job_name in pods
+            for found in [self._hung(cfg, ls, pods[ls.job_name], now)]
+            if found
+        }
         snap = Snapshot(
             run,
             {**jobs, **setup_jobs},
@@ -255,8 +277,45 @@ class Controller:
             others_vcpus=others,
             setup_logs=logs,
             graph_table=table,
+            hung=hung,
         )
         return Observed(snap, cfg, now)
+
+    def _hung(
+        self, cfg: PipelineConfig, ls: LayerState, pods: list[PodInfo], now: datetime
+    ) -> list[HungPod]:
+        """The layer's hung pods (shared.hung_pods), each with its log tail. Only the pods
+        old enough to be hung are read; one whose progress cannot be read is not judged."""
+        ctl = cfg.controller
+        # Logs alone may show one line a batch (the predecessor's harness, our worker at
+        # INFO): without done markers the threshold spans a whole batch.
+        per_signal = 1 if self.done_times is not None else plan_batch(cfg, ls)
+        after = layer_hung_after_s(ls, ctl.hung_after_chunks, ctl.hung_floor_s, per_signal)
+        progress: dict[str, list[datetime | None]] = {}
+        for pod in candidates(pods, now, after, ls.hung_pod_uids):
+            try:
+                progress[pod.name] = self._progress(cfg, ls, pod)
+            except Exception as e:  # noqa: BLE001 - unjudged this time, never deleted blind
+                _log("WARNING", "pod progress unreadable", pod=pod.name, error=repr(e))
+        judged = [p for p in pods if p.name in progress]
+        found = find_hung(judged, progress, now, after)
+        return [replace(h, log_tail=self._pod_tail(h.name)) for h in found]
+
+    def _progress(self, cfg: PipelineConfig, ls: LayerState, pod: PodInfo) -> list[datetime | None]:
+        """When the pod last showed progress: its newest log line and, where the controller
+        reads the graph table, the newest done marker of its batch."""
+        stamps = [self.cluster.pod_log_updated(pod.name)]
+        if self.done_times is not None:
+            ids = window_chunk_ids(cfg, ls.stage, ls.layer, pod.index)
+            stamps.append(self.done_times.newest_done(cfg, ls.stage, ids))
+        return stamps
+
+    def _pod_tail(self, pod_name: str) -> str:
+        try:
+            return self.cluster.pod_log(pod_name, LOG_TAIL_LINES)[-LOG_TAIL_BYTES:]
+        except Exception as e:  # noqa: BLE001 - the alert matters more than its tail
+            _log("WARNING", "log tail unavailable", pod=pod_name, error=str(e))
+            return ""
 
     def _load_if_any(self, run_id: str) -> RunState | None:
         try:
@@ -367,6 +426,9 @@ class Controller:
                 )
             elif isinstance(action, DeleteJob):
                 self.cluster.delete_job(action.job_name)
+            elif isinstance(action, DeletePod):
+                _log("WARNING", "hung pod deleted", job=action.job_name, pod=action.pod_name)
+                self.cluster.delete_pod(action.pod_name)
             elif isinstance(action, PatchJob):
                 self.cluster.patch_job(
                     action.job_name, parallelism=action.parallelism, suspend=action.suspend

@@ -14,6 +14,7 @@ from shared.config import Ramp
 from shared.costs import Billing
 from shared.evictions import DEFAULT_MAX_EVICTIONS_PER_INDEX
 from shared.graph_table import GraphTable
+from shared.hung_pods import HungPod
 from shared.pod_accounting import PodRecord
 from shared.state import RunState
 
@@ -32,6 +33,7 @@ class LayerPlan:
     manifest: dict[str, Any] | None = field(default=None, compare=False)
     refusal: str = ""  # why the config renders no Job for this layer (manifest is None)
     max_evictions_per_index: int = DEFAULT_MAX_EVICTIONS_PER_INDEX  # shared.evictions
+    batch_chunks: int = 1  # chunks one pod of the layer processes (its batch)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class Snapshot:
     # The graph's table, read when a setup pass is about to start or has completed
     # (`shared.setup_step.needs_graph_table`); None: not read in this reconcile.
     graph_table: GraphTable | None = None
+    # Running pods found hung (shared.hung_pods), by layer key.
+    hung: dict[str, list[HungPod]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,14 @@ class DeleteJob:
 
 
 @dataclass(frozen=True)
+class DeletePod:
+    """Delete one pod of a Job (a hung worker): the Job retries its index."""
+
+    job_name: str
+    pod_name: str
+
+
+@dataclass(frozen=True)
 class Alert:
     """An alert for the `alerts` topic; `kind` becomes the message attribute."""
 
@@ -116,7 +128,7 @@ class Alert:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-Action = CreateJob | PatchJob | DeleteJob | Alert
+Action = CreateJob | PatchJob | DeleteJob | DeletePod | Alert
 
 
 @dataclass

@@ -76,6 +76,7 @@ class LayerProgress:
     waits_on: str = ""
     # spent so far plus what the forecast says its remaining pods will cost (None: no forecast)
     projected_usd: float | None = None
+    hung: int = 0  # pods deleted as hung (shared.hung_pods)
 
     @property
     def key(self) -> str:
@@ -222,6 +223,7 @@ def layer_progress(
         cost_usd=cost_usd,
         waits_on=waits_on(run, ls),
         projected_usd=projected,
+        hung=ls.pods_hung,
     )
 
 

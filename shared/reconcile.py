@@ -24,6 +24,7 @@ from shared.decision import (
     CreateJob,
     Decision,
     DeleteJob,
+    DeletePod,
     LayerPlan,
     PatchJob,
     Plan,
@@ -32,6 +33,7 @@ from shared.decision import (
 )
 from shared.evictions import ALERT_KIND as EVICTED_REPEATEDLY
 from shared.evictions import eviction_alert_details
+from shared.hung_pods import mark_handled, note_chunk_times
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.pod_accounting import FINISHED, PodRecord, close_layer, record_pods
@@ -48,6 +50,7 @@ __all__ = [
     "CreateJob",
     "Decision",
     "DeleteJob",
+    "DeletePod",
     "LayerPlan",
     "PatchJob",
     "Plan",
@@ -231,6 +234,8 @@ def decide(
                 evicted = eviction_alert_details(ls, lp.max_evictions_per_index)
                 if evicted is not None:
                     out.append(Alert(EVICTED_REPEATEDLY, ls.stage, ls.layer, evicted))
+                note_chunk_times(ls, records[ls.key], lp.batch_chunks)
+                _hung_pods(ls, seen, out)
             _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus)
             if ls.phase != "running":
                 close_layer(ls)
@@ -250,6 +255,29 @@ def decide(
             out.append(Alert("run_finished", details={"status": "succeeded"}))
     records = {k: v for k, v in records.items() if v}
     return Decision(state, out, now, records, _state_differs(run, state))
+
+
+def _hung_pods(ls: LayerState, seen: Snapshot, out: list[Action]) -> None:
+    """Delete the layer's hung pods and alert each once (counted on the layer); a pod
+    already handled that is still listed running gets its (idempotent) delete again, so a
+    delete lost after the commit is not lost for good."""
+    for hung in mark_handled(ls, seen.hung.get(ls.key, ())):
+        out.append(DeletePod(ls.job_name, hung.name))
+        details = {
+            "job": ls.job_name,
+            "pod": hung.name,
+            "index": hung.index,
+            "no_progress_s": round(hung.idle_s),
+            "hung_after_s": round(hung.hung_after_s),
+            "last_progress": hung.last_progress.isoformat(),
+            "log_tail": hung.log_tail,
+        }
+        out.append(Alert("pod_hung", ls.stage, ls.layer, details))
+    fresh = {d.pod_name for d in out if isinstance(d, DeletePod)}
+    handled = set(ls.hung_pod_uids)
+    for pod in seen.pods.get(ls.job_name, ()):
+        if pod.uid in handled and pod.phase == "Running" and pod.name not in fresh:
+            out.append(DeletePod(ls.job_name, pod.name))
 
 
 def _retired(ls: LayerState, seen: Snapshot, out: list[Action]) -> bool:

@@ -87,6 +87,11 @@ class LayerState:
     done_before: bool = False
     # Ready to start but held back by controller.max_vcpus at the last reconcile.
     held_by_vcpu_cap: bool = False
+    # Hung pods (shared.hung_pods): how many were deleted, their uids (each is handled once)
+    # and the per-chunk times of the latest succeeded pods (the hung threshold's p95).
+    pods_hung: int = 0
+    hung_pod_uids: list[str] = field(default_factory=list)
+    chunk_s_samples: list[float] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -104,7 +104,7 @@ def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
             c = costs[f"{stage}-{SETUP}"]
             rows.append(
                 {**_money(c), "stage": stage, "layer": SETUP, "key": c["key"],
-                 "phase": setup.phase, "chunks_done": 0, "chunks": 0,
+                 "phase": setup.phase, "chunks_done": 0, "chunks": 0, "hung": 0,
                  "wall_s": setup.span_s(now)}
             )  # fmt: skip
         for ls in (ls for ls in run.ordered_layers() if ls.stage == stage):
@@ -118,7 +118,7 @@ def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
             rows.append(
                 {**_money(costs.get(ls.key, {})), "stage": ls.stage, "layer": ls.layer,
                  "key": ls.key, "phase": ls.phase, "chunks_done": done, "chunks": size.chunks,
-                 "wall_s": wall}
+                 "hung": ls.pods_hung, "wall_s": wall}
             )  # fmt: skip
     return rows
 
@@ -170,7 +170,8 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
             table.add_row(
                 stage, str(r["layer"]), r["phase"],
                 f"{r['chunks_done']}/{r['chunks']}" if r["layer"] != SETUP else "",
-                str(r["pods"]), str(r["retries"]), str(r["preemptions"]),
+                str(r["pods"]), str(r["retries"]) + (f" ({r['hung']} hung)" if r["hung"] else ""),
+                str(r["preemptions"]),
                 f"{r['vcpu_hours']:.3f}", f"{r['gib_hours']:.3f}", f"{r['usd']:.4f}",
                 span(r["wall_s"]),
             )  # fmt: skip

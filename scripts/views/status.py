@@ -73,7 +73,8 @@ def _row(lp: LayerProgress) -> list[str]:
         f"{count(lp.chunks_done)}/{count(lp.chunks_total)}",
         "" if lp.phase == "waiting" else f"{lp.percent:.0f}",
         f"{lp.active}/{ready}" if running else "",
-        str(lp.retries or ""),
+        # "37 2h": 37 retries, 2 of them pods deleted as hung (docs/hung-workers.md)
+        str(lp.retries or "") + (f" [yellow]{lp.hung}h[/]" if lp.hung else ""),
         f"[red]{lp.failed}[/]" if lp.failed else "",
         "" if not lp.oom else f"[red]{lp.oom}[/]",
         f"{lp.parallelism}/{lp.ramp_target}" if running else "",

@@ -15,6 +15,7 @@ from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.cluster import Cluster
 from shared.controller import Controller
+from shared.hung_pods import DoneMarkerTimes
 
 
 class WiringError(RuntimeError):
@@ -54,6 +55,16 @@ def _cluster_from_env() -> Cluster:
     )
 
 
+def _done_times() -> DoneMarkerTimes | None:
+    """The graph tables' done markers for the hung-pod check, where the Bigtable client is
+    installed (the local stack); without it the check reads pod logs only."""
+    try:
+        from shared.adapters.bigtable.done_times import BigtableDoneTimes
+    except ImportError:
+        return None
+    return BigtableDoneTimes()
+
+
 def controller() -> Controller:
     """The process-wide controller (built once; Cloud Functions reuse warm instances)."""
     global _controller
@@ -68,5 +79,6 @@ def controller() -> Controller:
                     "alerts", body, kind=kind, alert_id=str(body.get("alert_id", ""))
                 ),
                 graph_tables=BigtableGraphTables(),
+                done_times=_done_times(),
             )
         return _controller

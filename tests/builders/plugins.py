@@ -89,3 +89,21 @@ def claim_stolen(ctx: Any) -> None:
 
     contender = ctx.client._set_lock_mutation(LOCK, 0x5EC0_1D)
     ctx.client._table.mutate_row(chunk_row_key(ctx.chunk_id, ctx.stage), contender)
+
+
+def hang_once(ctx: Any) -> None:
+    """Index 0's first attempt (while the file ``TEST_HANG_MARK`` does not exist) blocks
+    forever at its fourth chunk: alive, its claim renewed by the harness, no progress (a
+    deadlock or a read that never returns). Every other chunk succeeds at once."""
+    global _hang_calls
+    _hang_calls += 1
+    mark = os.environ.get("TEST_HANG_MARK", "")
+    first = mark and not os.path.exists(mark)
+    if first and os.environ.get("JOB_COMPLETION_INDEX") == "0" and _hang_calls == 4:
+        open(mark, "w").close()
+        ctx.logger.info("reading the watershed block")
+        while True:
+            time.sleep(1)
+
+
+_hang_calls = 0

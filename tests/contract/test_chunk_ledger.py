@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -109,6 +109,23 @@ def test_done_among(ledger: ChunkLedger) -> None:
     assert ledger.done_among(ids + [2**64 - 1, 2**64 - 2]) == done
     assert ledger.done_among([]) == set()
     assert ledger.done_among(ids[:3] * 2) == {ids[0]}
+
+
+def test_newest_done_at_is_the_newest_markers_write_time(ledger: ChunkLedger) -> None:
+    ids = [7, 8, 9]
+    assert ledger.newest_done_at(ids) is None  # nothing marked yet
+    before = datetime.now(UTC) - timedelta(seconds=1)  # Bigtable times: milliseconds
+    for chunk_id in ids[:2]:
+        assert ledger.claim(chunk_id, A) is ClaimResult.ACQUIRED
+        assert ledger.mark_done(chunk_id, A)
+        time.sleep(0.01)
+    after = datetime.now(UTC) + timedelta(seconds=1)
+    newest = ledger.newest_done_at(ids)
+    assert newest is not None and before <= newest <= after
+    first = ledger.newest_done_at(ids[:1])
+    assert first is not None and first < newest  # the newest of the window, not any
+    assert ledger.claim(9, A) is ClaimResult.ACQUIRED  # a claim is no progress
+    assert ledger.newest_done_at(ids) == newest
 
 
 def test_random_token() -> None:

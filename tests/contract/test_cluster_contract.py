@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -311,6 +312,40 @@ def test_a_disrupted_pod_costs_its_index_no_retry(cluster: Target) -> None:
     )
     job = c.get_job(name)
     assert (job.failed_indexes, job.finished) == ("", False)
+
+
+# Prints a line, then blocks: a hung worker.
+PRINT_THEN_SLEEP = "import time; print('working', flush=True); time.sleep(900)"
+
+
+def test_a_deleted_pod_is_a_failed_attempt_and_its_index_is_retried(cluster: Target) -> None:
+    """What the controller's hung-pod check rests on: `pod_log_updated` dates the newest log
+    line, and `delete_pod` costs the index one attempt (no DisruptionTarget), which the Job
+    retries; past its backoff limit the index fails."""
+    name = unique("hung")
+    create(cluster, manifest(name, PRINT_THEN_SLEEP, completions=1, parallelism=1))
+    c = cluster.cluster
+
+    def running_logged(exclude: set[str]) -> Any:
+        for p in c.list_pods(name, 0):
+            if p.phase == "Running" and p.name not in exclude and c.pod_log_updated(p.name):
+                return p
+        return None
+
+    first = wait_for(lambda: running_logged(set()), cluster.timeout, f"{name}'s pod to log")
+    stamp = c.pod_log_updated(first.name)
+    assert stamp is not None and stamp.tzinfo is not None
+    assert first.started is not None and stamp >= first.started - timedelta(seconds=1)
+    c.delete_pod(first.name)
+    second = wait_for(
+        lambda: running_logged({first.name}), cluster.timeout, f"{name}'s retried pod"
+    )
+    assert c.get_job(name).failed_indexes == ""  # backoffLimitPerIndex 1: one retry used
+    c.delete_pod(second.name)
+    c.delete_pod(second.name)  # a repeated delete is fine
+    job = finished(cluster, name)
+    assert (job.condition, job.failed_indexes) == ("Failed", "0")
+    c.delete_pod(second.name)  # and so is deleting what is gone
 
 
 def test_validate_job_accepts_a_valid_job_and_names_what_is_wrong(cluster: Target) -> None:

@@ -3,6 +3,8 @@ the number of layers, and shows the figures an operator steers by."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from rich.console import Console
 
@@ -83,3 +85,14 @@ def test_a_forecast_before_any_pod_finished_says_it_is_a_guess():
     assert "run 18.0h (guess: 30 s/chunk)" in text
     observed = "\n".join(screen(big_run(top=16, running=6, forecast=True)[1]))
     assert "guess" not in observed
+
+
+def test_hung_pods_show_in_the_retry_column_within_100_columns():
+    run, progress = big_run(top=16, running=6)
+    progress.layers[:] = [
+        replace(lp, hung=3) if lp.phase == "running" else lp for lp in progress.layers
+    ]
+    lines = screen(progress)
+    assert any("1234 3h" in line for line in lines)
+    assert max(len(line) for line in lines) <= 100 and not any("…" in line for line in lines)
+    assert any(" 2.6h " in line for line in lines)  # nothing squeezed: the ETA is whole

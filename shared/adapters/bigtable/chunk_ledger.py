@@ -29,7 +29,7 @@ import logging
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from google.cloud.bigtable.data import ReadRowsQuery
 from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn, SetCell
@@ -275,6 +275,23 @@ class ChunkLedger:
                 if row.cells:
                     done.add(chunk_id_from_row_key(row.row_key))
         return done
+
+    def newest_done_at(self, chunk_ids: Iterable[int]) -> datetime | None:
+        """When the newest done marker among ``chunk_ids`` was written (its cell's
+        timestamp), None if none is marked: a batch's progress, whoever wrote the markers."""
+        keys = sorted({self._key(c) for c in chunk_ids})
+        newest: int | None = None
+        for start in range(0, len(keys), _MAX_KEYS_PER_READ):
+            query = ReadRowsQuery(
+                row_keys=keys[start : start + _MAX_KEYS_PER_READ],
+                row_filter=latest_cell(CHUNK_DONE),
+            )
+            for row in self.client._table.read_rows(query):
+                for cell in row.cells:
+                    newest = max(newest or 0, cell.timestamp_micros)
+        if newest is None:
+            return None
+        return datetime.fromtimestamp(newest / 1e6, UTC)
 
     def _release_quietly(self, chunk_id: int, token: int) -> None:
         try:

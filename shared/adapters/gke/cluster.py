@@ -245,10 +245,26 @@ class GkeCluster:
         return sorted(pods, key=lambda p: (p.index, p.created or _EPOCH, p.name))
 
     def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
+        return self.pod_log_lines(pod_name, tail_lines)
+
+    def delete_pod(self, name: str) -> None:
+        with self._call(f"delete pod {name}", ignore=(404,)):
+            # No grace override: the pod's own terminationGracePeriodSeconds applies.
+            self.core.delete_namespaced_pod(name, self.namespace, **self._opts)
+
+    def pod_log_updated(self, pod_name: str) -> datetime | None:
+        # The kubelet prefixes each line with its RFC 3339 time when asked (`timestamps`),
+        # whatever the image writes: one line is all it takes.
+        line = self.pod_log_lines(pod_name, tail_lines=1, timestamps=True)
+        return log_line_time(line)
+
+    def pod_log_lines(self, pod_name: str, tail_lines: int, timestamps: bool = False) -> str:
+        """The last `tail_lines` of a pod's log, each prefixed with its time if asked."""
+        extra = {"timestamps": True} if timestamps else {}
         try:
             with self._call(f"read log of pod {pod_name}"):
                 return self.core.read_namespaced_pod_log(
-                    pod_name, self.namespace, tail_lines=tail_lines, **self._opts
+                    pod_name, self.namespace, tail_lines=tail_lines, **extra, **self._opts
                 )
         except ClusterError as e:
             # 400 "container ... is waiting to start": no log yet, as a Pending pod has none.
@@ -325,3 +341,20 @@ class GkeCluster:
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
+
+
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)\s")
+
+
+def log_line_time(text: str) -> datetime | None:
+    """The time of the last line of a log read with `timestamps=True` (RFC 3339 with up to
+    nanoseconds, e.g. `2026-12-01T19:52:07.123456789Z msg`); None for an empty log."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    m = _LOG_TIME.match(lines[-1] + " ")
+    if m is None:
+        raise ClusterError(f"log line without a timestamp: {lines[-1][:80]!r}")
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    micros = (m.group(2) or "0")[:6].ljust(6, "0")
+    return datetime.fromisoformat(f"{m.group(1)}.{micros}{zone}").astimezone(UTC)

@@ -137,6 +137,29 @@ def test_pod_log_tail_and_waiting_container(gke, server) -> None:
         gke.pod_log("gone")
 
 
+def test_pod_log_updated_reads_one_timestamped_line(gke, server) -> None:
+    server.answer(200, '2026-12-01T19:52:07.123456789Z {"message": "x"}\n', "text/plain")
+    assert gke.pod_log_updated("j1-0-abc") == datetime(2026, 12, 1, 19, 52, 7, 123456, UTC)
+    url = server.requests[0]["url"]
+    assert url.startswith(f"{ENDPOINT}/api/v1/namespaces/pipeline/pods/j1-0-abc/log?")
+    assert query(url)["tailLines"] == "1" and query(url)["timestamps"] == "true"
+    server.answer(400, WAITING)
+    assert gke.pod_log_updated("j1-0-abc") is None
+    server.answer(404, status_body(404, "NotFound", 'pods "gone" not found'))
+    with pytest.raises(ClusterError, match="not found"):
+        gke.pod_log_updated("gone")
+
+
+def test_delete_pod_uses_the_pods_grace_and_404_is_fine(gke, server) -> None:
+    server.answer(200, {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "j1-0-abc"}})
+    server.answer(404, NOT_FOUND)
+    gke.delete_pod("j1-0-abc")
+    gke.delete_pod("j1-0-abc")
+    req = server.requests[0]
+    assert req["method"] == "DELETE" and req["timeout"] == 7
+    assert req["url"] == f"{ENDPOINT}/api/v1/namespaces/pipeline/pods/j1-0-abc"
+
+
 def test_job_events_field_selector_and_oldest_first(gke, server) -> None:
     def event(reason: str, last: str) -> dict[str, Any]:
         return {

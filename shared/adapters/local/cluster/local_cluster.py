@@ -268,6 +268,34 @@ class LocalCluster:
                 return ""  # still Pending: no container yet
         return read_pod_log(self.pods_dir, pod_name, tail_lines)
 
+    def delete_pod(self, name: str) -> None:
+        """As a Kubernetes API delete of a Job's pod: SIGTERM now, SIGKILL after its grace
+        period; the Job counts the ended pod as a failed attempt of its index (no
+        DisruptionTarget condition) and retries the index. A missing pod is fine."""
+        with self._lock:
+            found = self._find_active_locked(name)
+            if found is None:
+                return
+            job, pod = found
+            if pod.kill_at is not None:
+                return  # already terminating: a repeated delete changes nothing
+            self.events.record_job_event(job, "SuccessfulDelete", f"Deleted pod: {pod.name}")
+            if pod.proc is None:
+                job.on_pod_exit(pod, None, _now())
+            else:
+                pod.terminate(pod.grace_seconds)
+            job.dirty = True
+            log.info("pod %s deleted", name)
+            self._persist_locked()
+        self._after_change()
+
+    def pod_log_updated(self, pod_name: str) -> datetime | None:
+        """When the pod's log file was last written (None: empty, or still Pending)."""
+        if not self.pod_log(pod_name, 1):
+            return None
+        stamp = (self.pods_dir / f"{pod_name}.log").stat().st_mtime
+        return datetime.fromtimestamp(stamp, UTC)
+
     def job_events(self, job_name: str) -> list[dict[str, Any]]:
         with self._lock:
             job = self._jobs.get(job_name)
