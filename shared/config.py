@@ -285,7 +285,9 @@ class PipelineConfig(_Strict):
     project: str = "local-demo"  # project of the Firestore and Pub/Sub resources
     region: str = "us-east1"
     zone: str = ""
-    namespace: str = "default"
+    # terraform's default namespace (its own, with the pipeline's Roles); a predecessor-shaped
+    # file keeps the predecessor's `default` (shared.config_compat).
+    namespace: str = "cave-pipeline"
     images: dict[str, str] = {}
     bigtable: Bigtable
     workload_identity: WorkloadIdentity = WorkloadIdentity()

@@ -142,7 +142,7 @@ def test_a_merge_that_is_not_a_valid_job_names_the_block(tmp_path):
         (lambda c: c.job.batch_size, 1000, 100),
         (lambda c: c.workload_identity.ksa, "pipeline", "pipeline-worker"),
         (lambda c: c.secret_name, "cloud-volume-secrets", "cloud-volume-secrets"),
-        (lambda c: c.namespace, "default", "default"),
+        (lambda c: c.namespace, "default", "cave-pipeline"),
     ],
 )
 def test_omitted_keys_keep_the_shapes_own_defaults(tmp_path, get, old, new):
