@@ -14,7 +14,12 @@ and `at` (ISO time of the decision), plus the kind's details:
 - `oom_killed` (once per layer attempt): `pods`, `memory_request_gib`, `peak_memory_gib`
   (null: not measured), `fix`
 - `budget_reached`: `spend_usd`, `budget_usd`
-- `run_finished`: `status`
+- `run_finished`: `status`, `verify` (per stage: `checked`, `chunks_marked`,
+  `chunks_expected`, and `layers_unchecked` or `why` not; shared.completeness)
+- `layer_incomplete`: the layer's Job completed with chunks not marked done in the ledger (the
+  layer is failed): `chunks_expected`, `chunks_marked`, `chunks_missing`, `missing_positions`
+  (flat grid positions, bounded), `missing_examples` [{`position`, `coord`, `chunk_id`}],
+  `reason`, `fix` (docs/verify.md)
 - `run_unhealthy`: `error`, `failures` (consecutive failed reconciles), `since`
 - `claim_lost`: `job`, `chunk_count`, `chunks` (chunk ids, the first MAX_CLAIM_LOST_CHUNKS),
   `pods` [{`pod`, `index`, `chunks`}] (the first MAX_BATCHES): workers whose chunk claim was
@@ -34,6 +39,7 @@ from datetime import datetime
 from typing import Any
 
 from shared import intervals
+from shared.completeness import run_verdict
 from shared.config import PipelineConfig
 from shared.forecast import forecast, forecast_inputs
 from shared.layer_spec import layer_spec
@@ -74,6 +80,8 @@ def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) 
         body["detail"] = f"pipeline inspect {run.run_id} {alert.stage} {alert.layer}"
     if alert.kind == "approval_needed":
         body["forecast"] = approval_forecast(cfg, run, alert, now)
+    if alert.kind == "run_finished":
+        body["verify"] = run_verdict(cfg, run)
     return bounded(body)
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.cluster import JobStatus, PodInfo
+from shared.completeness import LayerVerdict
 from shared.config import Ramp
 from shared.costs import Billing
 from shared.pod_accounting import PodRecord
@@ -71,6 +72,9 @@ class Snapshot:
     others_vcpus: float = 0.0
     # The log of each completed setup Job's pod, by Job name: the graph metadata it reports.
     setup_logs: dict[str, str] = field(default_factory=dict)
+    # The ledger check of each running layer whose Job is Complete, by layer key (stages whose
+    # workers write done markers; shared.completeness, docs/verify.md).
+    ledger_checks: dict[str, LayerVerdict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from shared.decision import (
     SetupPlan,
     Snapshot,
 )
+from shared.layer_verify import apply_ledger_check
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.pod_accounting import FINISHED, PodRecord, close_layer, record_pods
@@ -227,6 +228,7 @@ def decide(
                 if oom is not None:
                     out.append(Alert("oom_killed", ls.stage, ls.layer, oom))
             _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus)
+            apply_ledger_check(state.run_id, ls, seen.ledger_checks.get(ls.key), now, out)
             if ls.phase != "running":
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):

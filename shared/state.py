@@ -82,6 +82,9 @@ class LayerState:
     done_before: bool = False
     # Ready to start but held back by controller.max_vcpus at the last reconcile.
     held_by_vcpu_cap: bool = False
+    # Chunks found marked done in the ledger when the layer's Job completed (None: not
+    # checked; shared.completeness, docs/verify.md).
+    chunks_marked: int | None = None
 
     @property
     def key(self) -> str:

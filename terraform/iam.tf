@@ -79,6 +79,15 @@ resource "google_project_iam_member" "controller" {
   member  = google_service_account.controller.member
 }
 
+# The completeness check of a completed layer reads the done markers (docs/verify.md): read
+# only, on the pipeline's instance only.
+resource "google_bigtable_instance_iam_member" "controller_bigtable" {
+  project  = local.bigtable_project
+  instance = var.bigtable_instance
+  role     = "roles/bigtable.reader"
+  member   = google_service_account.controller.member
+}
+
 # The controller publishes only alerts (its own and the dead-letter alerts).
 resource "google_pubsub_topic_iam_member" "controller_publishes_alerts" {
   topic  = google_pubsub_topic.topics["alerts"].name

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 
+from shared.adapters.bigtable.ledger_scan import scan_done_markers
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.cluster import Cluster
@@ -66,5 +67,6 @@ def controller() -> Controller:
                 lambda kind, body: bus.publish_json(
                     "alerts", body, kind=kind, alert_id=str(body.get("alert_id", ""))
                 ),
+                done_markers=scan_done_markers,  # a completed layer's check (docs/verify.md)
             )
         return _controller
