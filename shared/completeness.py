@@ -23,7 +23,8 @@ import numpy as np
 from shared import intervals
 from shared.layer_spec import layer_spec
 from shared.layers import LAYER_ID_BITS, bits_per_dim
-from shared.stages import DEFAULT_COMMAND
+from shared.stages import DEFAULT_COMMAND, FIRST_LAYER
+from shared.state import layer_key
 
 if TYPE_CHECKING:  # annotations only: the worker imports the pure modules without pydantic
     from shared.config import PipelineConfig
@@ -277,3 +278,29 @@ def run_verdict(cfg: PipelineConfig, run: RunState) -> dict[str, dict[str, Any]]
             entry["why"] = coverage.why
         out[stage] = entry
     return out
+
+
+def verify_run(
+    cfg: PipelineConfig, run: RunState, scan: DoneMarkerScan, stage: str | None = None
+) -> dict[str, StageVerdict]:
+    """Every layer of the run's stages (or of `stage` only) against the ledger, read through
+    `scan` once per stage whose workers write done markers. LookupError for a stage the
+    run does not build."""
+    if stage is not None and stage not in run.stages:
+        raise LookupError(f"--stage {stage}: not a stage of run {run.run_id} ({run.stages})")
+    out = {}
+    for name in [stage] if stage else run.stages:
+        layers = range(FIRST_LAYER, run.top_layers[name] + 1)
+        done = scan(cfg, name) if marker_coverage(cfg, name).checkable else None
+        out[name] = verify_stage(cfg, name, layers, done)
+    return out
+
+
+def run_complete(run: RunState, verdicts: dict[str, StageVerdict]) -> bool:
+    """Whether every layer the run records as built (succeeded) is complete in the ledger."""
+    for verdict in verdicts.values():
+        for v in verdict.layers:
+            ls = run.layers.get(layer_key(v.stage, v.layer))
+            if ls is not None and ls.phase == "succeeded" and not v.complete:
+                return False
+    return True
