@@ -230,3 +230,13 @@ def test_decide_fails_a_completed_layer_with_chunks_unmarked(marked, phase, next
     # Without a check (a stage that writes no markers) the Job's condition decides.
     decision = decide(Snapshot(run, {l2.job_name: done}), plans(run), None, NOW)
     assert decision.state.layers["ingest-L2"].phase == "succeeded"
+
+
+def test_run_finished_carries_the_verdict():
+    from shared.alerts import alert_body
+
+    cfg = _cfg()
+    run = _demo_run(cfg, ["ingest"])
+    body = alert_body(cfg, run, Alert("run_finished", details={"status": "succeeded"}), NOW)
+    assert body["verify"] == run_verdict(cfg, run)
+    assert body["verify"]["ingest"]["layers_unchecked"] == [2, 3, 4, 5]
