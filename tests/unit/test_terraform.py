@@ -154,11 +154,19 @@ def test_kubernetes_access_is_a_namespaced_role_with_only_the_needed_verbs():
 
 
 def test_bigtable_grants_are_on_the_instance_not_the_project():
-    bigtable = [(k, n) for k, n, r in iam_grants() if r.startswith("roles/bigtable.")]
-    assert bigtable == [("google_bigtable_instance_iam_member", "worker_bigtable")]
+    bigtable = sorted((k, n) for k, n, r in iam_grants() if r.startswith("roles/bigtable."))
+    assert bigtable == [
+        ("google_bigtable_instance_iam_member", "controller_bigtable"),
+        ("google_bigtable_instance_iam_member", "worker_bigtable"),
+    ]
     grant = resources("google_bigtable_instance_iam_member")["worker_bigtable"]
     assert grant["instance"] == "${var.bigtable_instance}"
     assert grant["member"] == "${google_service_account.worker.member}"
+    # The controller's completeness check only reads the done markers (docs/verify.md).
+    check = resources("google_bigtable_instance_iam_member")["controller_bigtable"]
+    assert check["instance"] == "${var.bigtable_instance}"
+    assert check["member"] == "${google_service_account.controller.member}"
+    assert check["role"] == "roles/bigtable.reader"
 
 
 def test_nodes_have_their_own_account_with_default_node_role():
