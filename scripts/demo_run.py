@@ -158,9 +158,10 @@ def _worker_compute_seconds(stack: LocalStack, jobs: list[str]) -> tuple[int, in
     return pods, retries, compute
 
 
-def verify_summary(verdicts: dict[str, StageVerdict]) -> dict[str, Any]:
+def verify_summary(run: RunState, verdicts: dict[str, StageVerdict]) -> dict[str, Any]:
     """The summary's `verify`: per stage `checked`, `chunks_marked` (None: not checked),
-    `chunks_expected`, `complete`, and the layers with chunks unmarked."""
+    `chunks_expected`, `complete`, the layers with chunks unmarked, and the layers the
+    controller checked when their Job completed (`chunks_marked` recorded on the layer)."""
     return {
         name: {
             "checked": v.coverage.checkable,
@@ -168,6 +169,11 @@ def verify_summary(verdicts: dict[str, StageVerdict]) -> dict[str, Any]:
             "chunks_expected": v.chunks_expected,
             "complete": v.complete,
             "incomplete_layers": [lv.layer for lv in v.layers if not lv.complete],
+            "checked_by_controller": [
+                ls.layer
+                for ls in run.ordered_layers()
+                if ls.stage == name and ls.chunks_marked is not None
+            ],
         }
         for name, v in verdicts.items()
     }
@@ -253,7 +259,7 @@ def run_demo(
         jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
     oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
-    verify = verify_summary(verdicts)
+    verify = verify_summary(run, verdicts)
     ok = oracle["ok"] and run.status == "succeeded" and run_complete(run, verdicts)
     cost = spend(cfg, run, load_rates(), run.finished_at or datetime.now(UTC))
     chunks = sum(layer_spec(cfg, ls.stage, ls.layer).chunks for ls in run.layers.values())

@@ -43,6 +43,7 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     verify = summary["verify"]["ingest"]
     assert verify["checked"] is True and verify["complete"] is True
     assert verify["chunks_marked"] == verify["chunks_expected"] == 64 + 8 + 1
+    assert verify["checked_by_controller"] == [2, 3, 4]  # each layer as its Job completed
     for key in ("wall_s", "chunk_compute_s", "pods", "retries"):
         assert summary[key] >= 0
     assert summary["pods"] >= 3
