@@ -52,7 +52,7 @@ def _shape(n: int) -> tuple[int, int, int]:
 
 
 def bench_size(client, n: int, sample: int, rng: np.random.Generator) -> dict:  # noqa: ANN001
-    grid = LayerGrid("ingest", 2, _shape(n), bits=10)
+    grid = LayerGrid("ingest", 2, _shape(n), n_layers=9, spatial_bits=10)
     total = grid.chunks
     missing = set(rng.choice(total, size=max(1, total // 1000), replace=False).tolist())
     missing |= set(range(total // 2, total // 2 + 100))

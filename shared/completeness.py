@@ -22,7 +22,7 @@ import numpy as np
 
 from shared import intervals
 from shared.layer_spec import layer_spec
-from shared.layers import LAYER_ID_BITS, bits_per_dim
+from shared.layers import LAYER_ID_BITS, bits_per_dim, chunk_id
 from shared.stages import DEFAULT_COMMAND, FIRST_LAYER
 from shared.state import layer_key
 
@@ -69,11 +69,17 @@ class LayerGrid:
     stage: str
     layer: int
     shape: tuple[int, int, int]
-    bits: int  # bits per coordinate in the layer's chunk ids
+    n_layers: int  # the graph's root layer
+    spatial_bits: int  # graph_config.SPATIAL_BITS
 
     @property
     def chunks(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def bits(self) -> int:
+        """Bits per coordinate in the layer's chunk ids."""
+        return bits_per_dim(self.n_layers, self.layer, self.spatial_bits)
 
     def coord(self, position: int) -> tuple[int, int, int]:
         """The (x, y, z) of flat position `position` (C order)."""
@@ -81,21 +87,14 @@ class LayerGrid:
         return (position // (ny * nz), (position // nz) % ny, position % nz)
 
     def chunk_id(self, position: int) -> int:
-        x, y, z = self.coord(position)
-        b = self.bits
-        return (
-            (self.layer << _OFFSET)
-            | (x << (_OFFSET - b))
-            | (y << (_OFFSET - 2 * b))
-            | (z << (_OFFSET - 3 * b))
-        )
+        """The chunk id of flat position `position`."""
+        return chunk_id(self.layer, self.coord(position), self.n_layers, self.spatial_bits)
 
 
 def layer_grid(cfg: PipelineConfig, stage: str, layer: int) -> LayerGrid:
     """The planned grid of `stage` at `layer` (`shared.layer_spec`)."""
     spec = layer_spec(cfg, stage, layer)
-    bits = bits_per_dim(spec.n_layers, layer, cfg.ds.graph_config.SPATIAL_BITS)
-    return LayerGrid(stage, layer, spec.grid_shape, bits)
+    return LayerGrid(stage, layer, spec.grid_shape, spec.n_layers, cfg.ds.graph_config.SPATIAL_BITS)
 
 
 def marked_mask(grid: LayerGrid, done_ids: np.ndarray) -> tuple[np.ndarray, int]:
@@ -103,10 +102,9 @@ def marked_mask(grid: LayerGrid, done_ids: np.ndarray) -> tuple[np.ndarray, int]
     ids of this layer lie outside its grid (a grid that disagrees with the workers')."""
     ids = np.asarray(done_ids, dtype=np.uint64)
     ids = ids[(ids >> np.uint64(_OFFSET)) == np.uint64(grid.layer)]
-    mask = np.uint64((1 << grid.bits) - 1)
-    x, y, z = (
-        ((ids >> np.uint64(_OFFSET - k * grid.bits)) & mask).astype(np.int64) for k in (1, 2, 3)
-    )
+    bits = grid.bits
+    mask = np.uint64((1 << bits) - 1)
+    x, y, z = (((ids >> np.uint64(_OFFSET - k * bits)) & mask).astype(np.int64) for k in (1, 2, 3))
     nx, ny, nz = grid.shape
     inside = (x < nx) & (y < ny) & (z < nz)
     marked = np.zeros(grid.chunks, dtype=bool)

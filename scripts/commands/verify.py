@@ -17,7 +17,7 @@ from scripts.layer_target import run_config
 from scripts.options import JSON_OPTION
 from scripts.services import connect
 from scripts.views.terminal import console, titled_table
-from shared.completeness import StageVerdict, run_complete, verify_run
+from shared.completeness import MAX_RANGES, StageVerdict, run_complete, verify_run
 from shared.state import RunState, layer_key
 
 
@@ -44,7 +44,7 @@ def _print(run: RunState, verdicts: dict[str, StageVerdict]) -> None:
             continue
         for v in verdict.layers:
             ls = run.layers[layer_key(name, v.layer)]
-            more = v.missing_range_count - v.missing_ranges.count(",") - 1
+            more = v.missing_range_count - min(v.missing_range_count, MAX_RANGES)
             ranges = v.missing_ranges + (f" (+{more} more intervals)" if more > 0 else "")
             example = v.examples[0] if v.examples else None
             table.add_row(

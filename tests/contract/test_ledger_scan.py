@@ -12,8 +12,8 @@ from shared.adapters.bigtable.ledger_scan import done_chunk_ids, key_ranges
 from shared.completeness import LayerGrid, verify_layer
 from tests.builders.done_rows import write_claims, write_done_markers
 
-L2 = LayerGrid("ingest", 2, (8, 8, 8), bits=10)
-L3 = LayerGrid("ingest", 3, (4, 4, 4), bits=2)
+L2 = LayerGrid("ingest", 2, (8, 8, 8), 5, 10)
+L3 = LayerGrid("ingest", 3, (4, 4, 4), 5, 10)
 MISSING = [0, 77, 511]  # flat positions of layer 2 without a done marker
 
 

@@ -29,7 +29,7 @@ from shared.state import LayerState
 from tests.builders.stored_runs import DEMO
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-GRID = LayerGrid("ingest", 3, (4, 3, 2), bits=3)  # 24 chunks, n_layers 6
+GRID = LayerGrid("ingest", 3, (4, 3, 2), 6, 10)  # 24 chunks, n_layers 6
 
 
 def _ids(grid: LayerGrid, positions) -> np.ndarray:
@@ -42,6 +42,8 @@ def test_chunk_ids_follow_pychunkedgraph_and_c_order():
         x, y, z = GRID.coord(p)
         assert (x * 3 + y) * 2 + z == p
         assert GRID.chunk_id(p) == chunk_id(3, (x, y, z), 6, 10)
+        # PyChunkedGraph's layout: layer in the top 8 bits, then x, y, z of 3 bits each.
+        assert GRID.chunk_id(p) == (3 << 56) | (x << 53) | (y << 50) | (z << 47)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +88,7 @@ def test_duplicate_ids_count_once():
 
 
 def test_missing_intervals_are_bounded():
-    grid = LayerGrid("ingest", 2, (10, 10, 10), bits=10)
+    grid = LayerGrid("ingest", 2, (10, 10, 10), 6, 10)
     v = verify_layer(grid, _ids(grid, range(0, 1000, 2)))  # 500 single gaps
     assert v.missing_range_count == 500
     assert len(v.missing_ranges.split(",")) == MAX_RANGES
@@ -217,7 +219,7 @@ def test_decide_fails_a_completed_layer_with_chunks_unmarked(marked, phase, next
     l2 = run.layers["ingest-L2"]
     l2.phase, l2.job_name, l2.completions = "running", name_for(l2), 10
     done = job(l2.job_name, condition="Complete", completion_time=NOW, completed_indexes="0-9")
-    grid2 = LayerGrid("ingest", 2, (4, 3, 2), 10)
+    grid2 = LayerGrid("ingest", 2, (4, 3, 2), 6, 10)
     check = verify_layer(grid2, _ids(grid2, range(marked)))
     seen = Snapshot(run, {l2.job_name: done}, ledger_checks={"ingest-L2": check})
     decision = decide(seen, plans(run), None, NOW)
