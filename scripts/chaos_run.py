@@ -36,7 +36,7 @@ log = logging.getLogger("cave_pipeline.chaos")
 
 CHAOS_LOCK_EXPIRY_S = 12.0  # so a worker cut off from Bigtable costs seconds, not minutes
 OPERATOR = "chaos-operator"
-FAILURE_ALERTS = ("layer_failed", "failed_indexes")
+FAILURE_ALERTS = ("layer_failed", "failed_indexes", "layer_incomplete")
 
 
 def chaos_config(cfg: PipelineConfig) -> PipelineConfig:

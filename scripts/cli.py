@@ -27,6 +27,7 @@ from scripts.commands import (
     report,
     run,
     simulate,
+    verify,
 )
 from shared.adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
 from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
@@ -124,6 +125,7 @@ COMMAND_MODULES = (
     config,
     simulate,
     apply,
+    verify,
 )
 for module in COMMAND_MODULES:
     for command in module.COMMANDS:

@@ -31,10 +31,12 @@ from demo.volume import generate_volume, save_volume
 from scripts.services import Services
 from shared import intervals
 from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
+from shared.adapters.bigtable.ledger_scan import done_chunk_ids
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.stack import LocalStack, demo_event_settings
 from shared.build_plan import new_run
+from shared.completeness import StageVerdict, run_complete, verify_run
 from shared.config import PipelineConfig
 from shared.costs import spend
 from shared.forecast import run_forecast
@@ -68,6 +70,8 @@ class DemoResult:
     mid_layer_forecasts: int = 0
     forecast_error_at_40pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the chaos verdict (--chaos)
+    # The ledger's verdict per stage (shared.completeness; `pipeline verify`'s read).
+    verify: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The `--json` object."""
@@ -84,6 +88,7 @@ class DemoResult:
         return {
             "ok": self.ok,
             "oracle": self.oracle,
+            "verify": self.verify,
             "run_id": run.run_id,
             "status": run.status,
             "stages": run.stages,
@@ -153,6 +158,27 @@ def _worker_compute_seconds(stack: LocalStack, jobs: list[str]) -> tuple[int, in
     return pods, retries, compute
 
 
+def verify_summary(run: RunState, verdicts: dict[str, StageVerdict]) -> dict[str, Any]:
+    """The summary's `verify`: per stage `checked`, `chunks_marked` (None: not checked),
+    `chunks_expected`, `complete`, the layers with chunks unmarked, and the layers the
+    controller checked when their Job completed (`chunks_marked` recorded on the layer)."""
+    return {
+        name: {
+            "checked": v.coverage.checkable,
+            "chunks_marked": v.chunks_marked,
+            "chunks_expected": v.chunks_expected,
+            "complete": v.complete,
+            "incomplete_layers": [lv.layer for lv in v.layers if not lv.complete],
+            "checked_by_controller": [
+                ls.layer
+                for ls in run.ordered_layers()
+                if ls.stage == name and ls.chunks_marked is not None
+            ],
+        }
+        for name, v in verdicts.items()
+    }
+
+
 def _count_alerts(store: FirestoreRunStore, run_id: str) -> dict[str, int]:
     return dict(Counter(alert.kind for alert in store.all_alerts(run_id)))
 
@@ -220,6 +246,7 @@ def run_demo(
             wall = time.monotonic() - started
             if chaos is not None:
                 chaos.finish(cfg, run, tables[cfg.graph_id])
+            verdicts = verify_run(cfg, run, lambda _, s: done_chunk_ids(tables[cfg.graph_id], s))
             nodes = read_all_nodes(tables[cfg.graph_id])
             rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
             alerts = _count_alerts(store, run.run_id)
@@ -234,11 +261,13 @@ def run_demo(
         jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
     oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
-    ok = oracle["ok"] and run.status == "succeeded"
+    verify = verify_summary(run, verdicts)
+    ok = oracle["ok"] and run.status == "succeeded" and run_complete(run, verdicts)
     cost = spend(cfg, run, load_rates(), run.finished_at or datetime.now(UTC))
     chunks = sum(layer_spec(cfg, ls.stage, ls.layer).chunks for ls in run.layers.values())
     result = DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
     result.eta_forecasts, result.mid_layer_forecasts = etas.entries, etas.mid_layer
+    result.verify = verify
     result.forecast_error_at_40pct = etas.error_at(wall)
     return result
 

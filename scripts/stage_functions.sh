@@ -62,6 +62,7 @@ PROVIDERS = {
     "numpy": "numpy",
     "yaml": "pyyaml",
     "pydantic": "pydantic",
+    "kvdbclient": "kvdbclient",  # the completeness check's ledger read
 }
 dists = [
     r.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].split("~")[0]

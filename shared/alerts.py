@@ -16,7 +16,12 @@ and `at` (ISO time of the decision), plus the kind's details:
 - `oom_killed` (once per layer attempt): `pods`, `memory_request_gib`, `peak_memory_gib`
   (null: not measured), `fix`
 - `budget_reached`: `spend_usd`, `budget_usd`
-- `run_finished`: `status`
+- `run_finished`: `status`, `verify` (per stage: `checked`, `chunks_marked`,
+  `chunks_expected`, and `layers_unchecked` or `why` not; shared.completeness)
+- `layer_incomplete`: the layer's Job completed with chunks not marked done in the ledger (the
+  layer is failed): `chunks_expected`, `chunks_marked`, `chunks_missing`, `missing_positions`
+  (flat grid positions, bounded), `missing_examples` [{`position`, `coord`, `chunk_id`}],
+  `reason`, `fix` (docs/verify.md)
 - `run_unhealthy`: `error`, `failures` (consecutive failed reconciles), `since`
 - `index_evicted_repeatedly` (once per index of a layer attempt): `indexes` (interval
   string), `index_count`, `evictions` {index: count}, `max_evictions_per_index`, `job`,
@@ -40,6 +45,7 @@ from datetime import datetime
 from typing import Any
 
 from shared import intervals
+from shared.completeness import run_verdict
 from shared.config import PipelineConfig
 from shared.evictions import ALERT_KIND as EVICTED_REPEATEDLY
 from shared.forecast import forecast, forecast_inputs
@@ -100,6 +106,8 @@ def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) 
         body["detail"] = f"pipeline inspect {run.run_id} {alert.stage} {alert.layer}"
     if alert.kind == "approval_needed":
         body["forecast"] = approval_forecast(cfg, run, alert, now)
+    if alert.kind == "run_finished":
+        body["verify"] = run_verdict(cfg, run)
     return bounded(body)
 
 

@@ -27,8 +27,21 @@ from shared.alerts import (
     with_log_tails,
 )
 from shared.build_plan import plan_for
-from shared.cluster import Cluster, ClusterUnreachableError, ManifestRejectedError, PodInfo
+from shared.cluster import (
+    Cluster,
+    ClusterUnreachableError,
+    JobStatus,
+    ManifestRejectedError,
+    PodInfo,
+)
 from shared.coalesce import Verdict
+from shared.completeness import (
+    DoneMarkerScan,
+    LayerVerdict,
+    layer_grid,
+    marker_coverage,
+    verify_layer,
+)
 from shared.config import PipelineConfig, config_from_dict
 from shared.graph_table import GraphTableReader, NoGraphTableReader
 from shared.hung_pods import (
@@ -116,6 +129,7 @@ class Controller:
         rates: tuple[RateRow, ...] | None = None,
         graph_tables: GraphTableReader | None = None,
         done_times: DoneMarkerTimes | None = None,
+        done_markers: DoneMarkerScan | None = None,
     ) -> None:
         self.store, self.cluster, self.publish_alert, self.clock = (
             store,
@@ -127,6 +141,9 @@ class Controller:
         self.graph_tables = graph_tables or NoGraphTableReader()
         # Where the hung-pod check reads done markers (None: it reads only pod logs).
         self.done_times = done_times
+        # Reads a stage's done markers for the completeness check of a completed layer
+        # (shared.completeness; None: no check, the Job's Complete condition is trusted).
+        self.done_markers = done_markers
 
     # ---- triggers -------------------------------------------------------------------
     def on_job_event(self, event: JobEvent, max_age_s: float = 3600.0) -> ReconcileResult | None:
@@ -278,6 +295,7 @@ class Controller:
             setup_logs=logs,
             graph_table=table,
             hung=hung,
+            ledger_checks=self._ledger_checks(run, cfg, jobs),
         )
         return Observed(snap, cfg, now)
 
@@ -316,6 +334,41 @@ class Controller:
         except Exception as e:  # noqa: BLE001 - the alert matters more than its tail
             _log("WARNING", "log tail unavailable", pod=pod_name, error=str(e))
             return ""
+
+    def _ledger_checks(
+        self, run: RunState, cfg: PipelineConfig, jobs: dict[str, JobStatus | None]
+    ) -> dict[str, LayerVerdict]:
+        """The completeness check of each running layer whose Job is Complete, for the
+        stages whose workers write done markers: one ledger scan per stage. Read here, not in
+        the pure decide, which records it or fails the layer (shared.layer_verify). A read
+        that fails fails this reconcile (retried on the next trigger), like an unreachable
+        cluster: the layer is never marked succeeded unchecked."""
+        if self.done_markers is None:
+            return {}
+        due = [
+            ls
+            for ls in run.layers.values()
+            if ls.phase == "running"
+            and (job := jobs.get(ls.job_name)) is not None
+            and job.condition == "Complete"
+            and marker_coverage(cfg, ls.stage).checkable
+        ]
+        done: dict[str, Any] = {}
+        checks = {}
+        for ls in due:
+            if ls.stage not in done:
+                done[ls.stage] = self.done_markers(cfg, ls.stage)
+            checks[ls.key] = verify_layer(layer_grid(cfg, ls.stage, ls.layer), done[ls.stage])
+            _log(
+                "INFO" if checks[ls.key].complete else "WARNING",
+                "layer verified",
+                run=run.run_id,
+                stage=ls.stage,
+                layer=ls.layer,
+                chunks_marked=checks[ls.key].chunks_marked,
+                chunks_expected=checks[ls.key].chunks_expected,
+            )
+        return checks
 
     def _load_if_any(self, run_id: str) -> RunState | None:
         try:

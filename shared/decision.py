@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.cluster import JobStatus, PodInfo
+from shared.completeness import LayerVerdict
 from shared.config import Ramp
 from shared.costs import Billing
 from shared.evictions import DEFAULT_MAX_EVICTIONS_PER_INDEX
@@ -87,6 +88,9 @@ class Snapshot:
     graph_table: GraphTable | None = None
     # Running pods found hung (shared.hung_pods), by layer key.
     hung: dict[str, list[HungPod]] = field(default_factory=dict)
+    # The ledger check of each running layer whose Job is Complete, by layer key (stages whose
+    # workers write done markers; shared.completeness, docs/verify.md).
+    ledger_checks: dict[str, LayerVerdict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

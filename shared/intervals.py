@@ -66,3 +66,9 @@ def count(text: str) -> int:
         return 0
     singles = sum(1 for part in text.split(",") if part.strip())
     return singles + sum(int(hi) - int(lo) for lo, hi in _RANGE.findall(text))
+
+
+def join(pairs: Iterable[tuple[int, int]]) -> str:
+    """The interval string of (first, last) pairs already in order: the inverse of
+    :func:`ranges`, for runs too long to expand into :func:`format`."""
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in pairs)

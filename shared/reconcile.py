@@ -34,6 +34,7 @@ from shared.decision import (
 from shared.evictions import ALERT_KIND as EVICTED_REPEATEDLY
 from shared.evictions import eviction_alert_details
 from shared.hung_pods import mark_handled, note_chunk_times
+from shared.layer_verify import apply_ledger_check
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.pod_accounting import FINISHED, PodRecord, close_layer, record_pods
@@ -237,6 +238,7 @@ def decide(
                 note_chunk_times(ls, records[ls.key], lp.batch_chunks)
                 _hung_pods(ls, seen, out)
             _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus)
+            apply_ledger_check(state.run_id, ls, seen.ledger_checks.get(ls.key), now, out)
             if ls.phase != "running":
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):

@@ -92,6 +92,9 @@ class LayerState:
     pods_hung: int = 0
     hung_pod_uids: list[str] = field(default_factory=list)
     chunk_s_samples: list[float] = field(default_factory=list)
+    # Chunks found marked done in the ledger when the layer's Job completed (None: not
+    # checked; shared.completeness, docs/verify.md).
+    chunks_marked: int | None = None
 
     @property
     def key(self) -> str:

@@ -124,8 +124,9 @@ resource "google_project_iam_member" "controller" {
   member  = google_service_account.controller.member
 }
 
-# Around a setup pass the controller reads the graph's metadata cell (docs/setup-passes.md):
-# read-only on the pipeline's instance.
+# The controller reads the graph's table, read-only and on the pipeline's instance only: its
+# metadata cell around a setup pass (docs/setup-passes.md), the done markers of a completed
+# layer (docs/verify.md) and of a pod suspected hung (docs/hung-workers.md).
 resource "google_bigtable_instance_iam_member" "controller_reads_graph_tables" {
   project  = local.bigtable_project
   instance = var.bigtable_instance

@@ -174,6 +174,12 @@ def demo(
         )
         for line in result.oracle["mismatches"]:
             console.print(f"  [red]{line}[/]")
+        for name, v in summary["verify"].items():
+            marked = "not checked" if v["chunks_marked"] is None else v["chunks_marked"]
+            colour = "red" if v["complete"] is False else "default"
+            console.print(
+                f"  [{colour}]ledger: {name} {marked}/{v['chunks_expected']} chunks marked done[/]"
+            )
         if chaos_n is not None:
             _print_chaos(console, summary)
         if as_json:

@@ -11,9 +11,11 @@ import os
 import threading
 
 from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
+from shared.adapters.bigtable.ledger_scan import scan_done_markers
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.cluster import Cluster
+from shared.completeness import DoneMarkerScan
 from shared.controller import Controller
 from shared.hung_pods import DoneMarkerTimes
 
@@ -25,13 +27,18 @@ class WiringError(RuntimeError):
 _lock = threading.Lock()
 _cluster: Cluster | None = None
 _controller: Controller | None = None
+_done_markers: DoneMarkerScan | None = scan_done_markers
 
 
-def use_cluster(cluster: Cluster | None) -> None:
-    """Register the cluster the controller talks to (the local stack's, in-process)."""
-    global _cluster, _controller
+def use_cluster(
+    cluster: Cluster | None, done_markers: DoneMarkerScan | None = scan_done_markers
+) -> None:
+    """Register the cluster the controller talks to (the local stack's, in-process), and
+    the ledger read of its completeness check (docs/verify.md): None turns the check off,
+    for a fake cluster whose Jobs complete without any worker having run."""
+    global _cluster, _controller, _done_markers
     with _lock:
-        _cluster, _controller = cluster, None
+        _cluster, _controller, _done_markers = cluster, None, done_markers
 
 
 def project_from_env() -> str:
@@ -80,5 +87,6 @@ def controller() -> Controller:
                 ),
                 graph_tables=BigtableGraphTables(),
                 done_times=_done_times(),
+                done_markers=_done_markers,  # a completed layer's check (docs/verify.md)
             )
         return _controller

@@ -29,7 +29,7 @@ def env(firestore_project, monkeypatch):
         bus.ensure_topic(topic)
     alerts_sub = bus.ensure_subscription("alerts", "alerts-test")
     cluster = RecordingCluster()
-    wiring.use_cluster(cluster)
+    wiring.use_cluster(cluster, done_markers=None)  # no worker runs: no done markers
     store = FirestoreRunStore(firestore_project)
     yield store, cluster, bus, alerts_sub
     wiring.use_cluster(None)

@@ -39,6 +39,11 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     assert summary["ok"] is True and summary["oracle"]["ok"] is True
     assert summary["layers"] == 3  # 4x4x4 -> 2x2x2 -> 1x1x1: layers 2, 3, 4 (the root)
     assert summary["chunks"] == 64 + 8 + 1
+    # The ledger's verdict (docs/verify.md): every chunk of every layer marked done.
+    verify = summary["verify"]["ingest"]
+    assert verify["checked"] is True and verify["complete"] is True
+    assert verify["chunks_marked"] == verify["chunks_expected"] == 64 + 8 + 1
+    assert verify["checked_by_controller"] == [2, 3, 4]  # each layer as its Job completed
     for key in ("wall_s", "chunk_compute_s", "pods", "retries"):
         assert summary[key] >= 0
     assert summary["pods"] >= 3

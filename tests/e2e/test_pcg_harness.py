@@ -87,6 +87,10 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
 
     assert result.ok, (result.run.status, result.oracle.get("mismatches"), figures)
     assert [ls.layer for ls in layers] == [2, 3, 4]
+    # The harness's done markers are the predecessor's: the controller checked each layer
+    # against them as its Job completed (docs/verify.md).
+    assert result.verify["ingest"]["checked_by_controller"] == [2, 3, 4]
+    assert result.verify["ingest"]["chunks_marked"] == 64 + 8 + 1
     l2 = (SIZE // CHUNK,) * 3
     for ls in layers:
         n = math.prod(layer_shape(l2, ls.layer))

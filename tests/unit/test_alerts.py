@@ -43,6 +43,7 @@ SCALE_RUN = new_run(SCALE, "r1", ["ingest"], "auto", T0)
 def test_common_fields(alert, extra):
     body = alert_body(CFG, RUN, alert, T0)
     body.pop("forecast", None)  # approval_needed's projection: its own test below
+    body.pop("verify", None)  # run_finished's ledger verdict: tests/unit/test_completeness.py
     common = {"kind": alert.kind, "run_id": "r1", "graph_id": CFG.graph_id, "at": T0.isoformat()}
     assert body == {**common, "stage": alert.stage, "layer": alert.layer, **extra}
     assert tail_requests(body) == []

@@ -143,7 +143,7 @@ def test_bigtable_grants_are_on_the_instance_not_the_project():
     ]
     for grant in resources("google_bigtable_instance_iam_member").values():
         assert grant["instance"] == "${var.bigtable_instance}"
-    # The controller reads the graph's metadata cell around setup passes: read-only.
+    # The controller reads the graph's metadata cell and done markers: read-only.
     reads = resources("google_bigtable_instance_iam_member")["controller_reads_graph_tables"]
     assert reads["role"] == "roles/bigtable.reader"
     assert reads["member"] == "${google_service_account.controller.member}"
