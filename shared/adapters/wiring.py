@@ -64,7 +64,7 @@ def _cluster_from_env() -> Cluster:
 
 def _done_times() -> DoneMarkerTimes | None:
     """The graph tables' done markers for the hung-pod check, where the Bigtable client is
-    installed (the local stack); without it the check reads pod logs only."""
+    installed (the `controller` extra has it); without it the check reads pod logs only."""
     try:
         from shared.adapters.bigtable.done_times import BigtableDoneTimes
     except ImportError:
