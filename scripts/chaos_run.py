@@ -164,7 +164,6 @@ class ChaosSession:
             return f"{stage}:{layer}_{tuple(int(c) for c in coord)}"
 
         unsafe = {name(*_split(k)): why for k, why in verdict.reasons.items()}
-        unsafe.update({name(*_split(k)): "attempt records" for k in verdict.unsafe_chunks})
         findings: list[ChunkFinding] = []
         final_ids: set[int] = set()
         for stage in run.stages:

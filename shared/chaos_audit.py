@@ -34,7 +34,7 @@ class ChunkVerdict:
     unsafe: int = 0  # chunks processed twice where unsafe
     redone: int = 0  # chunks run to completion more than once, each time knowingly
     unsafe_chunks: tuple[str, ...] = ()  # "stage:chunk_id" of the unsafe ones (first 20)
-    reasons: dict[str, str] = field(default_factory=dict)  # why, for the first 20
+    reasons: dict[str, str] = field(default_factory=dict)  # why, for every unsafe one
 
 
 def _knows(later: dict[str, Any], earlier_token: int, begun: dict[int, dict[str, Any]]) -> bool:
@@ -105,8 +105,7 @@ def audit_chunks(
         name = f"{key[0]}:{key[1]}"
         if why:
             unsafe.append(name)
-            if len(reasons) < 20:
-                reasons[name] = why
+            reasons[name] = why
         elif len(returned) > 1:
             redone += 1
     return ChunkVerdict(len(unsafe), redone, tuple(unsafe[:20]), reasons)

@@ -84,12 +84,14 @@ def before_plugin(ctx: Any, ledger: Any, log: Any) -> None:
     root = _root()
     if root is None:
         return
+    _record(root, "begun", ctx)
     if _zombie:  # a zombie's chunk ended (fenced or not): it goes no further
+        # It claimed and recorded this attempt first (begun above, so the next attempt's
+        # chain of prior attempts stays whole): the next attempt finds and recovers it.
         _record(root, "zombie_exit", ctx)
         log.warning("chaos: zombie leaving at its next chunk")
         log.flush()
         os._exit(EXIT_TRANSIENT)
-    _record(root, "begun", ctx)
     _wrap_writes(root, ctx, log)
     fault = mb.take(root, _pod(), CHUNK_KINDS)
     if fault is None:
