@@ -26,6 +26,9 @@ holds there, rows written and no done marker, while the injector acts on the pod
   its claim is taken over by the replacement pod (or ``ZOMBIE_WAIT_S``), records
   ``zombie_resumed``, goes on with its chunk, and exits at its next chunk.
 
+``pod_hung`` (opt-in) takes the same point and hangs there for good: alive, its claim renewed,
+no progress, until the controller's hung-worker detection deletes the pod.
+
 Every write in chaos mode is recorded (``wrote``) so the verdict sees attempts still writing
 after a successor began. Without ``PCG_CHAOS_DIR``: one environment lookup per call.
 """
@@ -33,6 +36,7 @@ after a successor began. Without ``PCG_CHAOS_DIR``: one environment lookup per c
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,7 @@ from worker.errors import EXIT_TRANSIENT, FatalChunkError
 __all__ = ["ChaosTransientError", "after_done", "after_plugin", "before_plugin"]
 
 HOLD_KINDS = ("pod_sigkill", "pod_preempted", "node_lost")
+HUNG = "pod_hung"  # opt-in: hangs mid-write, its lock keeper still renewing
 CHUNK_KINDS = ("chunk_transient", "chunk_fatal", "bigtable_cut_off")
 HOLD_TIMEOUT_S = 60.0  # an injector that never acts leaves the chunk to go on
 ZOMBIE_WAIT_S = 60.0  # a zombie resumes once its claim is taken over, or after this long
@@ -133,8 +138,10 @@ class _ChaosWrites:
         _record(self.root, "wrote", self.ctx, rows=len(rows), puts=n)  # a partial write
         if self.armed and n:
             self.armed = False
-            fault = mb.take(self.root, _pod(), HOLD_KINDS)
-            if fault is not None:
+            fault = mb.take(self.root, _pod(), (*HOLD_KINDS, HUNG))
+            if fault is not None and fault["kind"] == HUNG:
+                self._hang(fault, n)
+            elif fault is not None:
                 self._hold(fault, n)
         return out
 
@@ -152,6 +159,18 @@ class _ChaosWrites:
             _zombie = True
             fenced = ctx.cancelled is not None and ctx.cancelled.wait(ZOMBIE_WAIT_S)
             _record(self.root, "zombie_resumed", ctx, fenced=bool(fenced))
+
+    def _hang(self, fault: dict[str, Any], rows: int) -> None:
+        """No progress from here on, the claim still renewed by the lock keeper's thread,
+        until the pod is deleted (SIGTERM: the harness gives the chunk up after its grace)."""
+        self.log.warning(
+            f"chaos: pod_hung mid-write ({rows} rows written): no progress from here on",
+            chaos_fault=fault["fault_id"],
+        )
+        self.log.flush()
+        _record(self.root, "hung", self.ctx)
+        while True:
+            time.sleep(3600)
 
 
 def _only_deletes(row: Any) -> bool:

@@ -105,3 +105,18 @@ def test_a_zombie_resumes_only_once_its_claim_is_taken_over(root):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(chaos_points.os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit))
             chaos_points.before_plugin(_ctx(Client()), None, Log())
+
+
+def test_a_hung_worker_stops_mid_write_and_stays(root):
+    mb.arm(root, "00000-pod_hung", "pod_hung")
+    client = Client()
+    chaos_points.before_plugin(_ctx(client), None, Log())
+    t = _write_in_thread(client, ["row-1"])
+    for _ in range(200):
+        if any(r["event"] == "hung" for r in mb.audit_records(root)):
+            break
+        threading.Event().wait(0.02)
+    assert client.written == ["row-1"]  # it wrote, then made no progress
+    t.join(0.3)
+    assert t.is_alive() and mb.held(root) == []  # no injector involved: it just hangs
+    assert [f["kind"] for f in mb.taken(root)] == ["pod_hung"]
