@@ -17,7 +17,7 @@ Pure: numpy and scipy, no I/O (the rows are read by ``demo.graph_table``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,7 +26,7 @@ from scipy import ndimage
 
 from shared.layers import layer_count
 
-__all__ = ["OracleResult", "compare", "expected_stats", "observed_stats"]
+__all__ = ["OracleResult", "compare", "expected_stats", "observed_stats", "region_components"]
 
 _MAX_LISTED = 5
 
@@ -40,6 +40,27 @@ class _Node(Protocol):
 
 def _components(mask: np.ndarray) -> tuple[np.ndarray, int]:
     return ndimage.label(mask)  # default structure: 6-connectivity in 3-D
+
+
+def region_components(
+    volume: np.ndarray, chunk_size: tuple[int, int, int], layer: int
+) -> Iterator[tuple[tuple[int, int, int], Counter[tuple[int, int]]]]:
+    """Every chunk region of ``layer`` (edge ``chunk_size * 2**(layer - 2)``, clipped to the
+    volume) as ``(coord, Counter of (label, voxels))``: its components, one per node the
+    layer's chunk should hold."""
+    vol = np.asarray(volume)
+    edge = [c * 2 ** (layer - 2) for c in chunk_size]
+    for x in range(0, vol.shape[0], edge[0]):
+        for y in range(0, vol.shape[1], edge[1]):
+            for z in range(0, vol.shape[2], edge[2]):
+                sub = vol[x : x + edge[0], y : y + edge[1], z : z + edge[2]]
+                found: Counter[tuple[int, int]] = Counter()
+                for lab in np.unique(sub):
+                    if lab:
+                        comp, n = _components(sub == lab)
+                        sizes = np.bincount(comp.ravel(), minlength=n + 1)[1:]
+                        found.update((int(lab), int(v)) for v in sizes)
+                yield (x // edge[0], y // edge[1], z // edge[2]), found
 
 
 def expected_stats(
@@ -56,18 +77,10 @@ def expected_stats(
     if n_layers is None:
         n_layers = layer_count(l2_shape)  # type: ignore[arg-type]
     labels = [int(v) for v in np.unique(vol) if v != 0]
-    per_layer: dict[int, int] = {}
-    for layer in range(2, n_layers + 1):
-        edge = [c * 2 ** (layer - 2) for c in chunk_size]
-        total = 0
-        for x in range(0, size[0], edge[0]):
-            for y in range(0, size[1], edge[1]):
-                for z in range(0, size[2], edge[2]):
-                    sub = vol[x : x + edge[0], y : y + edge[1], z : z + edge[2]]
-                    for lab in np.unique(sub):
-                        if lab:
-                            total += _components(sub == lab)[1]
-        per_layer[layer] = total
+    per_layer = {
+        layer: sum(sum(c.values()) for _, c in region_components(vol, chunk_size, layer))
+        for layer in range(2, n_layers + 1)
+    }
     roots: list[tuple[int, int]] = []
     for lab in labels:
         comp, n = _components(vol == lab)

@@ -19,6 +19,9 @@ from typing import Any
 
 from google.cloud.bigtable.data import ReadRowsQuery
 
+from demo.chunk_audit import ChunkFinding, audit_ingest
+from demo.common import volume as load_volume
+from demo.graph_table import read_all_nodes, read_chunk_nodes
 from shared import chaos_plan as cp
 from shared import operator_actions as ops
 from shared.adapters.bigtable.chunk_ledger import CHUNK_DONE, ChunkLedger, chunk_row_key
@@ -29,8 +32,8 @@ from shared.chaos_audit import audit_chunks, lost_chunks
 from shared.chunk_keys import chunk_id_from_row_key
 from shared.config import PipelineConfig
 from shared.layer_spec import layer_spec
-from shared.layers import chunk_id
-from shared.state import RunState
+from shared.layers import chunk_coord, chunk_id, segment_bits
+from shared.state import RunState, layer_key
 
 log = logging.getLogger("cave_pipeline.chaos")
 
@@ -56,20 +59,32 @@ class ChaosSession:
     injector: ChaosInjector | None = None
     store: Any = None  # the run store and services of the stack (set by begin)
     services: Any = None
+    cfg: PipelineConfig | None = None  # for the probe of held attempts' rows
+    graph: Any = None  # the graph table's client (set by begin)
     resubmits: list[str] = field(default_factory=list)
     chunks_lost: int = 0
     lost_detail: dict[str, int] = field(default_factory=dict)
+    unmarked_detail: dict[str, int] = field(default_factory=dict)  # ledger: no done marker
     unsafe: int = 0
     unsafe_chunks: tuple[str, ...] = ()
+    reasons: dict[str, str] = field(default_factory=dict)
     redone: int = 0
+    partial_writes_recovered: int = 0
+    partial_writes_left: int = 0
+    zombies: int = 0
+    zombie_writes_fenced: int = 0
+    audit_basis: dict[str, str] = field(default_factory=dict)
     _saved_env: str | None = None
     _resubmitted_at: dict[str, datetime] = field(default_factory=dict)
 
-    def begin(self, stack: Any, store: Any, services: Any) -> None:
+    def begin(self, stack: Any, store: Any, services: Any, graph: Any = None) -> None:
         """The stack is up: point the workers at the mailbox and start injecting."""
         self._saved_env = os.environ.get(mb.CHAOS_DIR_ENV)
         os.environ[mb.CHAOS_DIR_ENV] = str(mb.mailbox(self.root))  # pods inherit os.environ
-        self.injector = ChaosInjector(self.faults, self.root, stack.cluster, stack.api)
+        self.graph = graph
+        self.injector = ChaosInjector(
+            self.faults, self.root, stack.cluster, stack.api, probe=self._rows_of
+        )
         stack.dispatcher.fault_hook = self.injector.pubsub
         self.store, self.services = store, services
         self.injector.start()
@@ -113,10 +128,19 @@ class ChaosSession:
             self.resubmits.append(ls.key)
         return True
 
+    def _rows_of(self, held: dict[str, Any]) -> list[int]:
+        """The node ids a held ingest attempt's chunk holds now (other stages: none read)."""
+        if held.get("stage") != "ingest" or self.graph is None or self.cfg is None:
+            return []
+        bits = self.cfg.ds.graph_config.SPATIAL_BITS
+        seg = segment_bits(_root_layer(self.cfg), int(held["layer"]), bits)
+        return [int(n.node_id) for n in read_chunk_nodes(self.graph, int(held["chunk_id"]), seg)]
+
     def finish(self, cfg: PipelineConfig, run: RunState, graph_client: Any) -> None:
         """The verdict, read while the emulators still serve."""
         self.end()
         done_cells: dict[tuple[str, int], int] = {}
+        done_by: dict[tuple[str, int], int] = {}
         root, bits = _root_layer(cfg), cfg.ds.graph_config.SPATIAL_BITS
         for ls in run.ordered_layers():
             spec = layer_spec(cfg, ls.stage, ls.layer)
@@ -125,17 +149,80 @@ class ChaosSession:
                 for i in range(spec.completions)
                 for c in spec.batch_chunks(i)
             ]
-            lost = lost_chunks(ids, ChunkLedger(graph_client, ls.stage).done_among(ids))
-            if lost:
-                self.lost_detail[ls.key] = len(lost)
-            done_cells.update(_done_cells(graph_client, ls.stage, ids))
+            unmarked = lost_chunks(ids, ChunkLedger(graph_client, ls.stage).done_among(ids))
+            if unmarked:
+                self.unmarked_detail[ls.key] = len(unmarked)
+            cells, tokens = _done_cells(graph_client, ls.stage, ids)
+            done_cells.update(cells)
+            done_by.update(tokens)
+        records = mb.audit_records(self.root)
+        verdict = audit_chunks(records, done_cells)
+        self.redone = verdict.redone
+
+        def name(stage: str, cid: int) -> str:
+            layer, _, coord = chunk_coord(cid, root, bits)
+            return f"{stage}:{layer}_{tuple(int(c) for c in coord)}"
+
+        unsafe = {name(*_split(k)): why for k, why in verdict.reasons.items()}
+        findings: list[ChunkFinding] = []
+        final_ids: set[int] = set()
+        for stage in run.stages:
+            self.audit_basis[stage] = "ledger and attempt records"
+        if "ingest" in run.stages:
+            nodes = read_all_nodes(graph_client)
+            final_ids = {int(n.node_id) for n in nodes}
+            vol = load_volume(str(cfg.ds.data_source.watershed))
+            chunk = tuple(int(c) for c in cfg.ds.graph_config.CHUNK_SIZE)
+            findings = audit_ingest(vol, chunk, root, bits, nodes)  # type: ignore[arg-type]
+            self.audit_basis["ingest"] = "graph table against the volume"
+            for f in findings:
+                key = f"ingest:{f.key}"
+                if f.unsafe:
+                    records_say = unsafe.get(key)
+                    unsafe[key] = f.describe() + (f" ({records_say})" if records_say else "")
+                elif f.lost:
+                    key = layer_key("ingest", f.layer)
+                    self.lost_detail[key] = self.lost_detail.get(key, 0) + 1
+        for key, n in self.unmarked_detail.items():  # stages without a data audit
+            if key.rsplit("-L", 1)[0] != "ingest":
+                self.lost_detail[key] = n
         self.chunks_lost = sum(self.lost_detail.values())
-        verdict = audit_chunks(mb.audit_records(self.root), done_cells)
-        self.unsafe, self.unsafe_chunks, self.redone = (
-            verdict.unsafe,
-            verdict.unsafe_chunks,
-            verdict.redone,
-        )
+        self.unsafe = len(unsafe)
+        self.unsafe_chunks = tuple(sorted(unsafe)[:20])
+        self.reasons = {k: unsafe[k] for k in self.unsafe_chunks}
+        self._count_struck(findings, final_ids, records, done_by)
+
+    def _count_struck(
+        self,
+        findings: list[ChunkFinding],
+        final_ids: set[int],
+        records: list[dict[str, Any]],
+        done_by: dict[tuple[str, int], int],
+    ) -> None:
+        """Partial writes recovered (the rows a mid-write kill left are gone from the final
+        table, the chunk right) and zombies fenced (resumed after their claim was taken
+        over, the chunk marked done by another attempt)."""
+        struck = self.injector.struck if self.injector is not None else []
+        bad = {(f.layer, f.coord) for f in findings}
+        resumed = {
+            (r["token"], int(r["chunk_id"]))
+            for r in records
+            if r["event"] == "zombie_resumed" and r.get("fenced")
+        }
+        root = _root_layer(self.cfg) if self.cfg is not None else 0
+        bits = self.cfg.ds.graph_config.SPATIAL_BITS if self.cfg is not None else 10
+        for s in struck:
+            rows, cid = set(s.get("rows_at_kill", ())), int(s["chunk_id"])
+            layer, _, coord = chunk_coord(cid, root, bits)
+            if rows and rows & final_ids:
+                self.partial_writes_left += 1
+            elif rows and (layer, tuple(int(c) for c in coord)) not in bad:
+                self.partial_writes_recovered += 1
+            if s.get("zombie"):
+                self.zombies += 1
+                done = done_by.get((str(s["stage"]), cid))
+                if (s["token"], cid) in resumed and done is not None and done != s["token"]:
+                    self.zombie_writes_fenced += 1
 
     def summary_fields(self, wall_s: float, baseline_wall_s: float) -> dict[str, Any]:
         """What `--json` adds in a chaos run."""
@@ -149,9 +236,16 @@ class ChaosSession:
             "faults_not_injected": {k: n for k, n in sorted(missing.items()) if n > 0},
             "chunks_lost": self.chunks_lost,
             "chunks_lost_by_layer": self.lost_detail,
+            "chunks_unmarked_by_layer": self.unmarked_detail,
             "chunks_processed_twice_where_unsafe": self.unsafe,
             "unsafe_chunks": list(self.unsafe_chunks),
+            "unsafe_reasons": self.reasons,
             "chunks_redone_safely": self.redone,
+            "partial_writes_recovered": self.partial_writes_recovered,
+            "partial_writes_left": self.partial_writes_left,
+            "zombies": self.zombies,
+            "zombie_writes_fenced": self.zombie_writes_fenced,
+            "audit_basis": self.audit_basis,
             "operator_resubmits": self.resubmits,
             "baseline_wall_s": round(baseline_wall_s, 2),
             "extra_wall_s": round(wall_s - baseline_wall_s, 2),
@@ -164,17 +258,29 @@ def _root_layer(cfg: PipelineConfig) -> int:
     return layer_count(cfg.layer2_shape())
 
 
-def _done_cells(client: Any, stage: str, ids: list[int]) -> dict[tuple[str, int], int]:
-    """Done cells (every version kept) per chunk: two mean two done writes."""
+def _split(key: str) -> tuple[str, int]:
+    stage, cid = key.rsplit(":", 1)
+    return stage, int(cid)
+
+
+def _done_cells(
+    client: Any, stage: str, ids: list[int]
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """Done cells (every version kept) per chunk: two mean two done writes; and the token
+    of the attempt that wrote the newest."""
     out: dict[tuple[str, int], int] = {}
+    by: dict[tuple[str, int], int] = {}
     keys = sorted({chunk_row_key(c, stage) for c in ids})
     for start in range(0, len(keys), 5000):
         query = ReadRowsQuery(
             row_keys=keys[start : start + 5000], row_filter=column_filter(CHUNK_DONE)
         )
         for row in client._table.read_rows(query):
-            out[(stage, chunk_id_from_row_key(row.row_key))] = len(row.cells)
-    return out
+            key = (stage, chunk_id_from_row_key(row.row_key))
+            out[key] = len(row.cells)
+            if row.cells:
+                by[key] = int(CHUNK_DONE.deserialize(row.cells[0].value))
+    return out, by
 
 
 def _now() -> datetime:
@@ -212,10 +318,15 @@ def run_chaos_demo(
         baseline_wall_s = base.wall_s
     faults = cp.plan_faults(n, seed, baseline_wall_s, kinds)
     chaos_dir = workdir / "chaos"
-    session = ChaosSession(faults, chaos_dir / "mailbox")
-    result = run_demo(
-        prepare_config(cfg, chaos_dir, None, None), chaos_dir, chaos=session, **demo_args
-    )
+    chaos_cfg = prepare_config(cfg, chaos_dir, None, None)
+    session = ChaosSession(faults, chaos_dir / "mailbox", cfg=chaos_cfg)
+    result = run_demo(chaos_cfg, chaos_dir, chaos=session, **demo_args)
     result.extra = session.summary_fields(result.wall_s, baseline_wall_s)
-    result.ok = result.ok and session.chunks_lost == 0 and session.unsafe == 0
+    result.ok = (
+        result.ok
+        and session.chunks_lost == 0
+        and session.unsafe == 0
+        and not session.unmarked_detail
+        and session.partial_writes_left == 0
+    )
     return result

@@ -233,7 +233,7 @@ def run_demo(
             run = new_run(cfg, f"{cfg.graph_id}-demo", stages, advance, datetime.now(UTC))
             store.create_run(run)
             if chaos is not None:
-                chaos.begin(stack, store, services)
+                chaos.begin(stack, store, services, tables[cfg.graph_id])
             services.kick(run.run_id, "start", "demo")
             approver = (
                 AutoApprover(store, services.kick, approve_after_s)

@@ -1,13 +1,19 @@
-"""Chaos verdicts from the chunk ledger and the workers' attempt records. Pure module.
+"""Chaos verdicts from the workers' attempt records and the ledger's done cells. Pure module.
+
+The demo's chaos verdict counts from the output tables (`demo.chunk_audit`); these rules
+explain its findings and catch the races that left the data right by luck.
 
 A chunk is *processed twice where unsafe* when either
 - its done marker was written more than once (two done cells in the ledger, or two
   attempts that each recorded writing it), or
+- an attempt A wrote rows, returned or marked done after a later attempt B began, and B
+  ran the chunk to completion (A was still at work while B cleaned up and wrote: A's late
+  rows stay), or
 - the plugin ran it to completion in two attempts A then B where B did not know of A:
   B began before A returned (two live computations at once), or B's chain of prior
   attempts (`previous_token`: the unfinished attempt each begin found in the ledger, whose
   own begin found the one before, ...) does not reach A's token. Such a B could not have
-  cleaned up after A (DESIGN 4.2, crash safety).
+  cleaned up after A (docs/chaos.md).
 
 A chunk redone by an attempt that knew of the earlier one is a safe redo (`redone`).
 A chunk is *lost* when its layer finished but the ledger has no done marker for it.
@@ -17,7 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -28,6 +34,7 @@ class ChunkVerdict:
     unsafe: int = 0  # chunks processed twice where unsafe
     redone: int = 0  # chunks run to completion more than once, each time knowingly
     unsafe_chunks: tuple[str, ...] = ()  # "stage:chunk_id" of the unsafe ones (first 20)
+    reasons: dict[str, str] = field(default_factory=dict)  # why, for every unsafe one
 
 
 def _knows(later: dict[str, Any], earlier_token: int, begun: dict[int, dict[str, Any]]) -> bool:
@@ -42,34 +49,66 @@ def _knows(later: dict[str, Any], earlier_token: int, begun: dict[int, dict[str,
     return False
 
 
+WRITING = ("wrote", "returned", "done")  # an attempt still at work when it records these
+
+
+def _overlap(recs: list[dict[str, Any]], begun: dict[int, dict[str, Any]]) -> str | None:
+    """Why two attempts of one chunk ran at once, or None: an attempt A wrote, returned or
+    marked done after a later attempt B began, and B ran the chunk to completion (B's
+    clean-up ran before A's late rows: they stay)."""
+    finished = {r["token"] for r in recs if r["event"] == "returned"}
+    for b in sorted(begun.values(), key=lambda r: r.get("t", 0.0)):
+        if b["token"] not in finished:
+            continue
+        tb = b.get("t", 0.0)
+        for r in recs:
+            a = begun.get(r["token"])
+            if (
+                r["event"] in WRITING
+                and r["token"] != b["token"]
+                and a is not None
+                and a.get("t", 0.0) <= tb
+                and r.get("t", 0.0) > tb
+            ):
+                return f"attempt {r['token']} {r['event']} after attempt {b['token']} began"
+    return None
+
+
 def audit_chunks(
     records: Iterable[dict[str, Any]], done_cells: dict[tuple[str, int], int] | None = None
 ) -> ChunkVerdict:
-    """The verdict over attempt `records` (worker.chaos_points: `begun`, `returned`, `done`
-    with `stage`, `chunk_id`, `token`, `previous_token`, `t`) and the ledger's count of done
-    cells by (stage, chunk id)."""
+    """The verdict over attempt `records` (worker.chaos_points: `begun`, `wrote`,
+    `returned`, `done` with `stage`, `chunk_id`, `token`, `previous_token`, `t`) and the
+    ledger's count of done cells by (stage, chunk id)."""
     by_chunk: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         by_chunk[(str(r["stage"]), int(r["chunk_id"]))].append(r)
     done_cells = done_cells or {}
     unsafe: list[str] = []
+    reasons: dict[str, str] = {}
     redone = 0
     for key in sorted(set(by_chunk) | set(done_cells)):
         recs = sorted(by_chunk.get(key, []), key=lambda r: r.get("t", 0.0))
         begun = {r["token"]: r for r in recs if r["event"] == "begun"}
         returned = [r for r in recs if r["event"] == "returned"]
         dones = sum(r["event"] == "done" for r in recs)
-        bad = max(dones, done_cells.get(key, 0)) > 1
+        why = None
+        if max(dones, done_cells.get(key, 0)) > 1:
+            why = "marked done twice"
         for a, b in zip(returned, returned[1:], strict=False):
             b_begun = begun.get(b["token"], b)
-            overlap = b_begun.get("t", 0.0) < a.get("t", 0.0)
-            if overlap or not _knows(b_begun, a["token"], begun):
-                bad = True
-        if bad:
-            unsafe.append(f"{key[0]}:{key[1]}")
+            if b_begun.get("t", 0.0) < a.get("t", 0.0):
+                why = why or f"attempt {b['token']} began before attempt {a['token']} returned"
+            elif not _knows(b_begun, a["token"], begun):
+                why = why or f"attempt {b['token']} did not know of attempt {a['token']}"
+        why = why or _overlap(recs, begun)
+        name = f"{key[0]}:{key[1]}"
+        if why:
+            unsafe.append(name)
+            reasons[name] = why
         elif len(returned) > 1:
             redone += 1
-    return ChunkVerdict(len(unsafe), redone, tuple(unsafe[:20]))
+    return ChunkVerdict(len(unsafe), redone, tuple(unsafe[:20]), reasons)
 
 
 def lost_chunks(expected: Iterable[int], done: set[int]) -> list[int]:

@@ -20,7 +20,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
-# What a fault does (README "Chaos" has the full table).
+# What a fault does (docs/chaos.md has the full table).
 POD_SIGKILL = "pod_sigkill"  # a pod SIGKILLed mid-chunk (exit 137: the index is retried)
 POD_PREEMPTED = "pod_preempted"  # SIGTERM with DisruptionTarget, as a Spot reclaim
 NODE_LOST = "node_lost"  # the pod's node lost: pod deleted, its logs gone
@@ -33,6 +33,7 @@ PUBSUB_REORDER = "pubsub_reorder"  # a message held back behind the next one
 PUBSUB_DROP = "pubsub_drop"  # a message acknowledged and never delivered
 HOST_KILLED = "host_killed"  # the function dies between its commit and its act
 CLUSTER_API_DOWN = "cluster_api_down"  # every cluster call refused for CLUSTER_DOWN_S
+POD_HUNG = "pod_hung"  # alive, renewing its claim, no progress (opt-in: see OPT_IN)
 
 #: Kind -> weight in the round-robin (cheap kinds weigh more).
 WEIGHTS: dict[str, int] = {
@@ -49,13 +50,25 @@ WEIGHTS: dict[str, int] = {
     HOST_KILLED: 2,
     CLUSTER_API_DOWN: 1,
 }
+#: Kinds planned only when named in --chaos-kinds: a hung pod heals only through the
+#: controller's hung-worker detection; without it the build stalls until the demo's timeout.
+OPT_IN: dict[str, int] = {POD_HUNG: 2}
+ALL_WEIGHTS: dict[str, int] = {**WEIGHTS, **OPT_IN}
 KINDS: tuple[str, ...] = tuple(WEIGHTS)
 #: Kinds that cost seconds of wall time each, or an operator's action.
 COSTLY: frozenset[str] = frozenset({BIGTABLE_CUT_OFF, CHUNK_FATAL, CLUSTER_API_DOWN})
 CHEAP: tuple[str, ...] = tuple(k for k in KINDS if k not in COSTLY)
 #: Kinds a worker takes at its next chunk (the rest act on messages, functions, the API).
 WORKER_KINDS: frozenset[str] = frozenset(
-    {POD_SIGKILL, POD_PREEMPTED, NODE_LOST, BIGTABLE_CUT_OFF, CHUNK_TRANSIENT, CHUNK_FATAL}
+    {
+        POD_SIGKILL,
+        POD_PREEMPTED,
+        NODE_LOST,
+        BIGTABLE_CUT_OFF,
+        CHUNK_TRANSIENT,
+        CHUNK_FATAL,
+        POD_HUNG,
+    }
 )
 CLUSTER_DOWN_S = 30.0
 START, END = 0.05, 0.7  # the share of the expected duration the faults are spread over
@@ -80,17 +93,18 @@ class Fault:
 
 
 def parse_kinds(text: str | None) -> tuple[str, ...]:
-    """`--chaos-kinds`: a comma list of kinds, `cheap`, or empty/None for every kind."""
+    """`--chaos-kinds`: a comma list of kinds, `cheap`, or empty/None for every kind but the
+    opt-in ones (`OPT_IN`, named explicitly)."""
     if not text or text.strip() == "all":
         return KINDS
     if text.strip() == "cheap":
         return CHEAP
     kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
-    unknown = [k for k in kinds if k not in WEIGHTS]
+    unknown = [k for k in kinds if k not in ALL_WEIGHTS]
     if unknown or not kinds:
         raise ChaosPlanError(
-            f"--chaos-kinds: unknown kind(s) {unknown or [text]}; choose from {', '.join(KINDS)}"
-            ", or 'cheap' / 'all'"
+            f"--chaos-kinds: unknown kind(s) {unknown or [text]}; choose from "
+            f"{', '.join(ALL_WEIGHTS)}, or 'cheap' / 'all'"
         )
     return kinds
 
@@ -100,12 +114,14 @@ def apportion(n: int, order: list[str]) -> dict[str, int]:
     once when `n` allows."""
     if n < len(order):
         return {k: int(k in order[:n]) for k in order}
-    total = sum(WEIGHTS[k] for k in order)
-    counts = {k: max(1, n * WEIGHTS[k] // total) for k in order}
+    total = sum(ALL_WEIGHTS[k] for k in order)
+    counts = {k: max(1, n * ALL_WEIGHTS[k] // total) for k in order}
     while sum(counts.values()) > n:  # the minimum of one pushed us over: take from the largest
         counts[max(order, key=lambda k: counts[k])] -= 1
     # Kinds raised to their minimum of one have had more than their share already.
-    by_remainder = sorted(order, key=lambda k: (n * WEIGHTS[k] < total, -(n * WEIGHTS[k] % total)))
+    by_remainder = sorted(
+        order, key=lambda k: (n * ALL_WEIGHTS[k] < total, -(n * ALL_WEIGHTS[k] % total))
+    )
     for k in by_remainder[: n - sum(counts.values())]:
         counts[k] += 1
     return counts

@@ -3,33 +3,55 @@
 With ``PCG_CHAOS_DIR`` set (the demo's chaos mailbox, ``shared.adapters.local.chaos_mailbox``)
 the harness calls :func:`before_plugin` once the attempt is recorded, :func:`after_plugin`
 when the plugin returned, and :func:`after_done` once the done marker is written. Each
-appends an audit record (what `chunks_processed_twice_where_unsafe` is counted from), and
-:func:`before_plugin` takes the oldest armed fault, if any, and plays it on this chunk:
+appends an audit record (``begun``, ``returned``, ``done``; the chaos verdict reads them only
+to explain what it finds in the tables), and :func:`before_plugin` takes the oldest armed
+chunk-level fault, if any, and plays it on this chunk:
 
 - ``chunk_transient`` / ``chunk_fatal``: raise (exit 1, retried / exit 42, the index fails);
 - ``bigtable_cut_off``: the lock keeper's renewals fail from now on and the chunk waits,
   so the claim nears its expiry, the keeper cancels it and the harness ends the attempt
-  (exit 1); the chunk is redone by the next attempt;
-- ``pod_sigkill`` / ``pod_preempted`` / ``node_lost``: hold the chunk mid-way and tell the
-  injector, which SIGKILLs, preempts (SIGTERM + DisruptionTarget) or loses this pod; a
-  preempted pod is released and finishes its chunk within the grace period.
+  (exit 1); the chunk is redone by the next attempt.
 
-Without ``PCG_CHAOS_DIR``: one environment lookup per call.
+Pod-level faults (``pod_sigkill``, ``pod_preempted``, ``node_lost``) strike *inside the
+workload's writes*: :func:`before_plugin` wraps the table client's ``write`` for the attempt,
+and the first write that put rows in the table takes the oldest armed pod-level fault and
+holds there, rows written and no done marker, while the injector acts on the pod:
+
+- ``pod_sigkill``: SIGKILLed mid-write;
+- ``pod_preempted``: SIGTERM with DisruptionTarget; the worker ignores it (it stays held)
+  until the harness gives up the chunk at the end of its grace period or the kubelet's
+  SIGKILL comes;
+- ``node_lost``: the pod deleted from the API with its node; the process is SIGKILLed, or
+  (a *zombie*, a node cut off from the API but not from Bigtable) released: it waits until
+  its claim is taken over by the replacement pod (or ``ZOMBIE_WAIT_S``), records
+  ``zombie_resumed``, goes on with its chunk, and exits at its next chunk.
+
+``pod_hung`` (opt-in) takes the same point and hangs there for good: alive, its claim renewed,
+no progress, until the controller's hung-worker detection deletes the pod.
+
+Every write in chaos mode is recorded (``wrote``) so the verdict sees attempts still writing
+after a successor began. Without ``PCG_CHAOS_DIR``: one environment lookup per call.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from shared.adapters.local import chaos_mailbox as mb
-from worker.errors import FatalChunkError
+from worker.errors import EXIT_TRANSIENT, FatalChunkError
 
 __all__ = ["ChaosTransientError", "after_done", "after_plugin", "before_plugin"]
 
 HOLD_KINDS = ("pod_sigkill", "pod_preempted", "node_lost")
+HUNG = "pod_hung"  # opt-in: hangs mid-write, its lock keeper still renewing
+CHUNK_KINDS = ("chunk_transient", "chunk_fatal", "bigtable_cut_off")
 HOLD_TIMEOUT_S = 60.0  # an injector that never acts leaves the chunk to go on
+ZOMBIE_WAIT_S = 60.0  # a zombie resumes once its claim is taken over, or after this long
+
+_zombie = False  # this process is a lost node's zombie: it ends at its next chunk
 
 
 class ChaosTransientError(RuntimeError):
@@ -62,12 +84,21 @@ def _record(root: Path, event: str, ctx: Any, **extra: Any) -> None:
 
 
 def before_plugin(ctx: Any, ledger: Any, log: Any) -> None:
-    """Audit the attempt's start; play the oldest armed fault on this chunk, if any."""
+    """Audit the attempt's start; play the oldest armed chunk-level fault on this chunk, if
+    any; arm the mid-write point for pod-level faults."""
     root = _root()
     if root is None:
         return
     _record(root, "begun", ctx)
-    fault = mb.take(root, _pod())
+    if _zombie:  # a zombie's chunk ended (fenced or not): it goes no further
+        # It claimed and recorded this attempt first (begun above, so the next attempt's
+        # chain of prior attempts stays whole): the next attempt finds and recovers it.
+        _record(root, "zombie_exit", ctx)
+        log.warning("chaos: zombie leaving at its next chunk")
+        log.flush()
+        os._exit(EXIT_TRANSIENT)
+    _wrap_writes(root, ctx, log)
+    fault = mb.take(root, _pod(), CHUNK_KINDS)
     if fault is None:
         return
     kind = fault["kind"]
@@ -77,10 +108,7 @@ def before_plugin(ctx: Any, ledger: Any, log: Any) -> None:
         raise ChaosTransientError(f"chaos {fault['fault_id']}: injected transient error")
     if kind == "chunk_fatal":
         raise FatalChunkError(f"chaos {fault['fault_id']}: injected fatal error")
-    if kind == "bigtable_cut_off":
-        _cut_off(ledger, ctx)
-    elif kind in HOLD_KINDS:
-        mb.hold(root, fault, HOLD_TIMEOUT_S)
+    _cut_off(ledger, ctx)
 
 
 def _cut_off(ledger: Any, ctx: Any) -> None:
@@ -95,10 +123,81 @@ def _cut_off(ledger: Any, ctx: Any) -> None:
         ctx.cancelled.wait(expiry * 1.5)
 
 
+class _ChaosWrites:
+    """The table client's ``write`` for one attempt: recorded, and the mid-write fault
+    point after the first write that put rows in the table."""
+
+    def __init__(self, original: Any, root: Path, ctx: Any, log: Any) -> None:
+        self.original, self.root, self.ctx, self.log = original, root, ctx, log
+        self.armed = True  # one pod-level fault per attempt at most
+
+    def __call__(self, rows: Any, *args: Any, **kwargs: Any) -> Any:
+        rows = list(rows)
+        out = self.original(rows, *args, **kwargs)
+        n = sum(not _only_deletes(r) for r in rows)  # a recovering attempt's cleanup is not
+        _record(self.root, "wrote", self.ctx, rows=len(rows), puts=n)  # a partial write
+        if self.armed and n:
+            self.armed = False
+            fault = mb.take(self.root, _pod(), (*HOLD_KINDS, HUNG))
+            if fault is not None and fault["kind"] == HUNG:
+                self._hang(fault, n)
+            elif fault is not None:
+                self._hold(fault, n)
+        return out
+
+    def _hold(self, fault: dict[str, Any], rows: int) -> None:
+        global _zombie
+        ctx = self.ctx
+        self.log.warning(
+            f"chaos: {fault['kind']} mid-write ({rows} rows written, no done marker)",
+            chaos_fault=fault["fault_id"],
+        )
+        self.log.flush()
+        attempt = {"stage": ctx.stage, "layer": ctx.layer, "chunk_id": ctx.chunk_id}
+        released = mb.hold(self.root, fault, HOLD_TIMEOUT_S, token=ctx.token, **attempt)
+        if released and fault.get("zombie"):
+            _zombie = True
+            fenced = ctx.cancelled is not None and ctx.cancelled.wait(ZOMBIE_WAIT_S)
+            _record(self.root, "zombie_resumed", ctx, fenced=bool(fenced))
+
+    def _hang(self, fault: dict[str, Any], rows: int) -> None:
+        """No progress from here on, the claim still renewed by the lock keeper's thread,
+        until the pod is deleted (SIGTERM: the harness gives the chunk up after its grace)."""
+        self.log.warning(
+            f"chaos: pod_hung mid-write ({rows} rows written): no progress from here on",
+            chaos_fault=fault["fault_id"],
+        )
+        self.log.flush()
+        _record(self.root, "hung", self.ctx)
+        while True:
+            time.sleep(3600)
+
+
+def _only_deletes(row: Any) -> bool:
+    mutations = getattr(row, "mutations", None)
+    return bool(mutations) and all(type(m).__name__ == "DeleteAllFromRow" for m in mutations)
+
+
+def _wrap_writes(root: Path, ctx: Any, log: Any) -> None:
+    client = getattr(ctx, "client", None)
+    if client is None or not hasattr(client, "write"):
+        return
+    _unwrap(client)
+    client.write = _ChaosWrites(client.write, root, ctx, log)
+
+
+def _unwrap(client: Any) -> None:
+    if isinstance(client.__dict__.get("write"), _ChaosWrites):
+        del client.write
+
+
 def after_plugin(ctx: Any) -> None:
     """Audit that the plugin ran this chunk to completion."""
     root = _root()
     if root is not None:
+        client = getattr(ctx, "client", None)
+        if client is not None and hasattr(client, "__dict__"):
+            _unwrap(client)
         _record(root, "returned", ctx)
 
 

@@ -74,7 +74,7 @@ DEMO_CONFIG_OPTION = click.option(
     type=click.IntRange(min=0),
     default=None,
     metavar="N",
-    help='Inject N faults spread over the run and over kinds (README "Chaos"); first a '
+    help="Inject N faults spread over the run and over kinds (docs/chaos.md); first a "
     "fault-free run of the same size, unless --baseline-wall-s.",
 )
 @click.option("--chaos-seed", type=int, default=1, show_default=True)
@@ -83,7 +83,7 @@ DEMO_CONFIG_OPTION = click.option(
     default="all",
     show_default=True,
     help="Comma list of fault kinds, or 'cheap' (no 30 s API outage, Bigtable cut-off or "
-    "fatal chunk), or 'all'.",
+    "fatal chunk), or 'all' (pod_hung only when named).",
 )
 @click.option(
     "--baseline-wall-s",

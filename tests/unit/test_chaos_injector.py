@@ -114,3 +114,50 @@ def test_each_armed_fault_goes_to_exactly_one_worker(tmp_path):
         t.join()
     assert sorted(f["fault_id"] for f in got) == [f"{i:05d}-chunk_transient" for i in range(20)]
     assert len(mb.taken(root)) == 20 and mb.still_armed(root) == []
+
+
+class PodCluster:
+    """The local cluster's chaos hooks, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def kill_pod(self, name):
+        self.calls.append(("kill", name))
+        return True
+
+    def preempt_pod(self, name):
+        self.calls.append(("preempt", name))
+        return True
+
+    def lose_node(self, names, keep_running=False):
+        self.calls.append(("lose", names[0], keep_running))
+        return names
+
+
+def test_pod_faults_strike_held_workers_and_every_other_lost_node_leaves_a_zombie(tmp_path):
+    from shared.adapters.local.chaos import ChaosInjector
+
+    cluster = PodCluster()
+    inj = ChaosInjector([], tmp_path, cluster, ClusterApiGate(cluster), probe=lambda f: [9, 10])
+    for seq in range(3):
+        inj._arm(cp.Fault(seq, cp.NODE_LOST, 0.0))
+    assert [mb.take(tmp_path, "p")["zombie"] for _ in range(3)] == [
+        True, False, True,
+    ]  # fmt: skip
+    faults = [
+        {"fault_id": "1-pod_sigkill", "kind": cp.POD_SIGKILL, "pod": "a", "chunk_id": 1},
+        {"fault_id": "2-pod_preempted", "kind": cp.POD_PREEMPTED, "pod": "b", "chunk_id": 2},
+        {"fault_id": "3-node_lost", "kind": cp.NODE_LOST, "pod": "c", "zombie": True},
+        {"fault_id": "4-node_lost", "kind": cp.NODE_LOST, "pod": "d", "zombie": False},
+    ]
+    for f in faults:
+        inj._hit_pod(f)
+    assert cluster.calls == [
+        ("kill", "a"), ("preempt", "b"), ("lose", "c", True), ("lose", "d", False),
+    ]  # fmt: skip
+    released = {p.name.split(".")[0] for p in (tmp_path / mb.HELD).glob("*.released")}
+    assert released == {"3-node_lost"}  # only the zombie's process goes on; a preempted
+    # worker stays held past its grace period
+    assert [s["rows_at_kill"] for s in inj.struck] == [[9, 10]] * 4
+    assert [s["zombie"] for s in inj.struck] == [False, False, True, False]

@@ -73,10 +73,20 @@ def test_fault_ids_are_unique_and_sort_by_seq():
         ("all", cp.KINDS),
         ("cheap", cp.CHEAP),
         ("pod_sigkill, pubsub_drop,pod_sigkill", (cp.POD_SIGKILL, cp.PUBSUB_DROP)),
+        ("pod_hung,pod_sigkill", (cp.POD_HUNG, cp.POD_SIGKILL)),  # opt-in: named
     ],
 )
 def test_parse_kinds(text, expected):
     assert cp.parse_kinds(text) == expected
+
+
+def test_pod_hung_is_planned_only_when_named():
+    assert cp.POD_HUNG not in cp.KINDS and cp.POD_HUNG not in cp.CHEAP
+    assert cp.POD_HUNG not in cp.planned_by_kind(cp.plan_faults(500, 1, 100.0))
+    kinds = (cp.POD_HUNG, cp.POD_SIGKILL, cp.PUBSUB_DROP)
+    assert cp.planned_by_kind(cp.plan_faults(16, 1, 100.0, kinds)) == {
+        cp.POD_HUNG: 4, cp.POD_SIGKILL: 6, cp.PUBSUB_DROP: 6,
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -126,6 +136,18 @@ def _r(event, token, t, prev=None, chunk=5, stage="ingest"):
         # two done writes in the attempt records, or in the ledger: unsafe
         ([_r("done", 1, 1), _r("done", 2, 2)], {}, 1, 0),
         ([_r("done", 1, 1)], {("ingest", 5): 2}, 1, 0),
+        # A still writing when B began; B returns and is marked done: unsafe (A's late rows
+        # land after B's clean-up), whether A ever returns or not
+        ([_r("begun", 1, 0), _r("wrote", 1, 1), _r("begun", 2, 2, prev=1),
+          _r("wrote", 2, 3), _r("returned", 2, 4), _r("done", 2, 5), _r("wrote", 1, 6)],
+         {}, 1, 0),
+        ([_r("begun", 1, 0), _r("begun", 2, 2, prev=1), _r("returned", 2, 4),
+          _r("done", 2, 5), _r("returned", 1, 6)], {}, 1, 0),
+        # ... but a zombie fenced after B began (it wrote nothing more) is safe
+        ([_r("begun", 1, 0), _r("wrote", 1, 1), _r("begun", 2, 2, prev=1),
+          _r("returned", 2, 4), _r("done", 2, 5), _r("zombie_resumed", 1, 6)], {}, 0, 0),
+        # ... and so is a late write when B never finished (a third attempt redoes it)
+        ([_r("begun", 1, 0), _r("begun", 2, 2, prev=1), _r("wrote", 1, 3)], {}, 0, 0),
         # other chunks and stages do not mix
         ([_r("returned", 1, 1), _r("returned", 2, 2, chunk=6),
           _r("returned", 3, 3, stage="l2cache")], {("ingest", 6): 1}, 0, 0),
@@ -134,7 +156,7 @@ def _r(event, token, t, prev=None, chunk=5, stage="ingest"):
 def test_unsafe_doubles(records, done_cells, unsafe, redone):
     verdict = audit_chunks(records, done_cells)
     assert (verdict.unsafe, verdict.redone) == (unsafe, redone)
-    assert len(verdict.unsafe_chunks) == unsafe
+    assert len(verdict.unsafe_chunks) == unsafe == len(verdict.reasons)
 
 
 def test_lost_chunks_are_those_without_a_done_marker():

@@ -4,8 +4,13 @@ A thread arms each planned fault when its time comes, through the mechanism that
 needs, and counts the faults actually injected (a fault with nothing to act on yet waits):
 
 - worker faults (`chaos_plan.WORKER_KINDS`) go to the chaos mailbox; the next worker that
-  begins a chunk takes one (`worker.chaos_points`); for pod-level kinds it holds its chunk
-  and this thread SIGKILLs, preempts or loses that pod through the local cluster's hooks;
+  begins a chunk (chunk-level kinds) or writes rows (pod-level kinds) takes one
+  (`worker.chaos_points`). For pod-level kinds it holds mid-write; this thread reads the
+  rows the attempt has written so far (`probe`: what `partial_writes_recovered` is counted
+  against), then SIGKILLs, preempts (not released: the worker outstays its SIGTERM grace)
+  or loses that pod through the local cluster's hooks. Every other `node_lost`, starting
+  with the first, leaves a *zombie*: the pod is gone from the API but its process is
+  released and goes on until its claim is fenced;
 - Pub/Sub faults hook the local Eventarc (`Dispatcher.fault_hook`): the next job event or
   kick is duplicated, delayed, held behind the next one, or acknowledged and dropped;
 - `host_killed`: the next reconcile that committed actions raises before acting, as a
@@ -177,9 +182,18 @@ class ChaosInjector:
     """Plays `faults` (offsets from `start()`) on the stack's cluster, gate and dispatcher."""
 
     def __init__(
-        self, faults: list[cp.Fault], root: Path, cluster: Any, gate: ClusterApiGate
+        self,
+        faults: list[cp.Fault],
+        root: Path,
+        cluster: Any,
+        gate: ClusterApiGate,
+        probe: Callable[[dict[str, Any]], list[int]] | None = None,
     ) -> None:
         self.faults, self.root, self.cluster, self.gate = faults, mb.mailbox(root), cluster, gate
+        # probe(held fault) -> ids of the rows the held attempt's chunk holds now
+        self.probe = probe
+        self.struck: list[dict[str, Any]] = []  # pod faults that hit: held doc + rows seen
+        self._node_lost = 0
         self.pubsub, self.host = PubSubFaults(), HostKiller()
         self.injected: Counter[str] = Counter()  # by the injector itself (pod, API faults)
         self._stop = threading.Event()
@@ -214,7 +228,10 @@ class ChaosInjector:
 
     def _arm(self, fault: cp.Fault) -> None:
         log.info("chaos: arming %s at %.1f s", fault.fault_id, fault.at_s)
-        if fault.kind in cp.WORKER_KINDS:
+        if fault.kind == cp.NODE_LOST:
+            self._node_lost += 1  # the first, third, ... leave a zombie
+            mb.arm(self.root, fault.fault_id, fault.kind, zombie=self._node_lost % 2 == 1)
+        elif fault.kind in cp.WORKER_KINDS:
             mb.arm(self.root, fault.fault_id, fault.kind)
         elif fault.kind in PUBSUB_KINDS:
             self.pubsub.arm(fault.kind)
@@ -226,16 +243,27 @@ class ChaosInjector:
 
     def _hit_pod(self, fault: dict[str, Any]) -> None:
         kind, pod, fid = fault["kind"], fault["pod"], fault["fault_id"]
+        zombie = kind == cp.NODE_LOST and bool(fault.get("zombie"))
+        rows = self.probe(fault) if self.probe is not None else []  # the worker is held
         if kind == cp.POD_SIGKILL:
             hit = self.cluster.kill_pod(pod)
         elif kind == cp.POD_PREEMPTED:
             hit = self.cluster.preempt_pod(pod)
         else:
-            hit = bool(self.cluster.lose_node([pod]))
-        log.info("chaos: %s on pod %s: %s", kind, pod, "done" if hit else "pod not found")
+            hit = bool(self.cluster.lose_node([pod], keep_running=zombie))
+        log.info(
+            "chaos: %s%s on pod %s mid-write (%d rows written): %s",
+            kind,
+            " (zombie)" * zombie,
+            pod,
+            len(rows),
+            "done" if hit else "pod not found",
+        )
         self.injected[kind] += int(hit)
-        # A preempted pod finishes its chunk in its grace period; a killed one is gone.
-        mb.mark_handled(self.root, fid, release=kind == cp.POD_PREEMPTED or not hit)
+        if hit:
+            self.struck.append({**fault, "zombie": zombie, "rows_at_kill": rows})
+        # A zombie's process goes on; a preempted one stays held past its grace period.
+        mb.mark_handled(self.root, fid, release=zombie or not hit)
 
     def counts(self) -> dict[str, int]:
         """Faults actually injected, by kind."""

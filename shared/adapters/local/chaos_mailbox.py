@@ -4,9 +4,10 @@ A directory (``PCG_CHAOS_DIR`` in the workers' environment) holds:
 
 - ``armed/<fault_id>.json``: a fault due now, for the next worker that begins a chunk. A
   worker takes it by renaming it into ``taken/`` (atomic: of racing workers one wins).
-- ``held/<fault_id>.json``: a worker holding a chunk mid-way for a pod-level fault (its pod
-  name and pid); the injector SIGKILLs, preempts or loses that pod, then writes
-  ``held/<fault_id>.released`` for the pods that live on (a preempted pod ends its chunk).
+- ``held/<fault_id>.json``: a worker holding a chunk mid-write for a pod-level fault (its pod
+  name, pid, chunk and attempt token); the injector looks at the rows written so far, then
+  SIGKILLs, preempts or loses that pod, and writes ``held/<fault_id>.released`` for a pod
+  whose process lives on (a lost node's zombie).
 - ``audit/<pod>.jsonl``: one line per chunk attempt event (begun, returned, marked done)
   with the attempt's token and the token of the unfinished attempt it knew of. These stand
   in for Cloud Logging, which keeps a pod's logs after the pod is gone: a lost node's pod
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +41,11 @@ def arm(root: Path, fault_id: str, kind: str, **details: Any) -> None:
     tmp.rename(root / ARMED / f"{fault_id}.json")
 
 
-def take(root: Path, pod: str) -> dict[str, Any] | None:
-    """The oldest armed fault, now this pod's; None if there is none."""
+def take(root: Path, pod: str, kinds: Collection[str] | None = None) -> dict[str, Any] | None:
+    """The oldest armed fault (of `kinds`, if given), now this pod's; None if there is none."""
     for path in sorted((root / ARMED).glob("*.json")):
+        if kinds is not None and path.stem.split("-", 1)[-1] not in kinds:
+            continue  # fault ids are "<seq>-<kind>"
         dest = root / TAKEN / f"{path.stem}.json"
         try:
             path.rename(dest)
@@ -64,11 +68,12 @@ def still_armed(root: Path) -> list[str]:
     return [p.stem for p in sorted((root / ARMED).glob("*.json"))]
 
 
-def hold(root: Path, fault: dict[str, Any], timeout_s: float) -> bool:
-    """Announce this worker holds its chunk for `fault`, then wait until the injector
-    releases it (True) or `timeout_s` passes (False). A SIGKILL ends the wait for good."""
+def hold(root: Path, fault: dict[str, Any], timeout_s: float, **attempt: Any) -> bool:
+    """Announce this worker holds its chunk for `fault` (`attempt`: its stage, layer, chunk
+    id and token), then wait until the injector releases it (True) or `timeout_s` passes
+    (False). A SIGKILL ends the wait for good."""
     fid = fault["fault_id"]
-    doc = {**fault, "pid": os.getpid(), "at": time.time()}
+    doc = {**fault, **attempt, "pid": os.getpid(), "at": time.time()}
     tmp = root / HELD / f".{fid}.tmp"
     tmp.write_text(json.dumps(doc))
     tmp.rename(root / HELD / f"{fid}.json")
