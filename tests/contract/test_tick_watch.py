@@ -86,12 +86,14 @@ def test_the_tick_advances_a_layer_that_completes_during_its_watch(env) -> None:
     store, cluster = env
     run_id, job, n = tail_of_layer_2(store, cluster)
     cluster.arm(job, n, after=2)  # Complete at the watch's first poll, seen at its second
-    elapsed = tick()
+    tick()
     run = store.load_run(run_id)
     assert run.layers["ingest-L2"].phase == "succeeded"
     assert run.layers["ingest-L3"].phase == "running"
     assert run.layers["ingest-L3"].job_name in cluster.creates
-    assert elapsed < 20.0  # back as soon as nothing is near its end any more
+    # The tick's reconcile, two watch polls, the reconcile that advanced it; then nothing is
+    # near its end and the watch returns (its timing is table-tested in test_advance_watch).
+    assert cluster.gets == 4
 
 
 def test_without_the_watch_the_layer_waits_for_the_next_tick(env, monkeypatch) -> None:
