@@ -38,16 +38,22 @@ from shared.state import RunState, layer_key
 log = logging.getLogger("cave_pipeline.chaos")
 
 CHAOS_LOCK_EXPIRY_S = 12.0  # so a worker cut off from Bigtable costs seconds, not minutes
+# A hung pod (pod_hung) is replaced after this long without progress, not the half hour of
+# production: above the lock expiry, so a pod waiting out a held claim is not taken for hung.
+CHAOS_HUNG_FLOOR_S = 20.0
 OPERATOR = "chaos-operator"
 FAILURE_ALERTS = ("layer_failed", "failed_indexes", "layer_incomplete")
 
 
 def chaos_config(cfg: PipelineConfig) -> PipelineConfig:
-    """The demo config with a short lock expiry (for the baseline run too: same config)."""
+    """The demo config with a short lock expiry and hung-pod floor (for the baseline run
+    too: same config)."""
     job = cfg.job.model_copy(
         update={"lock_expiry_s": min(cfg.job.lock_expiry_s, CHAOS_LOCK_EXPIRY_S)}
     )
-    return cfg.model_copy(update={"job": job})
+    floor = min(cfg.controller.hung_floor_s, CHAOS_HUNG_FLOOR_S)
+    controller = cfg.controller.model_copy(update={"hung_floor_s": floor})
+    return cfg.model_copy(update={"job": job, "controller": controller})
 
 
 @dataclass
@@ -73,6 +79,7 @@ class ChaosSession:
     partial_writes_left: int = 0
     zombies: int = 0
     zombie_writes_fenced: int = 0
+    hung_pods_replaced: int = 0  # pods the controller deleted as hung (the layers' pods_hung)
     audit_basis: dict[str, str] = field(default_factory=dict)
     _saved_env: str | None = None
     _resubmitted_at: dict[str, datetime] = field(default_factory=dict)
@@ -142,6 +149,7 @@ class ChaosSession:
         done_cells: dict[tuple[str, int], int] = {}
         done_by: dict[tuple[str, int], int] = {}
         root, bits = _root_layer(cfg), cfg.ds.graph_config.SPATIAL_BITS
+        self.hung_pods_replaced = sum(ls.pods_hung for ls in run.layers.values())
         for ls in run.ordered_layers():
             spec = layer_spec(cfg, ls.stage, ls.layer)
             ids = [
@@ -245,6 +253,7 @@ class ChaosSession:
             "partial_writes_left": self.partial_writes_left,
             "zombies": self.zombies,
             "zombie_writes_fenced": self.zombie_writes_fenced,
+            "hung_pods_replaced": self.hung_pods_replaced,
             "audit_basis": self.audit_basis,
             "operator_resubmits": self.resubmits,
             "baseline_wall_s": round(baseline_wall_s, 2),

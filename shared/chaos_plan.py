@@ -33,7 +33,7 @@ PUBSUB_REORDER = "pubsub_reorder"  # a message held back behind the next one
 PUBSUB_DROP = "pubsub_drop"  # a message acknowledged and never delivered
 HOST_KILLED = "host_killed"  # the function dies between its commit and its act
 CLUSTER_API_DOWN = "cluster_api_down"  # every cluster call refused for CLUSTER_DOWN_S
-POD_HUNG = "pod_hung"  # alive, renewing its claim, no progress (opt-in: see OPT_IN)
+POD_HUNG = "pod_hung"  # alive, renewing its claim, no progress: replaced as hung
 
 #: Kind -> weight in the round-robin (cheap kinds weigh more).
 WEIGHTS: dict[str, int] = {
@@ -49,14 +49,12 @@ WEIGHTS: dict[str, int] = {
     PUBSUB_DROP: 3,
     HOST_KILLED: 2,
     CLUSTER_API_DOWN: 1,
+    POD_HUNG: 1,
 }
-#: Kinds planned only when named in --chaos-kinds: a hung pod heals only through the
-#: controller's hung-worker detection; without it the build stalls until the demo's timeout.
-OPT_IN: dict[str, int] = {POD_HUNG: 2}
-ALL_WEIGHTS: dict[str, int] = {**WEIGHTS, **OPT_IN}
 KINDS: tuple[str, ...] = tuple(WEIGHTS)
-#: Kinds that cost seconds of wall time each, or an operator's action.
-COSTLY: frozenset[str] = frozenset({BIGTABLE_CUT_OFF, CHUNK_FATAL, CLUSTER_API_DOWN})
+#: Kinds that cost seconds of wall time each (a hung pod: the controller's hung floor), or an
+#: operator's action.
+COSTLY: frozenset[str] = frozenset({BIGTABLE_CUT_OFF, CHUNK_FATAL, CLUSTER_API_DOWN, POD_HUNG})
 CHEAP: tuple[str, ...] = tuple(k for k in KINDS if k not in COSTLY)
 #: Kinds a worker takes at its next chunk (the rest act on messages, functions, the API).
 WORKER_KINDS: frozenset[str] = frozenset(
@@ -93,18 +91,17 @@ class Fault:
 
 
 def parse_kinds(text: str | None) -> tuple[str, ...]:
-    """`--chaos-kinds`: a comma list of kinds, `cheap`, or empty/None for every kind but the
-    opt-in ones (`OPT_IN`, named explicitly)."""
+    """`--chaos-kinds`: a comma list of kinds, `cheap`, or empty/None/`all` for every kind."""
     if not text or text.strip() == "all":
         return KINDS
     if text.strip() == "cheap":
         return CHEAP
     kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
-    unknown = [k for k in kinds if k not in ALL_WEIGHTS]
+    unknown = [k for k in kinds if k not in WEIGHTS]
     if unknown or not kinds:
         raise ChaosPlanError(
             f"--chaos-kinds: unknown kind(s) {unknown or [text]}; choose from "
-            f"{', '.join(ALL_WEIGHTS)}, or 'cheap' / 'all'"
+            f"{', '.join(WEIGHTS)}, or 'cheap' / 'all'"
         )
     return kinds
 
@@ -114,14 +111,12 @@ def apportion(n: int, order: list[str]) -> dict[str, int]:
     once when `n` allows."""
     if n < len(order):
         return {k: int(k in order[:n]) for k in order}
-    total = sum(ALL_WEIGHTS[k] for k in order)
-    counts = {k: max(1, n * ALL_WEIGHTS[k] // total) for k in order}
+    total = sum(WEIGHTS[k] for k in order)
+    counts = {k: max(1, n * WEIGHTS[k] // total) for k in order}
     while sum(counts.values()) > n:  # the minimum of one pushed us over: take from the largest
         counts[max(order, key=lambda k: counts[k])] -= 1
     # Kinds raised to their minimum of one have had more than their share already.
-    by_remainder = sorted(
-        order, key=lambda k: (n * ALL_WEIGHTS[k] < total, -(n * ALL_WEIGHTS[k] % total))
-    )
+    by_remainder = sorted(order, key=lambda k: (n * WEIGHTS[k] < total, -(n * WEIGHTS[k] % total)))
     for k in by_remainder[: n - sum(counts.values())]:
         counts[k] += 1
     return counts
@@ -132,7 +127,9 @@ def deal_kinds(n: int, kinds: tuple[str, ...], seed: int) -> list[str]:
     shuffled by `seed`, then the rest interleaved by smooth weighted round-robin."""
     order = list(kinds)
     random.Random(seed).shuffle(order)
-    counts = apportion(n, order)
+    # The shares are the weights' whatever the seed (ties broken in the kinds' own order);
+    # the seed picks which kinds go without when there are fewer faults than kinds.
+    counts = apportion(n, order if n < len(kinds) else list(kinds))
     first = [k for k in order if counts[k]]
     rest = {k: counts[k] - 1 for k in first if counts[k] > 1}
     current = dict.fromkeys(rest, 0)

@@ -83,7 +83,7 @@ DEMO_CONFIG_OPTION = click.option(
     default="all",
     show_default=True,
     help="Comma list of fault kinds, or 'cheap' (no 30 s API outage, Bigtable cut-off or "
-    "fatal chunk), or 'all' (pod_hung only when named).",
+    "fatal chunk or hung pod), or 'all'.",
 )
 @click.option(
     "--baseline-wall-s",
