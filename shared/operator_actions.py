@@ -122,6 +122,7 @@ def _carry_costs(old: LayerState, fresh: LayerState) -> None:
     fresh.pods_succeeded = old.pods_succeeded
     fresh.pods_failed = old.pods_failed
     fresh.pods_preempted = old.pods_preempted
+    fresh.pods_hung = old.pods_hung
     fresh.succeeded_runtime_s = old.succeeded_runtime_s
     fresh.cpu_request, fresh.memory_request_gib = old.cpu_request, old.memory_request_gib
 

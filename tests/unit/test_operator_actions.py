@@ -143,6 +143,7 @@ def test_resubmit_starts_a_fresh_approved_attempt(status, after):
         ("pods_succeeded", 7, None, 7),
         ("pods_failed", 3, None, 3),
         ("pods_preempted", 2, None, 2),
+        ("pods_hung", 4, None, 4),  # status and the chaos summary count every attempt's
         ("succeeded_runtime_s", 55.0, None, 55.0),
     ],
 )
