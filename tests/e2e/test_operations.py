@@ -56,6 +56,19 @@ def config(tmp: Path, **job: object) -> PipelineConfig:
     )
 
 
+def napping(tmp: Path, graph_id: str, chunk_s: float) -> PipelineConfig:
+    """The demo config (batches of 8) whose chunks only sleep `chunk_s`: a layer that runs
+    long enough to be acted on while it runs."""
+    cfg = config(tmp, batch_size=8)
+    return cfg.model_copy(
+        update={
+            "graph_id": graph_id,
+            "env": {"TEST_PLUGIN_SLEEP_S": str(chunk_s)},
+            "workloads": {"ingest": "tests.builders.plugins:nap"},
+        }
+    )
+
+
 def start(
     stack: LocalStack, cfg: PipelineConfig, run_id: str, budget_usd: float | None = None
 ) -> FirestoreRunStore:
@@ -143,14 +156,7 @@ def test_fatal_chunk_alerts_blocks_and_resumes_after_resubmit(stack, tmp_path):
 
 
 def test_pause_suspends_jobs_keeps_work_and_resume_finishes(stack, tmp_path):
-    cfg = config(tmp_path, batch_size=8)
-    cfg = cfg.model_copy(
-        update={
-            "graph_id": "ops-pause",
-            "env": {"TEST_PLUGIN_SLEEP_S": "0.2"},
-            "workloads": {"ingest": "tests.builders.plugins:nap"},
-        }
-    )
+    cfg = napping(tmp_path, "ops-pause", 0.2)
     store = start(stack, cfg, "r-pause")
     run = wait_for(
         store,
@@ -253,14 +259,7 @@ def test_a_delete_then_submit_never_overlaps_the_old_pods(stack, tmp_path):
     the old Job is still deleted, its pods finish their chunk in their grace period, and the
     new attempt's Job is created only once none of them still runs (watched from the cluster
     throughout); then the run completes."""
-    cfg = config(tmp_path, batch_size=8)
-    cfg = cfg.model_copy(
-        update={
-            "graph_id": "ops-resubmit",
-            "env": {"TEST_PLUGIN_SLEEP_S": "0.4"},
-            "workloads": {"ingest": "tests.builders.plugins:nap"},
-        }
-    )
+    cfg = napping(tmp_path, "ops-resubmit", 0.4)
     store = start(stack, cfg, "r-resubmit")
     run = wait_for(
         store, "r-resubmit", "running L2 pods", lambda r: r.layers["ingest-L2"].active >= 1
