@@ -67,6 +67,8 @@ locals {
     PIPELINE_GKE_ENDPOINT    = local.gke_dns_endpoint
     PIPELINE_NAMESPACE       = var.namespace
     PIPELINE_EVENT_MAX_AGE_S = tostring(var.event_max_age_s)
+    # The scheduler's period as the functions see it (the tail watch's budget, a tick's age).
+    PIPELINE_TICK_PERIOD_S = tostring(var.tick_period_minutes * 60)
     # Gen2 deploys add this (execution ids in the logs); setting it avoids a permanent diff.
     LOG_EXECUTION_ID = "true"
   }

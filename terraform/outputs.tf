@@ -99,5 +99,6 @@ output "cloudbuild_substitutions" {
     "_BUILD_SA=${google_service_account.function_build.email}",
     "_MAX_INSTANCES=${var.max_instances}",
     "_EVENT_MAX_AGE_S=${var.event_max_age_s}",
+    "_TICK_PERIOD_S=${var.tick_period_minutes * 60}",
   ])
 }

@@ -108,7 +108,7 @@ resource "google_cloud_scheduler_job" "tick" {
   name        = "${var.common_name}-tick"
   description = "cave-pipeline heartbeat: publishes to the ticks topic"
   region      = var.region
-  schedule    = var.tick_schedule
+  schedule    = var.tick_period_minutes == 1 ? "* * * * *" : "*/${var.tick_period_minutes} * * * *"
   time_zone   = "Etc/UTC"
 
   pubsub_target {

@@ -72,10 +72,15 @@ variable "functions_source_bucket" {
   default     = ""
 }
 
-variable "tick_schedule" {
-  description = "Cloud Scheduler cron for the heartbeat on `ticks` (the controller's tick period)."
-  type        = string
-  default     = "* * * * *"
+variable "tick_period_minutes" {
+  description = "The heartbeat's period in whole minutes (Cloud Scheduler's granularity). It sets the scheduler's cron (every N minutes) and the functions' PIPELINE_TICK_PERIOD_S, which sizes the tail watch's budget and the age after which a tick is stale (docs/ticks-and-evictions.md)."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.tick_period_minutes >= 1 && var.tick_period_minutes <= 59 && floor(var.tick_period_minutes) == var.tick_period_minutes
+    error_message = "tick_period_minutes must be a whole number of minutes from 1 to 59 (Cloud Scheduler fires at most once a minute)."
+  }
 }
 
 variable "max_instances" {

@@ -462,3 +462,36 @@ def test_8_a_namespace_of_its_own_and_separate_controller_and_operator_roles():
             [{"kind": "User", "name": "alice@lab.org"}],
         ),
     }
+
+
+def test_9_the_functions_know_the_heartbeats_period():
+    """The tail watch's budget and a tick's staleness come from PIPELINE_TICK_PERIOD_S; a
+    scheduler slower than the functions believe would mark every tick stale."""
+    env = local("function_env")
+    assert env["PIPELINE_TICK_PERIOD_S"] == "${tostring(var.tick_period_minutes * 60)}"
+    schedule = resources("google_cloud_scheduler_job")["tick"]["schedule"]
+    assert "var.tick_period_minutes" in schedule
+    assert variable_default("tick_period_minutes") == 1
+    # Cloud Build redeploys with the same variable and terraform hands it the value
+    cloudbuild = (TERRAFORM.parent / "cloudbuild.yaml").read_text()
+    assert 'PIPELINE_TICK_PERIOD_S: "${_TICK_PERIOD_S}"' in cloudbuild
+    outputs = {k: v for block in TF["output"] for k, v in block.items()}
+    assert "_TICK_PERIOD_S=${var.tick_period_minutes * 60}" in outputs[
+        "cloudbuild_substitutions"
+    ]["value"]
+
+
+def test_10_every_setting_the_functions_read_in_the_cloud_is_deployed():
+    """Each PIPELINE_* variable the functions' cloud path reads is set by terraform and by
+    Cloud Build's redeploy (local-only ones excepted), so a first deploy is not a default."""
+    repo = TERRAFORM.parent
+    read: set[str] = set()
+    for path in [*(repo / "functions").glob("*.py"), repo / "shared/adapters/wiring.py"]:
+        read |= set(re.findall(r"PIPELINE_[A-Z_]+", path.read_text()))
+    local_only = {"PIPELINE_KUBE_CONTEXT", "PIPELINE_GKE_CA"}  # kubeconfig / private CA paths
+    tuning = {"PIPELINE_WATCH_BUDGET_S", "PIPELINE_WATCH_POLL_S"}  # derived from the period
+    env = local("function_env")
+    cloudbuild = (repo / "cloudbuild.yaml").read_text()
+    for name in sorted(read - local_only - tuning):
+        assert name in env, f"terraform/functions.tf function_env lacks {name}"
+        assert f"{name}:" in cloudbuild, f"cloudbuild.yaml's functions-env lacks {name}"
