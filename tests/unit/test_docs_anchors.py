@@ -17,6 +17,7 @@ Scanned: code, scripts, terraform, YAML/TOML, Dockerfiles, the README, CHANGELOG
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,12 +69,13 @@ class Problem:
 
 def scanned_files(root: Path) -> Iterator[Path]:
     """The repository's text files that may cite docs: code, scripts, config and prose."""
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if any(part in SKIPPED_DIRS for part in rel.parts[:-1]) or not path.is_file():
-            continue
-        if path.suffix in SCANNED_SUFFIXES or "Dockerfile" in path.name or rel.parts[0] == ".ci":
-            yield path
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(files):
+            path = Path(folder) / name
+            rel = path.relative_to(root)
+            if path.suffix in SCANNED_SUFFIXES or "Dockerfile" in name or rel.parts[0] == ".ci":
+                yield path
 
 
 def slug(heading: str) -> str:
