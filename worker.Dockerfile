@@ -1,13 +1,28 @@
 # The worker image: one Indexed-Job pod runs `python -m worker` (see worker/__main__.py).
 #
-#   docker build -f worker.Dockerfile -t worker .                          # PyChunkedGraph-style
-#   docker build -f worker.Dockerfile --build-arg EXTRAS=worker,demo -t worker-demo .   # demo
+#   docker build -f worker.Dockerfile -t worker .                          # the harness alone
+#   docker build -f worker.Dockerfile --build-arg EXTRAS=worker,demo \
+#     --build-arg PACKAGES="shared worker demo" -t worker-demo .            # the demo
 #
 # Slim on purpose: only the project's base dependencies plus the extras named in EXTRAS
-# (`worker` = kvdbclient; the demo workloads add `demo` = scipy), and only the `shared/` and
-# `worker/` packages - no controller, CLI or test dependencies. The packages are used from
-# source on PYTHONPATH (no wheel build), byte-compiled at build time so a pod's interpreter
-# start-up stays short. cloudbuild.yaml builds both variants.
+# (`worker` = kvdbclient; the demo workloads add `demo` = scipy), and only the packages named in
+# PACKAGES (`shared` and `worker`; the demo's pods import `demo` too) - no controller, CLI or
+# test code. The packages are used from source on PYTHONPATH (no wheel build), byte-compiled at
+# build time so a pod's interpreter start-up stays short. cloudbuild.yaml builds both variants;
+# tests/unit/test_demo_image.py checks that the demo's copies every package its pods import.
+
+# The source tree of the image: the packages PACKAGES names, and nothing else.
+FROM python:3.12-slim AS source
+ARG PACKAGES="shared worker"
+WORKDIR /src
+COPY shared/ all/shared/
+COPY worker/ all/worker/
+COPY demo/ all/demo/
+RUN mkdir app && for p in $PACKAGES; do \
+      [ -d "all/$p" ] || { echo "PACKAGES names $p, which worker.Dockerfile does not copy" >&2; exit 1; }; \
+      cp -r "all/$p" app/; \
+    done
+
 FROM python:3.12-slim
 
 ARG EXTRAS=worker
@@ -33,9 +48,8 @@ print('\n'.join(r for r in reqs if not r.startswith('cave-pipeline')))" > /tmp/r
  && pip install -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt
 
-COPY shared/ shared/
-COPY worker/ worker/
-RUN python -m compileall -q shared worker \
+COPY --from=source /src/app/ ./
+RUN python -m compileall -q . \
  && useradd --create-home --uid 10001 --user-group worker
 
 # Numeric UID so a pod's `runAsNonRoot: true` can verify it without a passwd lookup. HOME is

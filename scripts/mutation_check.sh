@@ -5,7 +5,7 @@
 # pod_accounting.py, intervals.py, state.py, build_plan.py and setup_step.py in a copy under
 # mutants/, and runs, for each mutant, the fast table tests there that cover the mutated
 # function (no emulators, no simulator runs). Then prints the score per module and the surviving mutants;
-# README "Mutation testing" lists the ones judged equivalent.
+# docs/testing.md#mutation-testing lists the ones judged equivalent.
 #
 # Usage: bash scripts/mutation_check.sh [MUTANT_NAME ...]
 #   MUTMUT_CHILDREN=2  worker processes (default 2: the tests are CPU-bound)

@@ -1,8 +1,8 @@
 """Bigtable row keys of the per-chunk ledger rows (pure; no I/O).
 
-Compatible with the predecessor (DESIGN 4.2): the key is the 2-byte blake2b digest of the
-chunk id as 8 big-endian bytes, followed by those 8 bytes. The digest prefix spreads
-neighbouring chunks over the key space so Bigtable can split the load.
+Compatible with the predecessor (docs/job-and-worker-contract.md#ledger-rows): the key is the
+2-byte blake2b digest of the chunk id as 8 big-endian bytes, followed by those 8 bytes. The
+digest prefix spreads neighbouring chunks over the key space so Bigtable can split the load.
 
 Stages other than ingest (meshing, l2cache, the migration passes) visit the same chunk ids,
 so their rows carry the stage after the id (`<key>/meshing`): each stage has its own locks

@@ -1,8 +1,9 @@
 """A layer's spec: one stage and layer of a config, everything every other place needs of it.
 
 Grid shape, chunk count, per-layer batch size, Job completions, snapped pod requests, lock
-expiry and the Job name of an attempt are computed here and only here (DESIGN 3, 4.1): the
-manifest, the build plan, the controller's alerts, the worker's env check and the CLI ask
+expiry and the Job name of an attempt are computed here and only here
+(docs/architecture.md#one-home-per-contract, docs/job-and-worker-contract.md#chunk-distribution):
+the manifest, the build plan, the controller's alerts, the worker's env check and the CLI ask
 :func:`layer_spec` (or, where only the geometry is known, :func:`layer_geometry`) instead of
 recomputing them. Pure module.
 """
@@ -67,7 +68,10 @@ def lock_expiry_s(job: JobSettings, layer: int) -> int:
 
 @dataclass(frozen=True)
 class LayerGeometry:
-    """A layer's chunk grid and how it is cut into batches (DESIGN 4.1)."""
+    """A layer's chunk grid and how it is cut into batches.
+
+    See docs/job-and-worker-contract.md#chunk-distribution.
+    """
 
     layer: int
     grid_shape: Shape

@@ -1,4 +1,6 @@
-"""The Indexed Job of one stage and layer (DESIGN 4.3), rendered from the config. Pure.
+"""The Indexed Job of one stage and layer, rendered from the config. Pure.
+
+See docs/job-and-worker-contract.md#the-job.
 
 Index i of the Job is batch i of the layer's shuffled chunk grid. What the cluster would reject
 is refused here, naming the config field to fix, so a bad config fails when it is loaded

@@ -1,11 +1,12 @@
 """What a stage is: its name, the stages it waits for, the layers it runs, its default command.
 
-The one home of the build DAG's vocabulary (DESIGN 3): config validation, the build plan,
-the run state's dependency checks, the manifest and the CLI all ask this module. Ingest runs
-layer 2 to the root; meshing (present when the dataset has `mesh_config`) from layer 2 to
-`mesh_config.max_layer` or the root; l2cache (present with `l2cache_config`) is a single
-layer-2 pass; the migration is two passes over every layer, the cleanup after it. Each stage
-has a setup pass (`setup_command`) that runs once before its first layer. Pure module.
+The one home of the build DAG's vocabulary (docs/architecture.md#one-home-per-contract): config
+validation, the build plan, the run state's dependency checks, the manifest and the CLI all ask
+this module. Ingest runs layer 2 to the root; meshing (present when the dataset has
+`mesh_config`) from layer 2 to `mesh_config.max_layer` or the root; l2cache (present with
+`l2cache_config`) is a single layer-2 pass; the migration is two passes over every layer, the
+cleanup after it. Each stage has a setup pass (`setup_command`) that runs once before its first
+layer. Pure module.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The worker contract (DESIGN 4.2): the env a Job gives its pods, and the worker's log record.
+"""The worker contract: the env a Job gives its pods, and the worker's log record.
+
+See docs/job-and-worker-contract.md#worker-env.
 
 :class:`WorkerEnv` is written by the manifest (:meth:`WorkerEnv.to_env`) and read by the
 worker (:meth:`WorkerEnv.from_env`, through ``worker.env.parse_env``); a bad value raises

@@ -13,8 +13,8 @@
 #   deployer    runs cloudbuild.yaml: tests, pushes the worker image, redeploys the functions
 #
 # Every grant is on the narrowest resource that carries it (an instance, a topic, a
-# repository, a service); project-level roles are the ones that exist only there. README
-# ("Identities and roles") tabulates them.
+# repository, a service); project-level roles are the ones that exist only there. docs/deploying.md
+# ("Identities at a glance", docs/deploying.md#identities-at-a-glance) tabulates them.
 
 locals {
   bigtable_project = coalesce(var.bigtable_project, var.project_id)

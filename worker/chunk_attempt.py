@@ -1,5 +1,5 @@
 """One attempt at a chunk, begun: the prior unfinished attempt read, this one recorded, the
-plugin's context built (crash safety, DESIGN 4.2)."""
+plugin's context built (docs/job-and-worker-contract.md#crash-safety)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Worker exit codes and the errors that choose them (DESIGN 4.2).
+"""Worker exit codes and the errors that choose them (docs/job-and-worker-contract.md#exit-codes).
 
 The Job's podFailurePolicy reads the exit code: 42 fails only that index (retrying cannot
 help), 1 is retried up to ``backoffLimitPerIndex``, and a Spot preemption (SIGTERM, 143) is

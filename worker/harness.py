@@ -2,7 +2,7 @@
 
 The per-chunk work is a plugin named by import path (``PCG_WORKLOAD``,
 ``package.module:function``) and called as ``fn(ctx)`` with a :class:`ChunkContext`; the
-harness owns everything else (DESIGN 4.2):
+harness owns everything else (docs/job-and-worker-contract.md#the-worker):
 
 - the window from ``shared.grid.batch_coords``, worked to its end: a failed chunk is logged
   and the next one started; the pod then exits 1 if any chunk was transient, else 42 if any

@@ -1,7 +1,8 @@
-"""Housekeeping (DESIGN section 8): `pipeline purge` deletes a run's Firestore documents,
-`undeploy` pauses every active run and has the controller delete its Jobs before `terraform
-destroy` (operator actions, as `pipeline pause` and `pipeline delete`: the CLI never changes
-the cluster itself), and `sample` prints a Job that builds a few scattered chunks of a layer."""
+"""Housekeeping (docs/architecture.md#what-the-predecessor-offered): `pipeline purge` deletes a
+run's Firestore documents, `undeploy` pauses every active run and has the controller delete its
+Jobs before `terraform destroy` (operator actions, as `pipeline pause` and `pipeline delete`:
+the CLI never changes the cluster itself), and `sample` prints a Job that builds a few scattered
+chunks of a layer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`pipeline costs` and `runs`: what a run spent, and every recorded run (DESIGN section 8).
+"""`pipeline costs` and `runs`: what a run spent, and every recorded run
+(docs/architecture.md#what-the-predecessor-offered).
 
 Costs are estimates priced now from the rate table for the run's region (Autopilot bills
 requests x runtime). They only READ Firestore."""

@@ -1,6 +1,6 @@
 """`pipeline demo`: the demo build on the local stack, with live progress and a verdict (and
 `--report` its HTML report); `pipeline demo data DIR`: the demo's volume and config pair, for
-a build by hand (README "Running a build on the local stack by hand")."""
+a build by hand (docs/cli.md#running-a-build-on-the-local-stack-by-hand)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`pipeline inspect`: why a layer failed (DESIGN section 8). A layer's failed indexes, retries
-and alerts; with INDEX, that batch's pods, its failing chunk and the latest pod's log tail.
+"""`pipeline inspect`: why a layer failed (docs/architecture.md#what-the-predecessor-offered). A
+layer's failed indexes, retries and alerts; with INDEX, that batch's pods, its failing chunk and
+the latest pod's log tail.
 
 It only READS the cluster (scripts.cluster_access) and Firestore."""
 

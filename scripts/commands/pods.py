@@ -1,4 +1,5 @@
-"""`pipeline pods`, `events` and `top`: a layer's Job as the cluster sees it (DESIGN section 8).
+"""`pipeline pods`, `events` and `top`: a layer's Job as the cluster sees it
+(docs/architecture.md#what-the-predecessor-offered).
 Its pods (why Pending, exit codes), the events of the Job and its pods, and live usage.
 
 They only READ the cluster (scripts.cluster_access)."""

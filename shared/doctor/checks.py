@@ -22,7 +22,7 @@ from shared.doctor.verdicts import CheckResult, Verdict
 Facts = Mapping[str, Any]
 Outcome = tuple[Verdict, str, str]  # verdict, detail, fix
 
-APPLY = "run `terraform apply` in terraform/ (README, Deploy)"
+APPLY = "run `terraform apply` in terraform/ (docs/deploying.md)"
 LOGIN = "gcloud auth application-default login"
 
 

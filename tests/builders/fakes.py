@@ -1,5 +1,6 @@
-"""A recording fake of the cluster interface, for controller tests (DESIGN 6 allows this one
-fake: the local cluster has its own semantic tests). Thread-safe."""
+"""A recording fake of the cluster interface, for controller tests
+(docs/testing.md#fakes-and-emulators allows this one fake: the local cluster has its own
+semantic tests). Thread-safe."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ def test_stages_keep_separate_done_markers(bigtable_table):
     assert ingest.done_among([7, 8]) == meshing.done_among([7, 8]) == {7}
 
 
-# ------------------------------------------------------------------ fencing (DESIGN 4.2)
+# ----------------------------------------- fencing (docs/job-and-worker-contract.md#fencing)
 
 
 def test_done_marker_is_fenced_on_a_live_claim(

@@ -1,4 +1,4 @@
-"""The README's "Running a build on the local stack by hand", command by command, as a
+"""docs/cli.md#running-a-build-on-the-local-stack-by-hand, command by command, as a
 newcomer types them: demo data, local up (in the background), setup, start with approve,
 approve, status until done, costs, report. Each command runs as its own process in one
 folder, so the CLI finds the stack as it would in a terminal (`.local-stack/stack.json`)."""

@@ -1,4 +1,4 @@
-"""The README's by-hand flow ("Running a build on the local stack by hand": `pipeline setup`,
+"""The by-hand flow (docs/cli.md#running-a-build-on-the-local-stack-by-hand: `pipeline setup`,
 `pipeline start`, approvals) for a lab's own image, on a fresh graph and again on the existing
 one (docs/setup-passes.md). Each command is its own process in one folder, as in a terminal.
 

@@ -1,4 +1,5 @@
-"""Row keys of the per-chunk ledger rows (predecessor-compatible, DESIGN 4.2)."""
+"""Row keys of the per-chunk ledger rows (predecessor-compatible,
+docs/job-and-worker-contract.md#ledger-rows)."""
 
 import hashlib
 

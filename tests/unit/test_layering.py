@@ -1,4 +1,4 @@
-"""The layering rules of DESIGN 3, checked on the source.
+"""The layering rules (docs/architecture.md#layering-rules), checked on the source.
 
 - `shared` imports none of `demo`, `functions`, `worker`, `scripts`: not by an import
   statement, and not at run time by a module name handed to `importlib` or `__import__`;

@@ -1,7 +1,7 @@
 """The Job manifest: every render is valid against the Kubernetes 1.33 schema (strict).
 
 kubernetes-validate ships the 1.33 schema (checked: its `utils.all_versions()` lists 1.25 to
-1.37), so the DESIGN's target version is used as is.
+1.37), so the target version (docs/job-and-worker-contract.md#the-job) is used as is.
 """
 
 from __future__ import annotations

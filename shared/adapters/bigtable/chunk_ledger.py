@@ -1,19 +1,20 @@
 """Per-chunk claim (lock) and done marker in the graph's Bigtable table, through kvdbclient.
 
-Rows are compatible with the predecessor's (DESIGN 4.2), so either can finish a graph the
-other started: one row per chunk, key :func:`~shared.chunk_keys.chunk_row_key`, column family
-``"0"``; the claim is kvdbclient's lock cell ``0:lock`` (value: the claimant's 64-bit token as
-kvdbclient's ``UInt64String``), the done marker is ``0:chunk_done`` (presence means done; we
-store the token that finished it). Added cells, which the predecessor ignores:
-``0:chunk_started`` (the token of the attempt that began writing the chunk) and
-``0:chunk_note`` (the workload's recovery note); both are cleared with the done marker.
+Rows are compatible with the predecessor's (docs/job-and-worker-contract.md#ledger-rows), so
+either can finish a graph the other started: one row per chunk, key
+:func:`~shared.chunk_keys.chunk_row_key`, column family ``"0"``; the claim is kvdbclient's lock
+cell ``0:lock`` (value: the claimant's 64-bit token as kvdbclient's ``UInt64String``), the done
+marker is ``0:chunk_done`` (presence means done; we store the token that finished it). Added
+cells, which the predecessor ignores: ``0:chunk_started`` (the token of the attempt that began
+writing the chunk) and ``0:chunk_note`` (the workload's recovery note); both are cleared with
+the done marker.
 
-Fencing (DESIGN 4.2): the done marker, the attempt record, the note, renewals and releases are
-each one conditional mutation on "the newest lock cell carries our token", so a worker whose
-claim was lost writes nothing. The done marker also requires the claim to be live (not
-expired). A lapsed claim of a predecessor's worker is taken as kvdbclient does (no live lock
-cell); a live claim of an earlier attempt of the same Job index is taken over at once
-(:meth:`ChunkLedger.claim` with ``lineage``).
+Fencing (docs/job-and-worker-contract.md#fencing): the done marker, the attempt record, the
+note, renewals and releases are each one conditional mutation on "the newest lock cell carries
+our token", so a worker whose claim was lost writes nothing. The done marker also requires the
+claim to be live (not expired). A lapsed claim of a predecessor's worker is taken as kvdbclient
+does (no live lock cell); a live claim of an earlier attempt of the same Job index is taken over
+at once (:meth:`ChunkLedger.claim` with ``lineage``).
 
 Lock expiry lives on the kvdbclient client (``lock_expiry=``); build it per layer with
 :func:`open_bigtable_client` so expiry exceeds the renewal interval with margin.

@@ -1,6 +1,6 @@
 """The local cluster: Kubernetes Indexed-Job semantics with pods as local subprocesses.
 
-Stands in for GKE where there is no API server (DESIGN section 5). It takes the same Job
+Stands in for GKE where there is no API server (docs/local-cluster.md). It takes the same Job
 manifests the controller sends to GKE, runs each pod attempt as a subprocess (see
 `local_pods`), follows the Job controller's rules (see `local_jobs`), schedules pods onto
 one node of `capacity_cpu` / `capacity_memory_gib`, and publishes Job events as the GKE event

@@ -1,4 +1,4 @@
-"""Pods that vanish from the API, as Kubernetes removes them (DESIGN section 5).
+"""Pods that vanish from the API, as Kubernetes removes them (docs/architecture.md#the-local-stack).
 
 A pod object goes away, its `kubectl logs` with it, when:
 - the Job controller deleted it (scale-down, suspend, Job finished with pods active) and it
