@@ -26,6 +26,7 @@ from shared.alerts import (
     tail_requests,
     with_log_tails,
 )
+from shared.bigtable_monitor import BigtableMonitor
 from shared.build_plan import plan_for
 from shared.cluster import (
     Cluster,
@@ -130,6 +131,7 @@ class Controller:
         graph_tables: GraphTableReader | None = None,
         done_times: DoneMarkerTimes | None = None,
         done_markers: DoneMarkerScan | None = None,
+        bigtable_monitor: BigtableMonitor | None = None,
     ) -> None:
         self.store, self.cluster, self.publish_alert, self.clock = (
             store,
@@ -144,6 +146,9 @@ class Controller:
         # Reads a stage's done markers for the completeness check of a completed layer
         # (shared.completeness; None: no check, the Job's Complete condition is trusted).
         self.done_markers = done_markers
+        # The graph's Bigtable instance load, the ramp's gate (None: no gate;
+        # docs/bigtable-ramp-and-bill.md).
+        self.bigtable_monitor = bigtable_monitor
 
     # ---- triggers -------------------------------------------------------------------
     def on_job_event(self, event: JobEvent, max_age_s: float = 3600.0) -> ReconcileResult | None:
@@ -296,8 +301,20 @@ class Controller:
             graph_table=table,
             hung=hung,
             ledger_checks=self._ledger_checks(run, cfg, jobs),
+            bigtable_load=self._bigtable_load(cfg) if running else None,
         )
         return Observed(snap, cfg, now)
+
+    def _bigtable_load(self, cfg: PipelineConfig) -> float | None:
+        """The graph's instance CPU load; None when there is no monitor or it cannot answer
+        (an unknown load never holds the ramp)."""
+        if self.bigtable_monitor is None:
+            return None
+        try:
+            return self.bigtable_monitor.cpu_load(cfg.bigtable.project, cfg.bigtable.instance)
+        except Exception as e:  # noqa: BLE001 - Monitoring down must not stop a build
+            _log("WARNING", "bigtable load not read", error=f"{type(e).__name__}: {e}")
+            return None
 
     def _hung(
         self, cfg: PipelineConfig, ls: LayerState, pods: list[PodInfo], now: datetime

@@ -172,6 +172,10 @@ class RunState:
     layers: dict[str, LayerState] = field(default_factory=dict)
     # Each stage's setup pass (stages without one are absent; runs from before setups too).
     setups: dict[str, SetupState] = field(default_factory=dict)
+    # Why the ramp holds or steps down at the last reconcile (the graph's Bigtable is busy;
+    # shared.bigtable_load), "" while it runs freely. Not the load itself: a number that
+    # moves on every read would make every reconcile a write.
+    ramp_hold: str = ""
 
     def setup_pending(self, stage: str) -> bool:
         """True while the stage's setup pass has not succeeded (False: none, or done)."""
