@@ -55,6 +55,14 @@ def gate(load: float | None, cpu_max: float | None) -> RampGate:
     return RampGate("hold", f"{pct} > controller.bigtable_cpu_max {cpu_max:.0%}: ramp held", load)
 
 
+def brief(reason: str) -> str:
+    """A hold reason in a few words for a crowded screen: `ramp held, Bigtable CPU 82%`."""
+    if not reason:
+        return ""
+    load, _, rest = reason.partition(" > ")
+    return f"{rest.rpartition(': ')[2].replace(' one step', '')}, {load}"
+
+
 def step_down(parallelism: int, factor: float) -> int:
     """One ramp step below `parallelism`: divided by the ramp's factor (at least one pod
     fewer), never below 1."""

@@ -119,3 +119,25 @@ def test_an_operator_pin_is_not_throttled():
     snap = Snapshot(run, {"j": job("j", completions=1000, parallelism=2)}, bigtable_load=0.99)
     d = decide(snap, plan, None, T0 + timedelta(minutes=5))
     assert PatchJob("j", parallelism=10) in d.actions
+
+
+@pytest.mark.parametrize(
+    ("load", "want"),
+    [
+        (0.5, ""),
+        (0.82, "ramp held, Bigtable CPU 82%"),
+        (0.95, "parallelism lowered, Bigtable CPU 95%"),
+    ],
+)
+def test_status_says_why_the_ramp_holds_within_100_columns(load, want):
+    from rich.console import Console
+
+    from scripts.views.status import status_view
+    from tests.builders.progress_rows import big_run
+
+    progress = replace(big_run(top=9, running=3)[1], ramp_hold=gate(load, 0.7).reason)
+    console = Console(width=100, record=True, color_system=None)
+    console.print(status_view(progress))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    assert (want in lines[1]) if want else ("chunks/min" in lines[1] or "no rate" in lines[1])
