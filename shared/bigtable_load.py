@@ -80,16 +80,63 @@ def reanchor(ramp: Ramp, parallelism: int, now: datetime) -> datetime:
     return now - timedelta(seconds=steps * ramp.period)
 
 
+@dataclass(frozen=True)
+class Throttled:
+    """A running layer under the gate: its parallelism, and (None: unchanged) its
+    re-anchored ramp start and when it last stepped down."""
+
+    parallelism: int
+    ramp_started_at: datetime | None = None
+    lowered_at: datetime | None = None
+
+
 def throttle(
-    g: RampGate, target: int, parallelism: int, ramp: Ramp, now: datetime
-) -> tuple[int, datetime | None]:
-    """The parallelism a running layer gets under the gate, and its re-anchored ramp start
-    (None: unchanged). `target` is what the ramp alone would give, `parallelism` what the
-    layer has now."""
+    g: RampGate,
+    target: int,
+    parallelism: int,
+    ramp: Ramp,
+    now: datetime,
+    lowered_at: datetime | None = None,
+) -> Throttled:
+    """What a running layer gets under the gate. `target` is what the ramp alone would give,
+    `parallelism` what the layer has now, `lowered_at` when the gate last stepped it down:
+    at most one step down per ramp period, because Bigtable's load is seen minutes late
+    (a step each reconcile would overshoot); in between it holds."""
     if g.verdict == "ramp" or parallelism < 1:
-        return target, None
-    if g.verdict == "hold":
+        return Throttled(target)
+    recent = lowered_at is not None and (now - lowered_at).total_seconds() < ramp.period
+    if g.verdict == "hold" or recent:
         held = min(target, parallelism)
-    else:
-        held = min(target, step_down(parallelism, ramp.factor))
-    return held, reanchor(ramp, held, now)
+        return Throttled(held, reanchor(ramp, held, now))
+    lowered = min(target, step_down(parallelism, ramp.factor))
+    return Throttled(lowered, reanchor(ramp, lowered, now), now)
+
+
+@dataclass(frozen=True)
+class Overload:
+    """A simulated busy Bigtable: `load` from `start_s` to `end_s` after the build starts
+    (`pipeline simulate --bigtable-overload START-END:LOAD`); unknown outside it."""
+
+    start_s: float
+    end_s: float
+    load: float
+
+    def at(self, elapsed_s: float) -> float | None:
+        return self.load if self.start_s <= elapsed_s < self.end_s else None
+
+
+def parse_overload(text: str) -> Overload:
+    """`START-END:LOAD` (seconds after the start, load 0..1), e.g. `600-1800:0.8`; a
+    ValueError names the form otherwise."""
+    try:
+        span, load = text.split(":")
+        start, end = span.split("-")
+        out = Overload(float(start), float(end), float(load))
+    except ValueError:
+        out = None
+    if out is None or not 0 <= out.start_s < out.end_s or not 0 <= out.load <= 1:
+        raise ValueError(
+            f"--bigtable-overload {text!r}: give START-END:LOAD, seconds after the build's "
+            "start and a load between 0 and 1, e.g. 600-1800:0.8"
+        )
+    return out

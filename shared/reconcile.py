@@ -148,8 +148,10 @@ def _running_layer(
         # The ramp never lowers, but a lowered ramp.max (`pipeline apply`) does.
         target = max(target, min(ls.parallelism, plan.completions, plan.ramp.max))
         # A busy Bigtable holds the ramp or steps it down (docs/bigtable-ramp-and-bill.md).
-        target, anchor = throttle(bigtable, target, ls.parallelism, plan.ramp, now)
-        ls.ramp_started_at = anchor or ls.ramp_started_at
+        gated = throttle(bigtable, target, ls.parallelism, plan.ramp, now, ls.ramp_lowered_at)
+        target = gated.parallelism
+        ls.ramp_started_at = gated.ramp_started_at or ls.ramp_started_at
+        ls.ramp_lowered_at = gated.lowered_at or ls.ramp_lowered_at
     if vcpus is not None:
         target = vcpus.take_running(ls, plan.cpu, target)
     if target != job.parallelism:

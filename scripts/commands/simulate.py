@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from shared.bigtable_load import Overload, parse_overload
 from shared.build_plan import new_run
 from shared.config import PipelineConfig, load_config
 from shared.simulation.cluster import ClusterParams
@@ -97,7 +98,17 @@ def report_dict(report: SimReport, elapsed_s: float, reconcile_s: float) -> dict
             for lr in report.layers
         ],
         "simulated_in_s": round(elapsed_s, 2),
+        **({"ramp_timeline": ramp_timeline(report)} if report.ramp_timeline else {}),
     }
+
+
+def ramp_timeline(report: SimReport) -> list[dict[str, Any]]:
+    """The ramp under a simulated Bigtable overload: each change of the load, the running
+    layers' parallelism or why the ramp holds."""
+    return [
+        {"t_s": round(t, 1), "load": load, "parallelism": p, "ramp_hold": why}
+        for t, load, p, why in report.ramp_timeline
+    ]
 
 
 def run_simulation(
@@ -152,6 +163,12 @@ def run_simulation(
     show_default=True,
     help="One reconcile's wall time, for the controller's cost.",
 )
+@click.option(
+    "--bigtable-overload",
+    "overload",
+    help="A busy Bigtable: START-END:LOAD (seconds after the start, load 0..1), e.g. "
+    "600-1800:0.8; prints the ramp's timeline (docs/bigtable-ramp-and-bill.md).",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 def simulate_cmd(
@@ -163,6 +180,7 @@ def simulate_cmd(
     failure_rate,
     node_startup_s,
     reconcile_s,
+    overload,
     seed,
     as_json,
 ) -> None:
@@ -177,6 +195,7 @@ def simulate_cmd(
         ),
         runtimes=Runtimes(chunk_seconds=chunk_seconds, recorded=recorded),
         seed=seed,
+        bigtable_overload=_overload(overload),
     )
     started = time.monotonic()
     report, _ = run_simulation(cfg, settings)
@@ -200,6 +219,23 @@ def simulate_cmd(
             f"  {lr['layer']:<12} {lr['batches']:>8,} batches {lr['wall_s'] / 60:>8.1f} min "
             f"{lr['pods']:>8,} pods ({lr['preempted']} preempted, {lr['failed']} failed)"
         )
+    if "ramp_timeline" in out:
+        click.echo("ramp under the Bigtable overload (each change):")
+        for e in out["ramp_timeline"]:
+            load = "-" if e["load"] is None else f"{e['load']:.0%}"
+            click.echo(
+                f"  {e['t_s'] / 60:>7.1f} min  load {load:>4}  parallelism {e['parallelism']:>6,}"
+                f"  {e['ramp_hold'] or 'ramp free'}"
+            )
+
+
+def _overload(text: str | None) -> Overload | None:
+    if not text:
+        return None
+    try:
+        return parse_overload(text)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--bigtable-overload") from None
 
 
 COMMANDS = (simulate_cmd,)

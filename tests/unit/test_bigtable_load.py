@@ -60,9 +60,17 @@ def test_step_down_is_one_ramp_step_at_least_one_pod(parallelism, factor, want):
     ],
 )
 def test_throttle(verdict_load, target, parallelism, want):
-    got, anchor = throttle(gate(verdict_load, 0.7), target, parallelism, RAMP, T0)
-    assert got == want
-    assert (anchor is None) == (verdict_load <= 0.7)
+    got = throttle(gate(verdict_load, 0.7), target, parallelism, RAMP, T0)
+    assert got.parallelism == want
+    assert (got.ramp_started_at is None) == (verdict_load <= 0.7)
+    assert (got.lowered_at is not None) == (verdict_load > 0.85)
+
+
+@pytest.mark.parametrize(("since_s", "want"), [(30, 8), (59, 8), (60, 4), (300, 4)])
+def test_at_most_one_step_down_per_ramp_period(since_s, want):
+    lowered_at = T0 - timedelta(seconds=since_s)
+    got = throttle(gate(0.95, 0.7), 16, 8, RAMP, T0, lowered_at)
+    assert got.parallelism == want
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 3, 4, 7, 8, 16, 64])
@@ -105,11 +113,11 @@ def ramp_timeline(loads: list[float]) -> list[tuple[int, str]]:
 
 
 def test_ramp_holds_under_overload_steps_down_above_margin_and_resumes_gradually():
-    timeline = ramp_timeline([0.2, 0.2, 0.8, 0.8, 0.95, 0.8, 0.3, 0.3, 0.3])
-    assert [p for p, _ in timeline] == [4, 8, 8, 8, 4, 4, 8, 16, 32]
+    timeline = ramp_timeline([0.2, 0.2, 0.8, 0.8, 0.95, 0.95, 0.8, 0.3, 0.3, 0.3])
+    assert [p for p, _ in timeline] == [4, 8, 8, 8, 4, 2, 2, 4, 8, 16]
     reasons = [r for _, r in timeline]
     assert reasons[0] == "" and "ramp held" in reasons[2]
-    assert "lowered one step" in reasons[4] and reasons[6] == ""
+    assert "lowered one step" in reasons[4] and reasons[7] == ""
 
 
 def test_an_operator_pin_is_not_throttled():
