@@ -70,6 +70,9 @@ class CloudMonitoring:
     """`BigtableMonitor` on Cloud Monitoring. `session`: an authorized HTTP session (default:
     Application Default Credentials, made on first use); `clock` for the load window."""
 
+    storage_exact = True
+    storage_source = "Cloud Monitoring table/bytes_used"
+
     def __init__(
         self,
         session: HttpSession | None = None,
