@@ -9,10 +9,19 @@ from datetime import datetime
 from typing import Any
 
 from shared.bigtable_monitor import BigtableMonitor, Sample
-from shared.bill import Bill, controller_line, estimated_usage, nodes_line, pod_lines, storage_line
+from shared.bill import (
+    Bill,
+    controller_line,
+    estimated_usage,
+    nodes_line,
+    pod_lines,
+    projected_bill,
+    storage_line,
+)
 from shared.config import PipelineConfig
 from shared.controller_usage import ControllerUsage
 from shared.costs import estimate
+from shared.forecast import run_forecast
 from shared.pricing import load_cloud_prices, load_rates
 from shared.state import RunState
 
@@ -60,7 +69,23 @@ def run_bill(
     return Bill(lines)
 
 
-def bill_table(run_id: str, bill: Bill) -> Any:
+def run_projected_bill(
+    cfg: PipelineConfig, run: RunState, now: datetime, bill: Bill
+) -> Bill | None:
+    """The whole bill at the run's end by the forecast (shared.forecast); None once the run
+    ended or when the forecast cannot price it."""
+    if run.status in ("succeeded", "failed") or run.created_at is None:
+        return None
+    try:
+        fc = run_forecast(cfg, run, now)
+    except ValueError:  # a region the rate table lacks
+        return None
+    pods = sum(lf.projected_usd for lf in fc.layers)
+    spent = max(0.0, (now - run.created_at).total_seconds())
+    return projected_bill(bill, spent, fc.remaining_s, pods, fc.projected_usd - pods)
+
+
+def bill_table(run_id: str, bill: Bill, projected: Bill | None = None) -> Any:
     """The whole bill as a table: line, USD, measured or estimated, and what it rests on."""
     from scripts.views.terminal import titled_table
 
@@ -69,6 +94,10 @@ def bill_table(run_id: str, bill: Bill) -> Any:
         how = "measured" if line.measured else "estimated"
         table.add_row(line.key, f"{line.usd:.4f}", how, line.basis)
     table.add_row("[bold]total[/]", f"[bold]{bill.total_usd:.4f}[/]", "", "")
+    if projected is not None:
+        lines = ", ".join(f"{line.key} ${line.usd:.4f}" for line in projected.lines)
+        table.caption = f"forecast at the end: ${projected.total_usd:.4f} ({lines})"
+        table.caption_justify = "left"
     return table
 
 

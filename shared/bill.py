@@ -19,7 +19,7 @@ the caller's: series come in as arguments. See docs/bigtable-ramp-and-bill.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -185,3 +185,45 @@ def controller_line(
         f"{usage.writes} writes, {usage.messages} messages, {usage.log_bytes / 1024:.1f} KiB logs"
     )
     return BillLine("controller", controller_usd(usage, span_s, prices), measured, basis)
+
+
+def planned_bill(
+    cost: RunCost, usage: ControllerUsage, span_s: float, prices: dict[str, CloudPrice]
+) -> Bill:
+    """A simulated build's bill (`pipeline simulate`): its pods and cluster fee, and the
+    controller from the simulated reconciles, reads, writes and messages; the simulator
+    models neither the table's bytes nor the instance's nodes. Every line is estimated."""
+    lines = [
+        replace(line, measured=False, basis="simulated: " + line.basis) for line in pod_lines(cost)
+    ]
+    lines.append(BillLine("table_storage", 0.0, False, "not simulated: $0"))
+    lines.append(
+        BillLine("bigtable_nodes", 0.0, False, "not simulated: the instance assumed not scaled")
+    )
+    ctl = controller_line(usage, usage, span_s, prices)
+    lines.append(
+        replace(
+            ctl, measured=False, basis=ctl.basis.replace("the controller's counters", "simulated")
+        )
+    )
+    return Bill(lines)
+
+
+def projected_bill(
+    now: Bill, spent_s: float, remaining_s: float, pods_usd: float, fee_usd: float
+) -> Bill:
+    """What the whole bill will be at the run's end (the forecast): the pods and the fee
+    plus the forecast cost of what is left (`pods_usd`, `fee_usd`), every other line at its
+    rate so far for the remaining time. Every line is estimated."""
+    grow = (spent_s + remaining_s) / spent_s if spent_s > 0 else 1.0
+    out = []
+    for line in now.lines:
+        how = "measured" if line.measured else "estimated"
+        if line.key == "pods":
+            usd = line.usd + pods_usd
+        elif line.key == "cluster_fee":
+            usd = line.usd + fee_usd
+        else:
+            usd = line.usd * grow
+        out.append(BillLine(line.key, usd, False, f"forecast from ${line.usd:.4f} so far ({how})"))
+    return Bill(out)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from shared.bigtable_load import Overload
 from shared.build_plan import layer_plan, plan_for
 from shared.config import PipelineConfig
-from shared.costs import estimate
+from shared.costs import RunCost, estimate
 from shared.grid import layer_batch_size
 from shared.layers import layer_shape
 from shared.pricing import RateRow, load_rates
@@ -41,8 +41,8 @@ class SimSettings:
     approve_after_s: float = 300.0  # approve mode: an operator's reaction time
     seed: int = 1
     max_sim_s: float = 90 * 86400.0  # give up after this much simulated time
-    # A busy Bigtable during part of the build (the ramp's gate; None: never busy).
-    bigtable_overload: Overload | None = None
+    # A busy Bigtable during parts of the build (the ramp's gate; empty: never busy).
+    bigtable_overload: tuple[Overload, ...] = ()
 
 
 @dataclass
@@ -77,6 +77,8 @@ class SimReport:
     # With a Bigtable overload: (elapsed_s, load, running layers' parallelism, why the ramp
     # holds) at each reconcile where one of them changed.
     ramp_timeline: list[tuple[float, float | None, int, str]] = field(default_factory=list)
+    # The cost by layer and the cluster fee (cost_usd is its total), for the whole bill.
+    run_cost: RunCost | None = None
 
 
 def decide_step(
@@ -140,7 +142,7 @@ class Simulation:
         running = [ls.job_name for ls in self.run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.status(name) for name in running}
         overload = self.s.bigtable_overload
-        load = overload.at(now) if overload is not None else None
+        load = next((o.load for o in overload if o.at(now) is not None), None)
         d = decide_step(self.run, jobs, self.cluster.at(now), self.plan, self.rates, load)
         if d.changed:
             changed = sum(
@@ -156,7 +158,7 @@ class Simulation:
         for ls in self.run.layers.values():
             if ls.phase in ("succeeded", "failed") and before[ls.key][0] == "running":
                 self.layer_finishes.append((now, ls.key))
-        if overload is not None:
+        if overload:
             self._note_ramp(now, load)
         for action in d.actions:
             if isinstance(action, CreateJob):
@@ -288,11 +290,12 @@ class Simulation:
                 )
             )
         end_at = self.run.finished_at or self.cluster.at(now)
+        cost = estimate(self.cfg, self.run, self.rates, end_at)
         return SimReport(
             status=self.run.status,
             chunks=sum(lr.chunks for lr in layers),
             wall_s=(end_at - T0).total_seconds(),
-            cost_usd=estimate(self.cfg, self.run, self.rates, end_at).usd,
+            cost_usd=cost.usd,
             pods=sum(lr.pods for lr in layers),
             function_invocations=self.counts["invocations"],
             reconciles=self.counts["reconciles"],
@@ -305,6 +308,7 @@ class Simulation:
             run=self.run,
             layer_finishes=self.layer_finishes,
             ramp_timeline=self.ramp_timeline,
+            run_cost=cost,
         )
 
 
