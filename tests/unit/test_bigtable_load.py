@@ -9,9 +9,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.bigtable_load import gate, reanchor, step_down, throttle
+from shared.bigtable_load import Overload, gate, parse_overload, reanchor, step_down, throttle
+from shared.build_plan import new_run
 from shared.config import ControllerSettings, Ramp
 from shared.reconcile import LayerPlan, PatchJob, Plan, Snapshot, decide, ramp_target
+from shared.simulation.engine import T0 as SIM_T0
+from shared.simulation.engine import SimSettings, simulate
 from shared.state import RunState, build_layers
 from tests.unit.test_reconcile import job
 
@@ -149,3 +152,36 @@ def test_status_says_why_the_ramp_holds_within_100_columns(load, want):
     lines = console.export_text().splitlines()
     assert all(len(line) <= 100 for line in lines)
     assert (want in lines[1]) if want else ("chunks/min" in lines[1] or "no rate" in lines[1])
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [("600-1800:0.8", (600.0, 1800.0, 0.8)), ("0-60:1", (0.0, 60.0, 1.0))],
+)
+def test_overload_option_parses(text, want):
+    o = parse_overload(text)
+    assert (o.start_s, o.end_s, o.load) == want
+    assert o.at(want[0]) == want[2] and o.at(want[1]) is None
+
+
+@pytest.mark.parametrize("text", ["600:0.8", "1800-600:0.8", "0-60:1.5", "a-b:c", ""])
+def test_a_bad_overload_names_the_option_and_the_form(text):
+    with pytest.raises(ValueError, match="--bigtable-overload .*START-END:LOAD"):
+        parse_overload(text)
+
+
+def test_simulated_overload_holds_the_ramp_for_its_span():
+    from tests.unit.test_simulation import demo_cfg
+
+    cfg = demo_cfg(size=128, ramp=Ramp(start=2, factor=2, period=60, max=16))
+    run = new_run(cfg, "sim", ["ingest"], "auto", SIM_T0)
+
+    def timeline(load: float) -> list[tuple[float, float | None, int, str]]:
+        settings = SimSettings(max_sim_s=900, bigtable_overload=(Overload(0, 10**6, load),))
+        return simulate(cfg, run, settings).ramp_timeline
+
+    free, held = timeline(0.5), timeline(0.8)
+    assert max(p for _, _, p, _ in free) > 2 and all(why == "" for *_, why in free)
+    assert max(p for _, _, p, _ in held) == 2  # never past the ramp's start
+    # (the reconcile that starts a layer finds none running yet: nothing to hold there)
+    assert all("ramp held" in why for t, _, p, why in held if p and t > 0)
