@@ -134,3 +134,68 @@ def test_bill_as_dict_has_every_line_and_the_total():
     assert "2 pods unseen" in doc["pods"]["basis"]
     assert doc["bigtable_nodes"]["measured"] is False
     assert doc["total_usd"] == pytest.approx(0.85 + doc["table_storage"]["usd"])
+
+
+class _Monitor:
+    """A `BigtableMonitor` answering from recorded series (the Monitoring adapter itself is
+    tested against recorded HTTP responses in test_monitoring_recorded.py)."""
+
+    storage_exact = True
+    storage_source = "Cloud Monitoring table/bytes_used"
+
+    def __init__(self, table=None, nodes=None, error: Exception | None = None):
+        self.table, self.nodes, self.error = table or [], nodes or [], error
+
+    def cpu_load(self, project, instance):
+        return None
+
+    def table_bytes(self, project, instance, table, start, end):
+        if self.error:
+            raise self.error
+        return self.table
+
+    def node_counts(self, project, instance, start, end):
+        if self.error:
+            raise self.error
+        return self.nodes
+
+
+def _finished_run():
+    from scripts.layer_target import run_config
+    from tests.builders.report_run import report_run
+
+    run, _, now = report_run()
+    run.finished_at = now
+    return run_config(run), run, now
+
+
+def test_run_bill_measures_what_monitoring_has_and_estimates_what_it_cannot_read():
+    from scripts.bill_read import run_bill
+
+    cfg, run, now = _finished_run()
+    start = run.created_at
+    series = [Sample(start + timedelta(seconds=30), 50 * GIB)]
+    nodes = [Sample(start - timedelta(minutes=5), 3.0), Sample(start, 6.0)]
+    bill = run_bill(cfg, run, now, _Monitor(series, nodes)).as_dict()
+    assert bill["table_storage"]["measured"] and bill["table_storage"]["usd"] > 0
+    assert bill["bigtable_nodes"]["measured"] and bill["bigtable_nodes"]["usd"] > 0
+    assert bill["controller"]["measured"] is False  # a run stored before the counters
+    down = run_bill(cfg, run, now, _Monitor(error=ConnectionError("no route"))).as_dict()
+    assert down["table_storage"]["measured"] is False
+    assert "ConnectionError: no route" in down["table_storage"]["basis"]
+    assert down["total_usd"] == pytest.approx(
+        sum(v["usd"] for k, v in down.items() if k != "total_usd")
+    )
+
+
+def test_a_running_run_has_a_projected_bill_above_what_is_spent():
+    from scripts.bill_read import run_bill, run_projected_bill
+
+    cfg, run, now = _finished_run()
+    run.finished_at, run.status = None, "running"
+    run.controller_usage = ControllerUsage(reconciles=20, busy_s=4.0, reads=100).to_doc()
+    bill = run_bill(cfg, run, now, None)
+    projected = run_projected_bill(cfg, run, now, bill)
+    assert projected is not None
+    assert projected.total_usd >= bill.total_usd
+    assert all(not line.measured for line in projected.lines)
