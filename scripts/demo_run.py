@@ -247,7 +247,9 @@ def run_demo(
             )
             etas = EtaRecorder(cfg, started)
             on_failed = None if chaos is None else chaos.on_failed
-            run = _watch(store, run.run_id, timeout_s, etas.wrap(on_progress), approver, on_failed)
+            ramp = RampWatch(started)  # the ramp's gate on the meter's load, as it happened
+            watched = ramp.wrap(etas.wrap(on_progress))
+            run = _watch(store, run.run_id, timeout_s, watched, approver, on_failed)
             wall = time.monotonic() - started
             if chaos is not None:
                 chaos.finish(cfg, run, tables[cfg.graph_id])
@@ -269,6 +271,7 @@ def run_demo(
         assert stack.bigtable_meter is not None
         monitor = LocalBigtableMonitor(stack.bigtable_meter)
         bill = run_bill(cfg, run, run.finished_at or datetime.now(UTC), monitor)
+        requests = stack.bigtable_meter.total
     oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
     verify = verify_summary(run, verdicts)
     ok = oracle["ok"] and run.status == "succeeded" and run_complete(run, verdicts)
@@ -278,8 +281,28 @@ def run_demo(
     result.eta_forecasts, result.mid_layer_forecasts = etas.entries, etas.mid_layer
     result.verify = verify
     result.bill = bill.as_dict()
+    result.extra["bigtable"] = {"requests": requests, "ramp_timeline": ramp.entries}
     result.forecast_error_at_40pct = etas.error_at(wall)
     return result
+
+
+class RampWatch:
+    """Each change of the running layers' parallelism or of why the ramp holds (a busy
+    Bigtable: docs/bigtable-ramp-and-bill.md), as `[elapsed_s, parallelism, ramp_hold]`."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.entries: list[list[Any]] = []
+
+    def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
+        def progress(run: RunState) -> None:
+            on_progress(run)
+            running = [ls for ls in run.layers.values() if ls.phase == "running"]
+            now = [sum(ls.parallelism for ls in running), run.ramp_hold]
+            if running and (not self.entries or self.entries[-1][1:] != now):
+                self.entries.append([round(time.monotonic() - self.started, 1), *now])
+
+        return progress
 
 
 class EtaRecorder:
