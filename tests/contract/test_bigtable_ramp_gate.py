@@ -1,7 +1,8 @@
 """The ramp's Bigtable gate on the local stack's parts: the meter in front of the real
 Bigtable emulator counts one request per gRPC call, and a controller (Firestore emulator)
 reading the load derived from that rate holds a running layer's ramp when the load is above
-`controller.bigtable_cpu_max`, and lets it grow when it is not."""
+`controller.bigtable_cpu_max`, and lets it grow when it is not; either way the commit carries
+the controller's own counts (the bill's controller line)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from shared.adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMon
 from shared.build_plan import new_run
 from shared.config import load_config
 from shared.controller import Controller
+from shared.controller_usage import ControllerUsage
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
@@ -72,6 +74,10 @@ def test_the_ramp_holds_while_the_emulator_is_busy(meter, firestore_project, loa
     ).reconcile("gate")
     run = store.load_run("gate")
     parallelism = run.layers["ingest-L2"].parallelism
+    # The controller's own use rode along with the commit (the bill's controller line).
+    usage = ControllerUsage.from_doc(run.controller_usage)
+    assert (usage.reconciles, usage.reads) == (1, 1 + len(run.layers) + 1)  # + version check
+    assert usage.writes >= 2 and usage.messages >= 1 and usage.busy_s > 0
     if want_held:
         assert parallelism == 2 and cluster.patches == []
         assert "ramp held" in run.ramp_hold and "controller.bigtable_cpu_max" in run.ramp_hold
