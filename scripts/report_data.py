@@ -50,7 +50,10 @@ def collect(store: Any, run: RunState, now: datetime) -> ReportData:
     keys = [ls.key for ls in run.ordered_layers() if ls.submitted_at is not None]
     data = build(run, {key: store.pod_records(run.run_id, key) for key in keys}, now)
     # The whole bill among the facts (docs/bigtable-ramp-and-bill.md).
-    data.facts.update(bill_facts(run_bill(run_config(run), run, now, default_monitor())))
+    try:
+        data.facts.update(bill_facts(run_bill(run_config(run), run, now, default_monitor())))
+    except ValueError:  # a region the rate table lacks: the facts say "?" for the cost already
+        pass
     return data
 
 
