@@ -28,12 +28,14 @@ from demo.oracles import check_all
 from demo.stage_rows import STAGE_TABLE_SUFFIX, stage_table_id
 from demo.stage_tables import read_l2cache, read_meshes
 from demo.volume import generate_volume, save_volume
+from scripts.bill_read import run_bill
 from scripts.services import Services
 from shared import intervals
 from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
 from shared.adapters.bigtable.ledger_scan import done_chunk_ids
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
+from shared.adapters.local.bigtable_meter import LocalBigtableMonitor
 from shared.adapters.local.stack import LocalStack, demo_event_settings
 from shared.build_plan import new_run
 from shared.completeness import StageVerdict, run_complete, verify_run
@@ -72,6 +74,8 @@ class DemoResult:
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the chaos verdict (--chaos)
     # The ledger's verdict per stage (shared.completeness; `pipeline verify`'s read).
     verify: dict[str, Any] = field(default_factory=dict)
+    # The whole bill (shared.bill): each line's usd, measured and basis, and total_usd.
+    bill: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """The `--json` object."""
@@ -103,6 +107,7 @@ class DemoResult:
             "retries": self.retries,
             "alerts": self.alerts,
             "cost_usd": round(self.cost_usd, 6),
+            "bill": self.bill,
             "advance": run.advance,
             "advance_latency_s": round(statistics.median(latencies), 3) if latencies else None,
             "approved_by_demo": sum(ls.approved_by == APPROVER for ls in run.layers.values()),
@@ -242,7 +247,9 @@ def run_demo(
             )
             etas = EtaRecorder(cfg, started)
             on_failed = None if chaos is None else chaos.on_failed
-            run = _watch(store, run.run_id, timeout_s, etas.wrap(on_progress), approver, on_failed)
+            ramp = RampWatch(started)  # the ramp's gate on the meter's load, as it happened
+            watched = ramp.wrap(etas.wrap(on_progress))
+            run = _watch(store, run.run_id, timeout_s, watched, approver, on_failed)
             wall = time.monotonic() - started
             if chaos is not None:
                 chaos.finish(cfg, run, tables[cfg.graph_id])
@@ -260,6 +267,11 @@ def run_demo(
                 close_bigtable_client(client)
         jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
+        # The whole bill, with what the stack's Bigtable meter saw (docs/bigtable-ramp-and-bill.md).
+        assert stack.bigtable_meter is not None
+        monitor = LocalBigtableMonitor(stack.bigtable_meter)
+        bill = run_bill(cfg, run, run.finished_at or datetime.now(UTC), monitor)
+        requests = stack.bigtable_meter.total
     oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
     verify = verify_summary(run, verdicts)
     ok = oracle["ok"] and run.status == "succeeded" and run_complete(run, verdicts)
@@ -268,8 +280,29 @@ def run_demo(
     result = DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
     result.eta_forecasts, result.mid_layer_forecasts = etas.entries, etas.mid_layer
     result.verify = verify
+    result.bill = bill.as_dict()
+    result.extra["bigtable"] = {"requests": requests, "ramp_timeline": ramp.entries}
     result.forecast_error_at_40pct = etas.error_at(wall)
     return result
+
+
+class RampWatch:
+    """Each change of the running layers' parallelism or of why the ramp holds (a busy
+    Bigtable: docs/bigtable-ramp-and-bill.md), as `[elapsed_s, parallelism, ramp_hold]`."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.entries: list[list[Any]] = []
+
+    def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
+        def progress(run: RunState) -> None:
+            on_progress(run)
+            running = [ls for ls in run.layers.values() if ls.phase == "running"]
+            now = [sum(ls.parallelism for ls in running), run.ramp_hold]
+            if running and (not self.entries or self.entries[-1][1:] != now):
+                self.entries.append([round(time.monotonic() - self.started, 1), *now])
+
+        return progress
 
 
 class EtaRecorder:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from scripts.bill_read import bill_facts, default_monitor, run_bill
 from scripts.commands.costs import cost_report
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
 from scripts.run_progress import layer_size
@@ -47,7 +48,13 @@ class ReportData:
 def collect(store: Any, run: RunState, now: datetime) -> ReportData:
     """Everything the report shows, read once from the store."""
     keys = [ls.key for ls in run.ordered_layers() if ls.submitted_at is not None]
-    return build(run, {key: store.pod_records(run.run_id, key) for key in keys}, now)
+    data = build(run, {key: store.pod_records(run.run_id, key) for key in keys}, now)
+    # The whole bill among the facts (docs/bigtable-ramp-and-bill.md).
+    try:
+        data.facts.update(bill_facts(run_bill(run_config(run), run, now, default_monitor())))
+    except ValueError:  # a region the rate table lacks: the facts say "?" for the cost already
+        pass
+    return data
 
 
 def build(run: RunState, records: dict[str, list[dict[str, Any]]], now: datetime) -> ReportData:

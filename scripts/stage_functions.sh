@@ -63,6 +63,7 @@ PROVIDERS = {
     "yaml": "pyyaml",
     "pydantic": "pydantic",
     "kvdbclient": "kvdbclient",  # the completeness check's ledger read
+    "requests": "requests",  # google-auth's AuthorizedSession: Cloud Monitoring (REST)
 }
 dists = [
     r.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].split("~")[0]

@@ -114,6 +114,7 @@ def plan_for(cfg: PipelineConfig, run: RunState, table: GraphTable | None = None
         stall_after_s=cfg.controller.stall_after_s,
         billing=billing_for(cfg, run.stages),
         max_vcpus=cfg.controller.max_vcpus,
+        bigtable_cpu_max=cfg.controller.bigtable_cpu_max,
         setups={s: setup_plan(cfg, run.run_id, st, table) for s, st in run.setups.items()},
     )
 

@@ -207,6 +207,9 @@ class ControllerSettings(_Strict):
     # and alerted (docs/hung-workers.md).
     hung_after_chunks: float = Field(default=5.0, gt=0)
     hung_floor_s: float = Field(default=1800.0, gt=0)
+    # The graph's Bigtable CPU load (0..1) above which the ramp holds; above it + 0.15 the
+    # running layers step down one ramp step (docs/bigtable-ramp-and-bill.md).
+    bigtable_cpu_max: float = Field(default=0.7, gt=0, le=1)
 
 
 class DataSource(_Strict):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -26,6 +27,7 @@ from shared.alerts import (
     tail_requests,
     with_log_tails,
 )
+from shared.bigtable_monitor import BigtableMonitor
 from shared.build_plan import plan_for
 from shared.cluster import (
     Cluster,
@@ -43,6 +45,7 @@ from shared.completeness import (
     verify_layer,
 )
 from shared.config import PipelineConfig, config_from_dict
+from shared.controller_usage import ControllerUsage, reconcile_usage
 from shared.graph_table import GraphTableReader, NoGraphTableReader
 from shared.hung_pods import (
     DoneMarkerTimes,
@@ -130,6 +133,7 @@ class Controller:
         graph_tables: GraphTableReader | None = None,
         done_times: DoneMarkerTimes | None = None,
         done_markers: DoneMarkerScan | None = None,
+        bigtable_monitor: BigtableMonitor | None = None,
     ) -> None:
         self.store, self.cluster, self.publish_alert, self.clock = (
             store,
@@ -144,6 +148,11 @@ class Controller:
         # Reads a stage's done markers for the completeness check of a completed layer
         # (shared.completeness; None: no check, the Job's Complete condition is trusted).
         self.done_markers = done_markers
+        # The graph's Bigtable instance load, the ramp's gate (None: no gate;
+        # docs/bigtable-ramp-and-bill.md).
+        self.bigtable_monitor = bigtable_monitor
+        # Each run's usage counted since its last commit (shared.controller_usage).
+        self._usage_pending: dict[str, ControllerUsage] = {}
 
     # ---- triggers -------------------------------------------------------------------
     def on_job_event(self, event: JobEvent, max_age_s: float = 3600.0) -> ReconcileResult | None:
@@ -227,6 +236,7 @@ class Controller:
     def reconcile(self, run_id: str) -> ReconcileResult:
         """Bring one run one step closer to done. Safe to call any number of times."""
         for attempt in range(STALE_RETRIES):
+            started = time.monotonic()  # the reconcile's wall time, for its own bill
             obs = self._observe(run_id)
             plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table)
             decision = decide(obs.seen, plan, self.rates, obs.now)
@@ -235,9 +245,11 @@ class Controller:
             if any(isinstance(a, CreateJob) and a.layer == SETUP_LAYER for a in decision.actions):
                 # The setup pods mount the run's dataset file (PCG_DATASET): write it first.
                 manifests["configmap"] = dataset_config_map_manifest(obs.cfg, run_id)
+            self._count_usage(obs, decision, started)  # docs/bigtable-ramp-and-bill.md
             if decision.changed:
                 if not self._commit(obs, decision):
                     continue  # someone else moved the run on: decide again from fresh state
+                self._usage_pending.pop(run_id, None)
             elif decision.actions and self.store.run_version(run_id) != obs.seen.run.version:
                 # Nothing to commit, so nothing checked the read: an operator's pause (or
                 # another reconcile) since then must not be undone by acting on it.
@@ -296,8 +308,45 @@ class Controller:
             graph_table=table,
             hung=hung,
             ledger_checks=self._ledger_checks(run, cfg, jobs),
+            bigtable_load=self._bigtable_load(cfg) if running else None,
         )
         return Observed(snap, cfg, now)
+
+    def _count_usage(self, obs: Observed, decision: Decision, started: float) -> None:
+        """Add this reconcile's use of Firestore, Pub/Sub, Logging and function time to the
+        run's pending counts; a committing decision carries them onto the run document."""
+        run, state = obs.seen.run, decision.state
+        changed = sum(
+            run.layers[k].to_doc() != ls.to_doc()
+            for k, ls in state.layers.items()
+            if k in run.layers
+        )
+        usage = reconcile_usage(
+            len(run.layers),
+            decision.changed,
+            changed,
+            sum(len(v) for v in decision.pod_records.values()),
+            sum(isinstance(a, Alert) for a in decision.actions),
+            time.monotonic() - started,
+            _log_bytes.pop(run.run_id, 0),
+        )
+        pending = self._usage_pending.get(run.run_id, ControllerUsage()) + usage
+        self._usage_pending[run.run_id] = pending
+        if decision.changed:
+            state.controller_usage = (
+                ControllerUsage.from_doc(run.controller_usage) + pending
+            ).to_doc()
+
+    def _bigtable_load(self, cfg: PipelineConfig) -> float | None:
+        """The graph's instance CPU load; None when there is no monitor or it cannot answer
+        (an unknown load never holds the ramp)."""
+        if self.bigtable_monitor is None:
+            return None
+        try:
+            return self.bigtable_monitor.cpu_load(cfg.bigtable.project, cfg.bigtable.instance)
+        except Exception as e:  # noqa: BLE001 - Monitoring down must not stop a build
+            _log("WARNING", "bigtable load not read", error=f"{type(e).__name__}: {e}")
+            return None
 
     def _hung(
         self, cfg: PipelineConfig, ls: LayerState, pods: list[PodInfo], now: datetime
@@ -529,5 +578,11 @@ class Controller:
             return ""
 
 
+_log_bytes: dict[str, int] = {}  # per run, logged since its last reconcile was counted
+
+
 def _log(severity: str, message: str, **fields: Any) -> None:
-    log.info(json.dumps({"severity": severity, "message": message, **fields}, default=str))
+    line = json.dumps({"severity": severity, "message": message, **fields}, default=str)
+    if "run" in fields:
+        _log_bytes[str(fields["run"])] = _log_bytes.get(str(fields["run"]), 0) + len(line)
+    log.info(line)

@@ -68,6 +68,9 @@ class Plan:
     # project's runs (None: no cap).
     max_vcpus: float | None = None
     setups: dict[str, SetupPlan] = field(default_factory=dict)
+    # controller.bigtable_cpu_max: the instance load above which the ramp holds (None: no
+    # gate; shared.bigtable_load).
+    bigtable_cpu_max: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,9 @@ class Snapshot:
     # The ledger check of each running layer whose Job is Complete, by layer key (stages whose
     # workers write done markers; shared.completeness, docs/verify.md).
     ledger_checks: dict[str, LayerVerdict] = field(default_factory=dict)
+    # The graph's Bigtable instance CPU load (0..1), read while layers run (None: not read or
+    # not known; shared.bigtable_load).
+    bigtable_load: float | None = None
 
 
 @dataclass(frozen=True)

@@ -144,3 +144,37 @@ def cluster_fee(rate: Rate, spans: Sequence[tuple[datetime, datetime]]) -> float
     pipeline cannot see; callers that know may pass a zero-fee Rate.
     """
     return union_seconds(spans) / 3600.0 * rate.cluster_fee_hr
+
+
+@dataclass(frozen=True)
+class CloudPrice:
+    """One list price beside Autopilot's: what, per which unit, and where and when it was read."""
+
+    item: str
+    unit: str
+    usd: float
+    source: str
+    date: str
+
+
+def parse_cloud_prices(text: str) -> dict[str, CloudPrice]:
+    """Parse `shared/data/cloud-prices.csv` text (item,unit,usd,source,date), by item; a bad
+    or negative price raises ValueError naming the line."""
+    out = {}
+    for line, rec in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+        try:
+            usd = float(rec["usd"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"cloud price table line {line}: no number in usd: {rec}") from None
+        if usd < 0:
+            raise ValueError(f"cloud price table line {line}: negative price: {rec}")
+        out[rec["item"]] = CloudPrice(rec["item"], rec["unit"], usd, rec["source"], rec["date"])
+    return out
+
+
+@lru_cache(maxsize=1)
+def load_cloud_prices() -> dict[str, CloudPrice]:
+    """The packaged prices of Bigtable, the functions, Firestore, Pub/Sub, Logging and
+    Scheduler (the whole bill, shared.bill; read once)."""
+    text = resources.files("shared").joinpath("data/cloud-prices.csv").read_text("utf-8")
+    return parse_cloud_prices(text)

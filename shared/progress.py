@@ -117,6 +117,8 @@ class RunProgress:
     assumed_chunk_s: float | None = None  # the forecast's guess before any pod finished
     # Mid-graph starts recorded on the run (shared/start_from.py), one line each.
     starts: tuple[str, ...] = ()
+    # Why the ramp holds (the graph's Bigtable is busy; shared.bigtable_load), "" if it does not.
+    ramp_hold: str = ""
 
 
 def chunks_done(completed_indexes: str, size: LayerSize) -> int:
@@ -294,6 +296,7 @@ def run_progress(
         projected_usd=projected,
         assumed_chunk_s=None if forecast is None else forecast.assumed_chunk_s,
         starts=tuple(describe_start(s, start) for s, start in run.mid_graph_starts.items()),
+        ramp_hold=run.ramp_hold,
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from shared import intervals
+from shared.bigtable_load import FREE, RampGate, gate, throttle
 from shared.cluster import JobStatus
 from shared.config import Ramp
 from shared.costs import Billing, run_cost
@@ -105,6 +106,7 @@ def _running_layer(
     stall_after_s: float,
     out: list[Action],
     vcpus: VcpuBudget | None = None,
+    bigtable: RampGate = FREE,
 ) -> None:
     paused = run.status == "paused"
     if job is None:
@@ -145,6 +147,11 @@ def _running_layer(
     if ls.scale_override is None:
         # The ramp never lowers, but a lowered ramp.max (`pipeline apply`) does.
         target = max(target, min(ls.parallelism, plan.completions, plan.ramp.max))
+        # A busy Bigtable holds the ramp or steps it down (docs/bigtable-ramp-and-bill.md).
+        gated = throttle(bigtable, target, ls.parallelism, plan.ramp, now, ls.ramp_lowered_at)
+        target = gated.parallelism
+        ls.ramp_started_at = gated.ramp_started_at or ls.ramp_started_at
+        ls.ramp_lowered_at = gated.lowered_at or ls.ramp_lowered_at
     if vcpus is not None:
         target = vcpus.take_running(ls, plan.cpu, target)
     if target != job.parallelism:
@@ -211,6 +218,9 @@ def decide(
     if state.status in ("succeeded", "failed"):
         return Decision(state, out, now)
     vcpus = VcpuBudget.of(plan.max_vcpus, state, seen.others_vcpus)
+    bigtable = gate(seen.bigtable_load, plan.bigtable_cpu_max)
+    running = any(ls.phase == "running" for ls in state.layers.values())
+    state.ramp_hold = bigtable.reason if running else ""
     for setup in state.setups.values():
         sp = plan.setups.get(setup.stage)
         if sp is not None:
@@ -237,7 +247,7 @@ def decide(
                     out.append(Alert(EVICTED_REPEATEDLY, ls.stage, ls.layer, evicted))
                 note_chunk_times(ls, records[ls.key], lp.batch_chunks)
                 _hung_pods(ls, seen, out)
-            _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus)
+            _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus, bigtable)
             apply_ledger_check(state.run_id, ls, seen.ledger_checks.get(ls.key), now, out)
             if ls.phase != "running":
                 close_layer(ls)

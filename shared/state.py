@@ -95,6 +95,9 @@ class LayerState:
     # Chunks found marked done in the ledger when the layer's Job completed (None: not
     # checked; shared.completeness, docs/verify.md).
     chunks_marked: int | None = None
+    # When a busy Bigtable last stepped this layer's parallelism down (shared.bigtable_load:
+    # at most one step per ramp period).
+    ramp_lowered_at: datetime | None = None
 
     @property
     def key(self) -> str:
@@ -172,6 +175,12 @@ class RunState:
     layers: dict[str, LayerState] = field(default_factory=dict)
     # Each stage's setup pass (stages without one are absent; runs from before setups too).
     setups: dict[str, SetupState] = field(default_factory=dict)
+    # Why the ramp holds or steps down at the last reconcile (the graph's Bigtable is busy;
+    # shared.bigtable_load), "" while it runs freely. Not the load itself: a number that
+    # moves on every read would make every reconcile a write.
+    ramp_hold: str = ""
+    # What the controller used for this run (shared.controller_usage), priced by the bill.
+    controller_usage: dict[str, Any] = field(default_factory=dict)
 
     def setup_pending(self, stage: str) -> bool:
         """True while the stage's setup pass has not succeeded (False: none, or done)."""

@@ -117,6 +117,7 @@ resource "google_project_iam_member" "controller" {
   for_each = toset([
     "roles/datastore.user",          # Firestore: runs, layers, pods, dedupe
     "roles/container.clusterViewer", # the DNS endpoint (container.clusters.connect); Kubernetes RBAC does the rest
+    "roles/monitoring.viewer",       # Bigtable's CPU load: the ramp's gate (docs/bigtable-ramp-and-bill.md)
   ])
 
   project = var.project_id

@@ -169,6 +169,7 @@ resource "google_project_service" "apis" {
     "storage.googleapis.com",             # the functions' source bucket
     "binaryauthorization.googleapis.com", # the cluster evaluates the project's image policy
     "compute.googleapis.com",             # network, subnetwork, Cloud Router and NAT
+    "monitoring.googleapis.com",          # Bigtable's load (the ramp's gate) and the bill
   ])
 
   service = each.value

@@ -13,6 +13,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from scripts.bill_read import bill_table, default_monitor, run_bill
 from scripts.layer_target import run_config
 from scripts.services import Services, connect
 from scripts.views.terminal import console, titled_table
@@ -191,11 +192,17 @@ def runs_table(services: Services, graph: str | None, now: datetime) -> Table:
 def costs(run_id: str, as_json: bool) -> None:
     """A run's estimated spend by stage and layer, the cluster fee and the total, priced
     now from the rate table for the run's region (Autopilot bills requests x runtime)."""
-    report = cost_report(connect().store.load_run(run_id), datetime.now(UTC))
+    now = datetime.now(UTC)
+    run = connect().store.load_run(run_id)
+    report = cost_report(run, now)
+    # Beside the pods: Bigtable storage and nodes, the controller (docs/bigtable-ramp-and-bill.md).
+    bill = run_bill(run_config(run), run, now, default_monitor())
+    report["bill"] = bill.as_dict()
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
         console().print(costs_table(report))
+        console().print(bill_table(run_id, bill))
 
 
 @click.command()

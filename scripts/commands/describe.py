@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 
 from scripts import cluster_access
+from scripts.bill_read import bill_table, default_monitor, run_bill, run_projected_bill
 from scripts.cluster_access import cluster_errors
 from scripts.commands.costs import SETUP, cost_report
 from scripts.commands.pods import EPOCH, all_events, pod_runtime, scheduling_messages
@@ -152,8 +153,12 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
         lp = forecast.get(r["key"])  # none for a setup pass
         r["eta_s"] = lp.eta_s if lp is not None else None
         r["projected_usd"] = lp.projected_usd if lp is not None else None
+    bill = run_bill(run_config(run), run, now, default_monitor())  # the whole bill
+    projected = run_projected_bill(run_config(run), run, now, bill)
     if as_json:
-        doc = {"run_id": run_id, "status": run.status, "layers": rows}
+        doc = {"run_id": run_id, "status": run.status, "layers": rows, "bill": bill.as_dict()}
+        if projected is not None:
+            doc["projected_bill"] = projected.as_dict()
         doc.update(eta_s=progress.eta_s, eta_basis=progress.eta_basis)
         doc["projected_usd"] = progress.projected_usd
         doc["assumed_chunk_s"] = progress.assumed_chunk_s
@@ -188,6 +193,7 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
     if outlook:
         table.caption, table.caption_justify = f"forecast: {outlook}", "left"
     console().print(table)
+    console().print(bill_table(run_id, bill, projected))
 
 
 COMMANDS = (describe, run_breakdown)

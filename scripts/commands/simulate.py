@@ -13,8 +13,13 @@ from typing import Any
 
 import click
 
+from shared.bigtable_load import Overload, parse_overload
+from shared.bill import LOG_BYTES_PER_RECONCILE, Bill, planned_bill
 from shared.build_plan import new_run
 from shared.config import PipelineConfig, load_config
+from shared.controller_usage import ControllerUsage
+from shared.costs import RunCost
+from shared.pricing import load_cloud_prices
 from shared.simulation.cluster import ClusterParams
 from shared.simulation.controller_cost import controller_cost
 from shared.simulation.engine import T0, SimReport, SimSettings, simulate
@@ -97,7 +102,33 @@ def report_dict(report: SimReport, elapsed_s: float, reconcile_s: float) -> dict
             for lr in report.layers
         ],
         "simulated_in_s": round(elapsed_s, 2),
+        **({"ramp_timeline": ramp_timeline(report)} if report.ramp_timeline else {}),
+        "bill": simulated_bill(report, reconcile_s).as_dict(),
     }
+
+
+def simulated_bill(report: SimReport, reconcile_s: float) -> Bill:
+    """The whole bill of the simulated build (shared.bill.planned_bill): every line
+    estimated; the controller priced from the simulated counts."""
+    usage = ControllerUsage(
+        reconciles=report.function_invocations,
+        busy_s=report.function_invocations * reconcile_s,
+        reads=report.firestore_reads,
+        writes=report.firestore_writes,
+        messages=report.function_invocations,  # one trigger message per invocation
+        log_bytes=report.function_invocations * LOG_BYTES_PER_RECONCILE,
+    )
+    cost = report.run_cost or RunCost()
+    return planned_bill(cost, usage, report.wall_s, load_cloud_prices())
+
+
+def ramp_timeline(report: SimReport) -> list[dict[str, Any]]:
+    """The ramp under a simulated Bigtable overload: each change of the load, the running
+    layers' parallelism or why the ramp holds."""
+    return [
+        {"t_s": round(t, 1), "load": load, "parallelism": p, "ramp_hold": why}
+        for t, load, p, why in report.ramp_timeline
+    ]
 
 
 def run_simulation(
@@ -152,6 +183,13 @@ def run_simulation(
     show_default=True,
     help="One reconcile's wall time, for the controller's cost.",
 )
+@click.option(
+    "--bigtable-overload",
+    "overload",
+    multiple=True,
+    help="A busy Bigtable: START-END:LOAD (seconds after the start, load 0..1), e.g. "
+    "600-1800:0.8, repeatable; prints the ramp's timeline (docs/bigtable-ramp-and-bill.md).",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 def simulate_cmd(
@@ -163,6 +201,7 @@ def simulate_cmd(
     failure_rate,
     node_startup_s,
     reconcile_s,
+    overload,
     seed,
     as_json,
 ) -> None:
@@ -177,6 +216,7 @@ def simulate_cmd(
         ),
         runtimes=Runtimes(chunk_seconds=chunk_seconds, recorded=recorded),
         seed=seed,
+        bigtable_overload=_overload(overload),
     )
     started = time.monotonic()
     report, _ = run_simulation(cfg, settings)
@@ -200,6 +240,24 @@ def simulate_cmd(
             f"  {lr['layer']:<12} {lr['batches']:>8,} batches {lr['wall_s'] / 60:>8.1f} min "
             f"{lr['pods']:>8,} pods ({lr['preempted']} preempted, {lr['failed']} failed)"
         )
+    bill = out["bill"]
+    lines = ", ".join(f"{k} ${v['usd']:.4f}" for k, v in bill.items() if k != "total_usd")
+    click.echo(f"whole bill (estimated): ${bill['total_usd']:.4f} ({lines})")
+    if "ramp_timeline" in out:
+        click.echo("ramp under the Bigtable overload (each change):")
+        for e in out["ramp_timeline"]:
+            load = "-" if e["load"] is None else f"{e['load']:.0%}"
+            click.echo(
+                f"  {e['t_s'] / 60:>7.1f} min  load {load:>4}  parallelism {e['parallelism']:>6,}"
+                f"  {e['ramp_hold'] or 'ramp free'}"
+            )
+
+
+def _overload(texts: tuple[str, ...]) -> tuple[Overload, ...]:
+    try:
+        return tuple(parse_overload(text) for text in texts)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--bigtable-overload") from None
 
 
 COMMANDS = (simulate_cmd,)

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from scripts.views.terminal import span
+from shared.bigtable_load import brief
 from shared.progress import FORECAST, LayerProgress, RunProgress, blocking_waits, visible_rows
 
 MAX_ROWS = 14  # layer rows; the rest is summarised in one line
@@ -127,6 +128,8 @@ def header(p: RunProgress) -> Text:
     if p.status in ("succeeded", "failed"):
         eta = p.status
     done = f"{count(p.chunks_done)}/{count(p.chunks_total)}"
+    if p.ramp_hold:  # the rate matters less than why it is held (docs/bigtable-ramp-and-bill.md)
+        speed = brief(p.ramp_hold)
     line2 = f"chunks {done} ({p.percent:.0f}%) · {speed} · {eta}"
     line3 = f"spend ${usd(p.cost_usd)} (estimate, Autopilot requests x runtime)"
     if p.budget_usd:

@@ -14,6 +14,7 @@ from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
 from shared.adapters.bigtable.ledger_scan import scan_done_markers
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
+from shared.bigtable_monitor import BigtableMonitor
 from shared.cluster import Cluster
 from shared.completeness import DoneMarkerScan
 from shared.controller import Controller
@@ -28,6 +29,27 @@ _lock = threading.Lock()
 _cluster: Cluster | None = None
 _controller: Controller | None = None
 _done_markers: DoneMarkerScan | None = scan_done_markers
+_bigtable_monitor: BigtableMonitor | None = None
+
+
+def use_bigtable_monitor(monitor: BigtableMonitor | None) -> None:
+    """Register where the controller reads the graph's Bigtable load (the local stack's
+    emulator meter); None: Cloud Monitoring, unless an emulator stands in for Bigtable."""
+    global _bigtable_monitor, _controller
+    with _lock:
+        _bigtable_monitor, _controller = monitor, None
+
+
+def _bigtable_monitor_from_env() -> BigtableMonitor | None:
+    """The registered monitor; else Cloud Monitoring, except against an emulator (which
+    Monitoring knows nothing of: no gate)."""
+    if _bigtable_monitor is not None:
+        return _bigtable_monitor
+    if os.environ.get("BIGTABLE_EMULATOR_HOST"):
+        return None
+    from shared.adapters.google.monitoring import CloudMonitoring
+
+    return CloudMonitoring()
 
 
 def use_cluster(
@@ -88,5 +110,7 @@ def controller() -> Controller:
                 graph_tables=BigtableGraphTables(),
                 done_times=_done_times(),
                 done_markers=_done_markers,  # a completed layer's check (docs/verify.md)
+                # The ramp's gate on the graph's Bigtable (docs/bigtable-ramp-and-bill.md).
+                bigtable_monitor=_bigtable_monitor_from_env(),
             )
         return _controller

@@ -17,9 +17,10 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from shared.bigtable_load import Overload
 from shared.build_plan import layer_plan, plan_for
 from shared.config import PipelineConfig
-from shared.costs import estimate
+from shared.costs import RunCost, estimate
 from shared.grid import layer_batch_size
 from shared.layers import layer_shape
 from shared.pricing import RateRow, load_rates
@@ -40,6 +41,8 @@ class SimSettings:
     approve_after_s: float = 300.0  # approve mode: an operator's reaction time
     seed: int = 1
     max_sim_s: float = 90 * 86400.0  # give up after this much simulated time
+    # A busy Bigtable during parts of the build (the ramp's gate; empty: never busy).
+    bigtable_overload: tuple[Overload, ...] = ()
 
 
 @dataclass
@@ -71,13 +74,25 @@ class SimReport:
     run: RunState
     # (elapsed_s, layer key) each time a layer finished, for forecasts
     layer_finishes: list[tuple[float, str]] = field(default_factory=list)
+    # With a Bigtable overload: (elapsed_s, load, running layers' parallelism, why the ramp
+    # holds) at each reconcile where one of them changed.
+    ramp_timeline: list[tuple[float, float | None, int, str]] = field(default_factory=list)
+    # The cost by layer and the cluster fee (cost_usd is its total), for the whole bill.
+    run_cost: RunCost | None = None
 
 
-def decide_step(run: RunState, jobs, now: datetime, plan: Plan, rates: tuple[RateRow, ...] | None):
+def decide_step(
+    run: RunState,
+    jobs,
+    now: datetime,
+    plan: Plan,
+    rates: tuple[RateRow, ...] | None,
+    bigtable_load: float | None = None,
+):
     """THE coupling point to the controller's decision: everything the simulator knows about
     `decide`'s signature is here. `plan` is `plan_for(cfg, run)`, computed once per
     simulation; pods are not observed (the simulator keeps the accounting: see _account)."""
-    return decide(Snapshot(run, jobs), plan, rates, now)
+    return decide(Snapshot(run, jobs, bigtable_load=bigtable_load), plan, rates, now)
 
 
 class Simulation:
@@ -97,6 +112,7 @@ class Simulation:
         self.counts = dict.fromkeys(("invocations", "reconciles", "reads", "writes", "covered"), 0)
         self.finished_pods: dict[str, int] = {}
         self.layer_finishes: list[tuple[float, str]] = []
+        self.ramp_timeline: list[tuple[float, float | None, int, str]] = []
         self.plan = plan_for(cfg, run)
         self.plans = self.plan.layers
         self.rates = load_rates()
@@ -125,7 +141,9 @@ class Simulation:
         self._account()
         running = [ls.job_name for ls in self.run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.status(name) for name in running}
-        d = decide_step(self.run, jobs, self.cluster.at(now), self.plan, self.rates)
+        overload = self.s.bigtable_overload
+        load = next((o.load for o in overload if o.at(now) is not None), None)
+        d = decide_step(self.run, jobs, self.cluster.at(now), self.plan, self.rates, load)
         if d.changed:
             changed = sum(
                 1 for k, ls in d.state.layers.items() if (ls.phase, ls.parallelism) != before[k]
@@ -140,6 +158,8 @@ class Simulation:
         for ls in self.run.layers.values():
             if ls.phase in ("succeeded", "failed") and before[ls.key][0] == "running":
                 self.layer_finishes.append((now, ls.key))
+        if overload:
+            self._note_ramp(now, load)
         for action in d.actions:
             if isinstance(action, CreateJob):
                 self._create(action, now)
@@ -157,6 +177,13 @@ class Simulation:
                 self.counts["writes"] += 1
                 if action.kind == "approval_needed":
                     self.push(now + self.s.approve_after_s, "approve", action.stage, action.layer)
+
+    def _note_ramp(self, now: float, load: float | None) -> None:
+        """One timeline entry when the load, the parallelism or the hold changed."""
+        running = [ls for ls in self.run.layers.values() if ls.phase == "running"]
+        entry = (now, load, sum(ls.parallelism for ls in running), self.run.ramp_hold)
+        if not self.ramp_timeline or self.ramp_timeline[-1][1:] != entry[1:]:
+            self.ramp_timeline.append(entry)
 
     def _create(self, action: CreateJob, now: float) -> None:
         if action.job_name in self.cluster.jobs:
@@ -263,11 +290,12 @@ class Simulation:
                 )
             )
         end_at = self.run.finished_at or self.cluster.at(now)
+        cost = estimate(self.cfg, self.run, self.rates, end_at)
         return SimReport(
             status=self.run.status,
             chunks=sum(lr.chunks for lr in layers),
             wall_s=(end_at - T0).total_seconds(),
-            cost_usd=estimate(self.cfg, self.run, self.rates, end_at).usd,
+            cost_usd=cost.usd,
             pods=sum(lr.pods for lr in layers),
             function_invocations=self.counts["invocations"],
             reconciles=self.counts["reconciles"],
@@ -279,6 +307,8 @@ class Simulation:
             layers=layers,
             run=self.run,
             layer_finishes=self.layer_finishes,
+            ramp_timeline=self.ramp_timeline,
+            run_cost=cost,
         )
 
 

@@ -166,6 +166,7 @@ def test_controller_and_function_build_hold_only_what_they_use():
     assert sorted(roles_of(controller)) == [
         "roles/container.clusterViewer",
         "roles/datastore.user",
+        "roles/monitoring.viewer",
     ]
     build_roles = [
         r for k, n, r in iam_grants() if n.startswith("function_build") and "project" in k

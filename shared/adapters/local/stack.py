@@ -19,6 +19,7 @@ from typing import Any
 
 from shared.adapters import wiring
 from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
+from shared.adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
 from shared.adapters.local.chaos import ClusterApiGate
 from shared.adapters.local.cluster.events import EventSettings
 from shared.adapters.local.cluster.local_cluster import LocalCluster
@@ -90,6 +91,8 @@ class LocalStack:
         self.api: ClusterApiGate | None = None
         self.dispatcher: Dispatcher | None = None
         self.ticker: Ticker | None = None
+        # Counts the requests to the Bigtable emulator: the local instance's load.
+        self.bigtable_meter: BigtableMeter | None = None
 
     def __enter__(self) -> LocalStack:
         try:
@@ -103,8 +106,11 @@ class LocalStack:
 
     def start(self) -> LocalStack:
         self.emulators.start()
+        # Every Bigtable client goes through the meter (docs/bigtable-ramp-and-bill.md).
+        self.bigtable_meter = BigtableMeter(self.emulators.env["BIGTABLE_EMULATOR_HOST"]).start()
         self.env = {
             **self.emulators.env,
+            "BIGTABLE_EMULATOR_HOST": self.bigtable_meter.address,
             "PIPELINE_PROJECT": self.project,
             "GOOGLE_CLOUD_PROJECT": self.project,
             "PIPELINE_CLUSTER": "local",
@@ -131,6 +137,7 @@ class LocalStack:
         self.cluster.start()
         self.api = ClusterApiGate(self.cluster)
         wiring.use_cluster(self.api)  # type: ignore[arg-type]  # a Cluster by delegation
+        wiring.use_bigtable_monitor(LocalBigtableMonitor(self.bigtable_meter))
         self.dispatcher = Dispatcher(self.project, self.routes).start()
         self.ticker = Ticker(self.tick, self.tick_period_s).start()
         self._write_env_file()
@@ -168,6 +175,10 @@ class LocalStack:
         if self.bus is not None:
             self.bus.close()
             self.bus = None
+        if self.bigtable_meter is not None:
+            wiring.use_bigtable_monitor(None)
+            self.bigtable_meter.stop()
+            self.bigtable_meter = None
         self.emulators.stop()
         for key, value in self._saved_env.items():
             if value is None:

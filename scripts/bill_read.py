@@ -1,0 +1,110 @@
+"""The whole bill of a run (shared.bill) with what Cloud Monitoring, or the local stack's
+meter, knows of its Bigtable instance. The I/O edge of the bill: a monitor that cannot be
+reached leaves its lines estimated, never fails the command."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import Any
+
+from shared.bigtable_monitor import BigtableMonitor, Sample
+from shared.bill import (
+    Bill,
+    controller_line,
+    estimated_usage,
+    nodes_line,
+    pod_lines,
+    projected_bill,
+    storage_line,
+)
+from shared.config import PipelineConfig
+from shared.controller_usage import ControllerUsage
+from shared.costs import estimate
+from shared.forecast import run_forecast
+from shared.pricing import load_cloud_prices, load_rates
+from shared.state import RunState
+
+
+def default_monitor() -> BigtableMonitor | None:
+    """Cloud Monitoring, unless an emulator stands in for Bigtable (nothing to read there
+    from another process: the demo passes the local stack's meter)."""
+    if os.environ.get("BIGTABLE_EMULATOR_HOST"):
+        return None
+    from shared.adapters.google.monitoring import CloudMonitoring
+
+    return CloudMonitoring()
+
+
+def _read(read: Any) -> tuple[list[Sample] | None, str]:
+    try:
+        return read(), ""
+    except Exception as e:  # noqa: BLE001 - an unreachable Monitoring leaves the line estimated
+        return None, f"{type(e).__name__}: {str(e)[:120]}"
+
+
+def run_bill(
+    cfg: PipelineConfig, run: RunState, now: datetime, monitor: BigtableMonitor | None
+) -> Bill:
+    """Every line of a run's bill, priced now."""
+    prices = load_cloud_prices()
+    lines = pod_lines(estimate(cfg, run, load_rates(), now))
+    start = run.created_at or now
+    end = run.finished_at or now
+    span_s = max(0.0, (end - start).total_seconds())
+    where = (cfg.bigtable.project, cfg.bigtable.instance)
+    table, nodes, why = None, None, "no monitor"
+    if monitor is not None:
+        table, why = _read(lambda: monitor.table_bytes(*where, cfg.graph_id, start, end))
+        nodes, _ = _read(lambda: monitor.node_counts(*where, start, end))
+    source = getattr(monitor, "storage_source", "Cloud Monitoring")
+    if table is None and why:
+        source += f" ({why})"
+    exact = bool(getattr(monitor, "storage_exact", True))
+    lines.append(storage_line(table, start, end, prices["bigtable_ssd_gib_month"], exact, source))
+    lines.append(nodes_line(nodes, start, end, prices["bigtable_node_hour"]))
+    counted = ControllerUsage.from_doc(run.controller_usage)
+    fallback = estimated_usage(span_s, cfg.controller.tick_period_s, len(run.layers), run.version)
+    lines.append(controller_line(counted, fallback, span_s, prices))
+    return Bill(lines)
+
+
+def run_projected_bill(
+    cfg: PipelineConfig, run: RunState, now: datetime, bill: Bill
+) -> Bill | None:
+    """The whole bill at the run's end by the forecast (shared.forecast); None once the run
+    ended or when the forecast cannot price it."""
+    if run.status in ("succeeded", "failed") or run.created_at is None:
+        return None
+    try:
+        fc = run_forecast(cfg, run, now)
+    except ValueError:  # a region the rate table lacks
+        return None
+    pods = sum(lf.projected_usd for lf in fc.layers)
+    spent = max(0.0, (now - run.created_at).total_seconds())
+    return projected_bill(bill, spent, fc.remaining_s, pods, fc.projected_usd - pods)
+
+
+def bill_table(run_id: str, bill: Bill, projected: Bill | None = None) -> Any:
+    """The whole bill as a table: line, USD, measured or estimated, and what it rests on."""
+    from scripts.views.terminal import titled_table
+
+    table = titled_table(f"run {run_id} · the whole bill", ("line", "USD", "how", "basis"))
+    for line in bill.lines:
+        how = "measured" if line.measured else "estimated"
+        table.add_row(line.key, f"{line.usd:.4f}", how, line.basis)
+    table.add_row("[bold]total[/]", f"[bold]{bill.total_usd:.4f}[/]", "", "")
+    if projected is not None:
+        lines = ", ".join(f"{line.key} ${line.usd:.4f}" for line in projected.lines)
+        table.caption = f"forecast at the end: ${projected.total_usd:.4f} ({lines})"
+        table.caption_justify = "left"
+    return table
+
+
+def bill_facts(bill: Bill) -> dict[str, str]:
+    """The bill as the report's header facts, one per line and the total."""
+    out = {"whole bill": f"${bill.total_usd:.4f}"}
+    for line in bill.lines:
+        how = "measured" if line.measured else "estimated"
+        out[f"bill: {line.key}"] = f"${line.usd:.4f} ({how})"
+    return out
