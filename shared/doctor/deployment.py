@@ -24,6 +24,7 @@ APIS: tuple[str, ...] = (
     "cloudscheduler.googleapis.com",
     "cloudbuild.googleapis.com",
     "logging.googleapis.com",
+    "monitoring.googleapis.com",
     "artifactregistry.googleapis.com",
     "iam.googleapis.com",
     "storage.googleapis.com",
