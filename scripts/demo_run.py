@@ -44,6 +44,7 @@ from shared.layer_spec import layer_spec
 from shared.layers import layer_count
 from shared.manifest import validate_config_renders
 from shared.pricing import load_rates
+from shared.rightsize_run import run_suggestions
 from shared.stages import check_stages, dependencies, image_owns_table
 from shared.state import RunState
 
@@ -269,6 +270,7 @@ def run_demo(
     result.eta_forecasts, result.mid_layer_forecasts = etas.entries, etas.mid_layer
     result.verify = verify
     result.forecast_error_at_40pct = etas.error_at(wall)
+    result.extra["rightsize"] = [s.to_dict() for s in run_suggestions(cfg, run)]
     return result
 
 

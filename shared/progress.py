@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from shared import intervals
 from shared.forecast import LayerForecast, RunForecast
@@ -117,6 +118,8 @@ class RunProgress:
     assumed_chunk_s: float | None = None  # the forecast's guess before any pod finished
     # Mid-graph starts recorded on the run (shared/start_from.py), one line each.
     starts: tuple[str, ...] = ()
+    # Right-size suggestions (shared.rightsize.Suggestion.to_dict), in build order.
+    rightsize: tuple[dict[str, Any], ...] = ()
 
 
 def chunks_done(completed_indexes: str, size: LayerSize) -> int:

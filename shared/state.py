@@ -95,6 +95,11 @@ class LayerState:
     # Chunks found marked done in the ledger when the layer's Job completed (None: not
     # checked; shared.completeness, docs/verify.md).
     chunks_marked: int | None = None
+    # What its succeeded pods used (the latest 200: mean vCPU, peak GiB; shared.rightsize),
+    # and whether its requests were right-sized from the layers below (job.rightsize: auto).
+    used_cpu: list[float] = field(default_factory=list)
+    used_memory_gib: list[float] = field(default_factory=list)
+    rightsized: bool = False
 
     @property
     def key(self) -> str:

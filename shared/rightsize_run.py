@@ -1,0 +1,31 @@
+"""A run's right-size suggestions from its stored state and config snapshot, as `pipeline
+status`, `pipeline run`, the report and the demo show them (shared.rightsize decides; this
+module only gathers its inputs). Pure apart from reading the packaged rate table."""
+
+from __future__ import annotations
+
+from shared.autopilot import Requests
+from shared.config import PipelineConfig
+from shared.forecast import forecast_inputs
+from shared.rightsize import Suggestion, suggest
+from shared.state import RunState
+
+
+def run_suggestions(cfg: PipelineConfig, run: RunState) -> list[Suggestion]:
+    """Suggestions for the run's layers, [] when every stage has `job.rightsize: off`."""
+    stages = [s for s in run.stages if cfg.job.for_stage(s).rightsize != "off"]
+    if not stages:
+        return []
+    plans, _, rates = forecast_inputs(cfg, run)
+    requested = {
+        k: Requests(p.cpu, p.memory_gib) for k, p in plans.items() if p.cpu and p.memory_gib
+    }
+    margins = {s: cfg.job.for_stage(s).rightsize_margin for s in run.stages}
+    classes = {s: cfg.job.for_stage(s).compute_class for s in run.stages}
+    layers = [ls for ls in run.ordered_layers() if ls.stage in stages]
+    return suggest(layers, requested, margins, rates, classes)
+
+
+def savings_usd(suggestions: list[Suggestion]) -> float:
+    """What the suggestions would have saved over the layers that ran (their pod-seconds)."""
+    return sum(s.savings_usd for s in suggestions if s.savings_usd is not None)
