@@ -100,6 +100,11 @@ class LayerState:
     used_cpu: list[float] = field(default_factory=list)
     used_memory_gib: list[float] = field(default_factory=list)
     rightsized: bool = False
+    # Its canary (controller.canary_chunks; shared.canary): "" (none), running, done or
+    # failed; its Job; and its record (figures, sized requests, the build's forecast).
+    canary_phase: str = ""
+    canary_job: str = ""
+    canary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
