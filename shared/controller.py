@@ -27,7 +27,6 @@ from shared.alerts import (
     with_log_tails,
 )
 from shared.build_plan import plan_for
-from shared.canary import with_canary_sizes
 from shared.cluster import (
     Cluster,
     ClusterUnreachableError,
@@ -71,6 +70,7 @@ from shared.reconcile import (
     decide,
     reject,
 )
+from shared.rightsize_run import with_run_sizes
 from shared.run_store import RunNotFoundError, RunStore, StaleStateError
 from shared.setup_job import dataset_config_map_manifest
 from shared.setup_step import needs_graph_table
@@ -254,7 +254,7 @@ class Controller:
         # The run's current config (`pipeline apply` replaces it), with the memory its
         # layers' current attempts ask for after OOM kills (shared.oom).
         cfg = with_memory_factors(
-            with_canary_sizes(config_from_dict(run.config, run.dataset), run), run
+            with_run_sizes(config_from_dict(run.config, run.dataset), run), run
         )
         now = self.clock()
         running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]

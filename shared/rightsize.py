@@ -10,8 +10,9 @@ margin and snapped to Autopilot. A layer with no layer below it that has figures
 its own (what it should have asked). The money a suggestion saves is the layer's pod-seconds
 at its requests less the same pod-seconds at the suggestion.
 
-The margin grows after an OOM kill on a right-sized layer (`effective_margin`): the fit was
-too tight once, so it is trusted less from then on.
+With `job.rightsize: auto` the layers get these requests (`rightsized_layers`); the margin
+grows by OOM_MARGIN_STEP after each right-sized layer that saw OOM kills: the fit was too
+tight once, so it is trusted less for the layers above it.
 """
 
 from __future__ import annotations
@@ -98,11 +99,29 @@ def memory_growth(points: Sequence[tuple[int, float]]) -> float:
     return min(MAX_GROWTH, max(1.0, math.exp(slope)))
 
 
-def effective_margin(margin: float, layers: Iterable[LayerState], stage: str) -> float:
-    """`margin`, raised by OOM_MARGIN_STEP for every right-sized layer of `stage` whose pods
-    were OOM-killed (the fit was too tight there)."""
-    misses = sum(1 for ls in layers if ls.stage == stage and ls.rightsized and ls.oom_killed)
-    return margin * OOM_MARGIN_STEP**misses
+def rightsized_layers(
+    layers: Sequence[LayerState], margin: float, compute_class: str = ""
+) -> dict[int, Requests]:
+    """`job.rightsize: auto` for one stage's layers (lowest first): the requests of every
+    layer that has layers with figures below it, from them (size_from), the margin raised
+    for each such layer below it that saw OOM kills. Deterministic in the layers' state, so
+    a running layer keeps the requests it started with (the layers below it are done)."""
+    out: dict[int, Requests] = {}
+    usages: list[LayerUsage] = []
+    misses = 0
+    for ls in layers:
+        if usages and not ls.done_before:
+            try:
+                out[ls.layer] = size_from(
+                    usages, ls.layer, margin * OOM_MARGIN_STEP**misses, compute_class
+                )
+                misses += bool(ls.oom_killed)
+            except ResourceLimitError:
+                pass  # past the class's ceiling: the configured request (and its refusal)
+        usage = layer_usage(ls)
+        if usage is not None:
+            usages.append(usage)
+    return out
 
 
 def size_from(
@@ -133,6 +152,7 @@ class Suggestion:
     used_peak_memory_gib: float | None = None
     savings_usd: float | None = None  # on its pod-seconds so far (negative: it asks more)
     covered: bool | None = None  # the suggestion holds the layer's peak memory
+    applied: bool = False  # job.rightsize: auto gave the layer these requests
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -144,6 +164,7 @@ class Suggestion:
             "used": {"cpu_p95": self.used_cpu_p95, "peak_memory_gib": self.used_peak_memory_gib},
             "savings_usd": None if self.savings_usd is None else round(self.savings_usd, 6),
             "covered": self.covered,
+            "applied": self.applied,
         }
 
 
@@ -153,12 +174,15 @@ def suggest(
     margins: dict[str, float],
     rates: dict[str, Rate],
     compute_classes: dict[str, str] | None = None,
+    applied: dict[str, Requests] | None = None,
 ) -> list[Suggestion]:
     """A suggestion for every layer that has figures below it or of its own, in build order
     (`layers` as RunState.ordered_layers gives them). `requested` maps a layer key to its
     configured requests (used for layers that have not started), `margins` each stage to its
-    margin, `rates` each stage to its price, `compute_classes` each stage to its class."""
+    margin, `rates` each stage to its price, `compute_classes` each stage to its class;
+    `applied` the requests `job.rightsize: auto` gives layers (rightsized_layers), as is."""
     classes = compute_classes or {}
+    applied = applied or {}
     out: list[Suggestion] = []
     for ls in layers:
         below = [
@@ -176,9 +200,10 @@ def suggest(
         req = requested.get(ls.key)
         cpu = ls.cpu_request or (req.cpu if req else 0.0)
         mem = ls.memory_request_gib or (req.memory_gib if req else 0.0)
-        stage_margin = effective_margin(margins[ls.stage], layers, ls.stage)
         try:
-            sug = size_from(basis_usage, ls.layer, stage_margin, classes.get(ls.stage, ""))
+            sug = applied.get(ls.key) or size_from(
+                basis_usage, ls.layer, margins[ls.stage], classes.get(ls.stage, "")
+            )
         except ResourceLimitError:
             continue  # past the class's ceiling: nothing cheaper to suggest
         savings = covered = None
@@ -200,6 +225,7 @@ def suggest(
                 own.peak_memory_gib if own else None,
                 savings,
                 covered,
+                ls.key in applied,
             )
         )
     return out

@@ -95,11 +95,9 @@ class LayerState:
     # Chunks found marked done in the ledger when the layer's Job completed (None: not
     # checked; shared.completeness, docs/verify.md).
     chunks_marked: int | None = None
-    # What its succeeded pods used (the latest 200: mean vCPU, peak GiB; shared.rightsize),
-    # and whether its requests were right-sized from the layers below (job.rightsize: auto).
+    # What its succeeded pods used (the latest 200: mean vCPU, peak GiB; shared.rightsize).
     used_cpu: list[float] = field(default_factory=list)
     used_memory_gib: list[float] = field(default_factory=list)
-    rightsized: bool = False
     # Its canary (controller.canary_chunks; shared.canary): "" (none), running, done or
     # failed; its Job; and its record (figures, sized requests, the build's forecast).
     canary_phase: str = ""

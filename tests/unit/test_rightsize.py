@@ -17,18 +17,17 @@ from shared.adapters.local.cluster.metrics import (
     parse_status_hwm_bytes,
 )
 from shared.autopilot import Requests
-from shared.config import ConfigError, load_config
+from shared.config import ConfigError, LayerOverride, load_config
 from shared.pod_accounting import record_pods
 from shared.pricing import load_rates, pod_cost, rate_for
 from shared.rightsize import (
-    OOM_MARGIN_STEP,
     SAMPLES_KEPT,
     PodFigures,
-    effective_margin,
     layer_usage,
     memory_growth,
     note_usage,
     percentile,
+    rightsized_layers,
     size_from,
     suggest,
 )
@@ -156,14 +155,31 @@ def test_suggest_skips_layers_without_figures() -> None:
     assert suggest([LayerState(stage="ingest", layer=2)], {}, {"ingest": 1.25}, {}) == []
 
 
-def test_oom_on_a_rightsized_layer_raises_the_margin() -> None:
-    layers = [
-        LayerState(stage="ingest", layer=3, rightsized=True, oom_killed=2),
-        LayerState(stage="ingest", layer=4, rightsized=False, oom_killed=1),  # not ours
-        LayerState(stage="meshing", layer=3, rightsized=True, oom_killed=1),  # other stage
-    ]
-    assert effective_margin(1.2, layers, "ingest") == pytest.approx(1.2 * OOM_MARGIN_STEP)
-    assert effective_margin(1.2, layers[1:2], "ingest") == 1.2
+def test_auto_sizes_each_layer_from_the_layers_below_and_an_oom_widens_the_margin() -> None:
+    l2 = _layer(2, [0.4], [1.0])
+    l3 = _layer(3, [0.4], [2.0])
+    l4 = LayerState(stage="ingest", layer=4)
+    got = rightsized_layers([l2, l3, l4], 1.0)
+    assert 2 not in got  # nothing below layer 2 (its canary sizes it)
+    assert got[3] == Requests(0.5, 1.0)  # from L2 alone
+    assert got[4] == Requests(0.75, 4.0)  # L3's 2 GiB grown x2 (fitted over L2-L3)
+    l3.oom_killed = 1  # the right-sized L3 was OOM-killed: L4 gets a wider margin
+    got = rightsized_layers([l2, l3, l4], 1.0)
+    assert got[3] == Requests(0.5, 1.0)
+    assert got[4] == Requests(1.0, 5.0)  # 2 x 2 x 1.25 = 5 GiB
+    l4.done_before = True  # built by an earlier run: not ours to size
+    assert 4 not in rightsized_layers([l2, l3, l4], 1.0)
+    assert rightsized_layers([LayerState(stage="ingest", layer=3)], 1.0) == {}
+
+
+def test_suggest_shows_the_applied_requests() -> None:
+    l2 = _layer(2, [0.4], [1.0])
+    l3 = LayerState(stage="ingest", layer=3)
+    applied = {"ingest-L3": Requests(2.0, 8.0)}
+    (s2, s3) = suggest([l2, l3], {}, {"ingest": 1.0}, {"ingest": RATE}, applied=applied)
+    assert (
+        not s2.applied and s3.applied and (s3.suggested_cpu, s3.suggested_memory_gib) == (2.0, 8.0)
+    )
 
 
 def _write(tmp_path: Path, job: str, controller: str = "") -> Path:
@@ -209,3 +225,26 @@ def test_life_usage_reads_this_process() -> None:
     usage.sample(os.getpid())
     assert usage.peak_memory_gib() is not None and usage.peak_memory_gib() > 0.01
     assert usage.ticks > 0 and usage.cpu_used(1.0) == pytest.approx(usage.ticks / usage._hz)
+
+
+def test_with_run_sizes_applies_auto_and_keeps_pins(tmp_path: Path) -> None:
+    """What the controller plans with: L3 right-sized from L2's pods under `auto`, a pinned
+    memory kept, nothing under `suggest`."""
+    from shared.build_plan import new_run
+    from shared.layer_spec import layer_spec
+    from shared.rightsize_run import run_suggestions, with_run_sizes
+
+    cfg = load_config(_write(tmp_path, "  rightsize: auto\n  rightsize_margin: 1.0\n"))
+    res = cfg.job.resources.model_copy(update={"overrides": {4: LayerOverride(memory=3.0)}})
+    cfg = cfg.model_copy(update={"job": cfg.job.model_copy(update={"resources": res})})
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    note_usage(run.layers["ingest-L2"], [PodFigures(0.4, 1.6)])
+    sized = with_run_sizes(cfg, run)
+    assert layer_spec(sized, "ingest", 2).requests == layer_spec(cfg, "ingest", 2).requests
+    assert layer_spec(sized, "ingest", 3).requests == Requests(0.5, 1.75)
+    assert layer_spec(sized, "ingest", 4).requests.memory_gib == 3.0  # pinned
+    assert [s.applied for s in run_suggestions(cfg, run)] == [False, True, True, True]
+    suggest_only = cfg.model_copy(
+        update={"job": cfg.job.model_copy(update={"rightsize": "suggest"})}
+    )
+    assert with_run_sizes(suggest_only, run) == suggest_only
