@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from scripts.layer_target import run_config
+from shared.canary import canary_summary
 from shared.cluster import Cluster, ClusterError
 from shared.config import PipelineConfig
 from shared.costs import estimate
@@ -98,7 +99,7 @@ def gather(run: RunState, now: datetime, cluster: Cluster | None) -> tuple[RunPr
     progress = run_progress(run, rows, now, cost_usd=total_cost, cluster=totals, forecast=fc)
     try:
         sizes = tuple(s.to_dict() for s in run_suggestions(cfg, run))
-        progress = replace(progress, rightsize=sizes)
+        progress = replace(progress, rightsize=sizes, canaries=tuple(canary_summary(run)))
     except ValueError as e:  # the rate table lacks the region (noted above)
         notes.append(f"no right-size suggestions: {str(e).splitlines()[0]}")
     return progress, "; ".join(notes)

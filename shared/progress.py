@@ -120,6 +120,7 @@ class RunProgress:
     starts: tuple[str, ...] = ()
     # Right-size suggestions (shared.rightsize.Suggestion.to_dict), in build order.
     rightsize: tuple[dict[str, Any], ...] = ()
+    canaries: tuple[dict[str, Any], ...] = ()  # shared.canary.canary_summary
 
 
 def chunks_done(completed_indexes: str, size: LayerSize) -> int:

@@ -179,6 +179,30 @@ def waiting_lines(p: RunProgress, limit: int = MAX_WAITING) -> Text:
     return Text("\n".join(lines))
 
 
+def canary_lines(canaries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per canary (shared.canary): its figures, the size it gave, its forecast."""
+    lines = []
+    for c in canaries:
+        head = f"canary {c['stage']}-L{c['layer']}: {c['phase']}"
+        if c["phase"] != "done":
+            lines.append(head + (f" ({c['failed']})" if c.get("failed") else ""))
+            continue
+        peak = "?" if c["peak_memory_mib"] is None else f"{c['peak_memory_mib']:g} MiB"
+        sized = c.get("sized") or {}
+        line = (
+            f"{head}, {c['chunks']} chunks, p50 {c['runtime_p50_s']:g} s / p95 "
+            f"{c['runtime_p95_s']:g} s, peak {peak}; sized {sized.get('cpu', 0):g} vCPU / "
+            f"{sized.get('memory_gib', 0):g} GiB"
+        )
+        if c.get("forecast_wall_s") is not None:
+            line += (
+                f"; forecast {span(c['forecast_wall_s'])}, {c['forecast_pods']} pods, "
+                f"{usd(c['forecast_cost_usd'])}"
+            )
+        lines.append(line)
+    return lines
+
+
 def rightsize_lines(suggestions: Iterable[Mapping[str, Any]]) -> list[str]:
     """One line per right-size suggestion (shared.rightsize): asked, suggested, used, saved."""
     lines = []
@@ -205,6 +229,8 @@ def status_view(p: RunProgress, note: str = "", max_rows: int = MAX_ROWS) -> Gro
     if p.starts:  # how the run began mid-graph, unverified layers included (recorded)
         parts.append(Text("\n".join(p.starts), style="yellow"))
     parts += [layers_table(p, max_rows), waiting_lines(p)]
+    if p.canaries:
+        parts.append(Text("\n".join(canary_lines(p.canaries)), style="cyan"))
     if p.rightsize:
         parts.append(Text("\n".join(rightsize_lines(p.rightsize)), style="cyan"))
     if note:

@@ -263,3 +263,38 @@ def test_forecast_build_by_the_simulator_grows_with_the_canarys_chunk_time() -> 
     assert b["remaining_s"] > 2 * a["remaining_s"] and b["cost_usd"] > a["cost_usd"]
     specs = [layer_spec(cfg, "ingest", layer) for layer in range(2, 6)]
     assert a["pods"] == sum(s.completions for s in specs) + quick.chunks
+
+
+def test_status_shows_the_canary_and_the_right_size_lines() -> None:
+    from scripts.views.status import canary_lines, rightsize_lines
+    from shared.canary import canary_summary
+
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase = "done"
+    ls.canary = {
+        "chunks": 8,
+        "runtime_p50_s": 13.3,
+        "runtime_p95_s": 13.8,
+        "peak_memory_gib": 0.125,
+        "sized": {"cpu": 0.5, "memory_gib": 1.0},
+        "forecast": {"wall_s": 540.0, "pods": 30, "cost_usd": 0.016},
+    }
+    (c,) = canary_summary(run)
+    assert c["peak_memory_mib"] == 128.0 and c["forecast_wall_s"] == 540.0
+    (line,) = canary_lines([c])
+    assert "8 chunks" in line and "128 MiB" in line and "sized 0.5 vCPU / 1 GiB" in line
+    assert "30 pods" in line
+    s = {
+        "stage": "ingest",
+        "layer": 3,
+        "basis": "L2",
+        "requested": {"cpu": 1.0, "memory_gib": 4.0},
+        "suggested": {"cpu": 0.5, "memory_gib": 1.0},
+        "used": {"cpu_p95": 0.3, "peak_memory_gib": 1.4},
+        "savings_usd": 0.01,
+        "covered": False,
+    }
+    (line,) = rightsize_lines([s])
+    assert "0.5 vCPU / 1 GiB instead of 1 / 4" in line and "peak 1.40 GiB" in line
+    assert "OOM" in line
