@@ -76,6 +76,8 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
     assert ls.canary_phase == "done" and ls.phase == "waiting"
     assert ls.canary["sized"]["memory_gib"] >= 0.75  # 2 x ~0.3 GiB, above the planned 0.5
     assert ls.canary["planned"]["memory_gib"] == 0.5
+    # the chunk and start-up times the worker logged (read from the pods' logs)
+    assert (ls.canary["chunk_p50_s"], ls.canary["startup_p50_s"]) == (0.4, 0.2)
     forecast = ls.canary["forecast"]
     assert forecast["wall_s"] > 0 and forecast["cost_usd"] > 0 and forecast["pods"] > CHUNKS
     (body,) = [b for kind, b in published if kind == "approval_needed"]
