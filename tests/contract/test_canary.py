@@ -60,6 +60,7 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
     ctrl.reconcile(run.run_id)  # creates the canary, not the layer, and asks no approval yet
     ls = store.load_run(run.run_id).layers["ingest-L2"]
     assert ls.canary_phase == "running" and ls.phase == "waiting" and not published
+    assert store.run_for_job(ls.canary_job) == run.run_id  # its Job events reconcile the run
     status = wait_for(
         lambda: (j := cluster.get_job(ls.canary_job)) and j.condition == "Complete" and j,
         what="the canary Job to complete",
