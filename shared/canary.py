@@ -35,6 +35,8 @@ from shared.worker_contract import BATCH_SIZE
 CANARY_LABEL = "cave-pipeline/canary"
 BATCH_ANNOTATION = "cave-pipeline/batch-size"
 CANARY_PHASES = ("", "running", "done", "failed")
+# A pod's start-up as the forecasts assume it (shared.simulation.runtimes.Runtimes).
+POD_START_UP_S = 10.0
 
 
 def canary_job_name(layer_job: str) -> str:
@@ -302,3 +304,20 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def canary_chunk_s(run: RunState) -> float | None:
+    """One chunk's time as the run's canaries measured it (the worker's chunk compute p50,
+    else a canary pod's p50 runtime less the forecast's start-up share), for the in-run
+    forecast before any pod of the run has finished; None without a finished canary."""
+    times = []
+    for ls in run.layers.values():
+        c = ls.canary
+        if ls.canary_phase != "done":
+            continue
+        if c.get("chunk_p50_s") is not None:
+            times.append(float(c["chunk_p50_s"]))
+        elif c.get("runtime_p50_s") is not None:
+            pod = float(c["runtime_p50_s"])
+            times.append(pod - min(POD_START_UP_S, pod / 2))
+    return max(times) if times else None

@@ -298,3 +298,24 @@ def test_status_shows_the_canary_and_the_right_size_lines() -> None:
     (line,) = rightsize_lines([s])
     assert "0.5 vCPU / 1 GiB instead of 1 / 4" in line and "peak 1.40 GiB" in line
     assert "OOM" in line
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        ({"chunk_p50_s": 3.5, "runtime_p50_s": 13.0}, 3.5),  # the worker's own chunk time
+        ({"runtime_p50_s": 30.0}, 20.0),  # the pod less the 10 s start-up
+        ({"runtime_p50_s": 4.0}, 2.0),  # at most half the pod
+    ],
+)
+def test_the_in_run_forecast_assumes_the_canarys_chunk_time(record: dict, expected: float) -> None:
+    """Before any pod has finished, `status`'s forecast takes the canary's chunk time, not a
+    30 s guess."""
+    from shared.forecast import DEFAULT_CHUNK_S, run_forecast
+
+    cfg = _demo()
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    assert run_forecast(cfg, run, T0).assumed_chunk_s == DEFAULT_CHUNK_S
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary = "done", record
+    assert run_forecast(cfg, run, T0).assumed_chunk_s == expected
