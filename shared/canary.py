@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from shared.autopilot import Requests, layer_requests, snap_requests
+from shared.autopilot import Requests, ResourceLimitError, layer_requests, snap_requests
 from shared.cluster import JobStatus, PodInfo
 from shared.config import JobOverride, JobSettings, LayerOverride, PipelineConfig
 from shared.rightsize import percentile
@@ -219,7 +219,11 @@ def canary_holds(
         ls.canary = {**ls.canary, "failed": reason}
         fix = f"see `pipeline inspect` of Job {ls.canary_job}; the layer goes on as configured"
         return False, [("alert", ("canary_failed", {"reason": reason, "fix": fix}))]
-    sized = size_layer(figures, plan.job, ls.layer, plan.margin)
+    problems = {}
+    try:
+        sized = size_layer(figures, plan.job, ls.layer, plan.margin)
+    except ResourceLimitError as e:  # past the class's ceiling: keep the plan, say why
+        sized, problems["size_error"] = planned, str(e)
     record: dict[str, Any] = {
         **ls.canary,
         **{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(figures).items()},
@@ -227,8 +231,12 @@ def canary_holds(
         "sized": {"cpu": sized.cpu, "memory_gib": sized.memory_gib},
         "finished_at": now.isoformat(),
     }
+    record.update(problems)
     if plan.forecaster is not None:
-        record["forecast"] = plan.forecaster(figures, planned, sized, now)
+        try:
+            record["forecast"] = plan.forecaster(figures, planned, sized, now)
+        except ValueError as e:  # e.g. a region the rate table lacks: no forecast, no stop
+            record["forecast_error"] = str(e).splitlines()[0]
     ls.canary, ls.canary_phase = record, "done"
     return (sized.cpu, sized.memory_gib) != (planned.cpu, planned.memory_gib), []
 

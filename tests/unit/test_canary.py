@@ -319,3 +319,15 @@ def test_the_in_run_forecast_assumes_the_canarys_chunk_time(record: dict, expect
     ls = run.layers["ingest-L2"]
     ls.canary_phase, ls.canary = "done", record
     assert run_forecast(cfg, run, T0).assumed_chunk_s == expected
+
+
+def test_a_canary_past_the_class_ceiling_keeps_the_plan_and_says_why() -> None:
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary_job = "running", "job-ingest-2-0-canary"
+    done = {ls.canary_job: job(ls.canary_job, completions=4, condition="Complete")}
+    pods = {ls.canary_job: [_pod(i, 10.0, peak_memory_gib=200.0, cpu_used=0.5) for i in range(4)]}
+    d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
+    ls2 = d.state.layers["ingest-L2"]
+    assert "ceiling" in ls2.canary["size_error"]
+    assert ls2.canary["sized"] == ls2.canary["planned"] and ls2.phase == "running"
