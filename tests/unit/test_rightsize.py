@@ -203,6 +203,13 @@ def test_config_keys_default_and_reject_typos(tmp_path: Path) -> None:
         load_config(_write(tmp_path, "  rightsize_margn: 1.5\n"))
     with pytest.raises(ConfigError, match="canary_margin"):
         load_config(_write(tmp_path, "  canary_margin: 0.5\n"))
+    cfg = load_config(_write(tmp_path, "", controller="  canary_chunks: 8\n"))
+    assert cfg.controller.canary_chunks == 8
+    assert load_config(DEMO).controller.canary_chunks is None  # off by default
+    with pytest.raises(ConfigError, match="canary_chunks"):
+        load_config(_write(tmp_path, "", controller="  canary_chunks: 0\n"))
+    with pytest.raises(ConfigError, match="canary_chunk"):
+        load_config(_write(tmp_path, "", controller="  canary_chunk: 8\n"))
 
 
 STAT = "1234 (py (x) y) S 1 1234 1234 0 -1 4194560 500 0 0 0 70 30 5 7 20 0 1 0 100 1000 200"
