@@ -38,6 +38,7 @@ from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.bigtable_meter import LocalBigtableMonitor
 from shared.adapters.local.stack import LocalStack, demo_event_settings
 from shared.build_plan import new_run
+from shared.canary import canary_summary
 from shared.completeness import StageVerdict, run_complete, verify_run
 from shared.config import PipelineConfig
 from shared.costs import spend
@@ -46,6 +47,7 @@ from shared.layer_spec import layer_spec
 from shared.layers import layer_count
 from shared.manifest import validate_config_renders
 from shared.pricing import load_rates
+from shared.rightsize_run import run_suggestions
 from shared.stages import check_stages, dependencies, image_owns_table
 from shared.state import RunState
 
@@ -283,6 +285,13 @@ def run_demo(
     result.bill = bill.as_dict()
     result.extra["bigtable"] = {"requests": requests, "ramp_timeline": ramp.entries}
     result.forecast_error_at_40pct = etas.error_at(wall)
+    result.extra["rightsize"] = [s.to_dict() for s in run_suggestions(cfg, run)]
+    canaries = canary_summary(run)
+    for c in canaries:  # what happened, against the forecast (the canary's pods included)
+        c["measured_cost_usd"] = round(cost, 6)
+        c["measured_pods"] = pods + (c["chunks"] or 0)
+    if canaries:
+        result.extra["canary"] = canaries[0] if len(canaries) == 1 else canaries
     return result
 
 

@@ -12,8 +12,10 @@ from scripts.commands.costs import cost_report
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
 from scripts.run_progress import layer_size
 from shared import intervals
+from shared.canary import canary_summary
 from shared.layer_spec import layer_spec
 from shared.progress import LayerSize
+from shared.rightsize_run import run_suggestions
 from shared.run_timeline import Attempt, attempts, chunks_over_time, ramp_allowed, running_pods
 from shared.state import RunState
 
@@ -43,6 +45,10 @@ class ReportData:
     failed: list[FailedIndex] = field(default_factory=list)
     failed_total: int = 0
     facts: dict[str, str] = field(default_factory=dict)
+    # The run's canaries (shared.canary.canary_summary) and right-size suggestions
+    # (shared.rightsize.Suggestion.to_dict), docs/canary-and-rightsize.md.
+    canaries: list[dict[str, Any]] = field(default_factory=list)
+    rightsize: list[dict[str, Any]] = field(default_factory=list)
 
 
 def collect(store: Any, run: RunState, now: datetime) -> ReportData:
@@ -95,6 +101,11 @@ def build(run: RunState, records: dict[str, list[dict[str, Any]]], now: datetime
     data = ReportData(run, now, sizes, items, running, allowed, chunks_over_time(items, sizes),
                       costs, failed, total)  # fmt: skip
     data.facts = facts(data, cfg)
+    data.canaries = canary_summary(run)
+    try:
+        data.rightsize = [s.to_dict() for s in run_suggestions(cfg, run)]
+    except ValueError:  # a region the rate table lacks (the costs say so too)
+        data.rightsize = []
     return data
 
 

@@ -7,10 +7,12 @@ running layers' pods (ready, OOM kills, nodes, requests). The arithmetic is
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from scripts.layer_target import run_config
+from shared.canary import canary_summary
 from shared.cluster import Cluster, ClusterError
 from shared.config import PipelineConfig
 from shared.costs import estimate
@@ -29,6 +31,7 @@ from shared.progress import (
     run_progress,
 )
 from shared.reconcile import ramp_target
+from shared.rightsize_run import run_suggestions
 from shared.state import LayerState, RunState
 
 ACTIVE_PHASES = ("Running", "Pending")
@@ -94,6 +97,11 @@ def gather(run: RunState, now: datetime, cluster: Cluster | None) -> tuple[RunPr
         )
     totals = cluster_totals(observed, spot_nodes) if cluster is not None else None
     progress = run_progress(run, rows, now, cost_usd=total_cost, cluster=totals, forecast=fc)
+    try:
+        sizes = tuple(s.to_dict() for s in run_suggestions(cfg, run))
+        progress = replace(progress, rightsize=sizes, canaries=tuple(canary_summary(run)))
+    except ValueError as e:  # the rate table lacks the region (noted above)
+        notes.append(f"no right-size suggestions: {str(e).splitlines()[0]}")
     return progress, "; ".join(notes)
 
 

@@ -3,7 +3,9 @@
 Every body has `kind`, `run_id`, `graph_id`, `stage`, `layer` (empty/0 for run-wide alerts)
 and `at` (ISO time of the decision), plus the kind's details:
 
-- `approval_needed`: `advance`
+- `approval_needed`: `advance`, `forecast`, and `canary` when the layer's canary ran (its
+  figures, sized requests and the build's forecast: shared.canary)
+- `canary_failed`: `reason`, `fix` (no canary pod succeeded; the layer goes on as configured)
 - `failed_indexes`: `indexes` (an interval string, e.g. "3,7-9"), `index_count`, `job`,
   `batches` [{`index`, `chunks`, `log_tail`}] for the first MAX_BATCHES of them,
   `batches_omitted`, and `detail` (the `pipeline inspect` command that shows them all)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.autopilot import ResourceLimitError
+from shared.canary_plan import with_canary
 from shared.config import PipelineConfig
 from shared.costs import billing_for
 from shared.graph_table import GraphTable
@@ -109,7 +110,8 @@ def plan_for(cfg: PipelineConfig, run: RunState, table: GraphTable | None = None
     `table`: the graph's table as observed for its setup passes (None: not read)."""
     return Plan(
         layers={
-            key: layer_plan(cfg, run.run_id, ls, may_create(ls)) for key, ls in run.layers.items()
+            key: with_canary(cfg, run, ls, layer_plan(cfg, run.run_id, ls, may_create(ls)))
+            for key, ls in run.layers.items()
         },
         stall_after_s=cfg.controller.stall_after_s,
         billing=billing_for(cfg, run.stages),

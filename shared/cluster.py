@@ -90,6 +90,12 @@ class PodInfo:
     # they tell a node-pressure eviction from a Spot preemption (shared.evictions).
     disruption_reason: str | None = None
     status_reason: str | None = None
+    # What the pod used over its life, where the cluster measures it (the local cluster, from
+    # /proc; None elsewhere): its highest resident memory and its mean vCPU in use (CPU
+    # seconds over its running time). Right-sizing and the canary read them
+    # (docs/canary-and-rightsize.md).
+    peak_memory_gib: float | None = None
+    cpu_used: float | None = None
 
 
 class Cluster(Protocol):

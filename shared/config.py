@@ -87,6 +87,12 @@ class JobSettings(_Strict):
     # Node-pressure evictions of one index (the Job retries them without end) before the
     # `index_evicted_repeatedly` alert and a raised memory for the next attempt.
     max_evictions_per_index: int = Field(default=DEFAULT_MAX_EVICTIONS_PER_INDEX, ge=1)
+    # Right-sizing (docs/canary-and-rightsize.md): off, suggest (shown in status, run and the
+    # report) or auto (applied to each next layer's Job); the margin over what pods used.
+    rightsize: Literal["off", "suggest", "auto"] = "suggest"
+    rightsize_margin: float = Field(default=1.25, ge=1.0)
+    # The canary's margin over its pods' peak memory when it sizes a stage's layer 2.
+    canary_margin: float = Field(default=1.25, ge=1.0)
     ramp: Ramp = Ramp()
     resources: Resources = Resources()
 
@@ -153,6 +159,9 @@ class JobOverride(_Strict):
     burst: bool | None = None
     oom_memory_factor: float | None = Field(default=None, gt=1.0)
     max_evictions_per_index: int | None = Field(default=None, ge=1)
+    rightsize: Literal["off", "suggest", "auto"] | None = None
+    rightsize_margin: float | None = Field(default=None, ge=1.0)
+    canary_margin: float | None = Field(default=None, ge=1.0)
     ramp: RampPatch | None = None
     resources: ResourcesPatch | None = None
 
@@ -210,6 +219,9 @@ class ControllerSettings(_Strict):
     # The graph's Bigtable CPU load (0..1) above which the ramp holds; above it + 0.15 the
     # running layers step down one ramp step (docs/bigtable-ramp-and-bill.md).
     bigtable_cpu_max: float = Field(default=0.7, gt=0, le=1)
+    # Before a stage's layer 2 runs wide, one Job builds this many of its chunks (one per
+    # pod) to size the layer and forecast the build (docs/canary-and-rightsize.md); None: off.
+    canary_chunks: int | None = Field(default=None, ge=1)
 
 
 class DataSource(_Strict):

@@ -73,6 +73,7 @@ from shared.reconcile import (
     decide,
     reject,
 )
+from shared.rightsize_run import with_run_sizes
 from shared.run_store import RunNotFoundError, RunStore, StaleStateError
 from shared.setup_job import dataset_config_map_manifest
 from shared.setup_step import needs_graph_table
@@ -264,7 +265,9 @@ class Controller:
         run = self.store.load_run(run_id)
         # The run's current config (`pipeline apply` replaces it), with the memory its
         # layers' current attempts ask for after OOM kills (shared.oom).
-        cfg = with_memory_factors(config_from_dict(run.config, run.dataset), run)
+        cfg = with_memory_factors(
+            with_run_sizes(config_from_dict(run.config, run.dataset), run), run
+        )
         now = self.clock()
         running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.get_job(name) for name in running}
@@ -273,6 +276,15 @@ class Controller:
         for name in {ls.retire_job for ls in run.layers.values() if ls.retire_job}:
             jobs[name] = self.cluster.get_job(name)
             pods[name] = self.cluster.list_pods(name)
+        # A layer's canary Job and its pods while it runs, and once it ended the log tails of
+        # its succeeded pods: their per-chunk times (shared.canary).
+        canary_logs: dict[str, str] = {}
+        for name in {ls.canary_job for ls in run.layers.values() if ls.canary_phase == "running"}:
+            jobs[name] = self.cluster.get_job(name)
+            pods[name] = self.cluster.list_pods(name)
+            if (job := jobs[name]) is not None and job.finished:
+                done = [p.name for p in pods[name] if p.phase == "Succeeded"]
+                canary_logs.update({pod: self._pod_tail(pod) for pod in done})
         others = 0.0
         if cfg.controller.max_vcpus is not None:
             # The cap is the project's: what the other running runs hold counts against it.
@@ -309,6 +321,7 @@ class Controller:
             hung=hung,
             ledger_checks=self._ledger_checks(run, cfg, jobs),
             bigtable_load=self._bigtable_load(cfg) if running else None,
+            canary_logs=canary_logs,
         )
         return Observed(snap, cfg, now)
 
@@ -447,6 +460,9 @@ class Controller:
             setup = action.layer == SETUP_LAYER
             key = layer_key(action.stage, action.layer)
             lp = plan.setups[action.stage] if setup else plan.layers[key]
+            canary = None if setup else plan.layers[key].canary
+            if canary is not None and action.job_name == canary.job_name:
+                lp = canary  # the layer's canary Job (shared.canary)
             if lp.manifest is None or lp.job_name != action.job_name:
                 refusals[action.job_name] = lp.refusal or (
                     f"no manifest planned for Job {action.job_name} (the plan names "

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from shared.canary import CanaryPlan
 from shared.cluster import JobStatus, PodInfo
 from shared.completeness import LayerVerdict
 from shared.config import Ramp
@@ -35,6 +36,8 @@ class LayerPlan:
     refusal: str = ""  # why the config renders no Job for this layer (manifest is None)
     max_evictions_per_index: int = DEFAULT_MAX_EVICTIONS_PER_INDEX  # shared.evictions
     batch_chunks: int = 1  # chunks one pod of the layer processes (its batch)
+    # Its canary (controller.canary_chunks, a stage's layer 2 only; shared.canary)
+    canary: CanaryPlan | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class Snapshot:
     # The graph's Bigtable instance CPU load (0..1), read while layers run (None: not read or
     # not known; shared.bigtable_load).
     bigtable_load: float | None = None
+    # The log tails of a finished canary's succeeded pods, by pod name (shared.canary).
+    canary_logs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

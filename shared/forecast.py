@@ -23,6 +23,7 @@ from datetime import datetime
 
 from shared import intervals
 from shared.build_plan import layer_plan
+from shared.canary import canary_chunk_s
 from shared.config import PipelineConfig, Ramp
 from shared.grid import layer_batch_size
 from shared.layers import layer_shape
@@ -181,7 +182,9 @@ def run_forecast(cfg: PipelineConfig, run: RunState, now: datetime) -> RunForeca
     """The forecast `pipeline status`, `pipeline demo` and the demo's `eta_forecasts` show:
     each advance waits about half a controller tick."""
     advance = cfg.controller.tick_period_s / 2
-    return forecast(run, *forecast_inputs(cfg, run), now, DEFAULT_CHUNK_S, advance)
+    # Before any pod has finished, a canary's chunk time beats a guess (shared.canary).
+    chunk_s = canary_chunk_s(run) or DEFAULT_CHUNK_S
+    return forecast(run, *forecast_inputs(cfg, run), now, chunk_s, advance)
 
 
 def forecast_inputs(

@@ -18,6 +18,7 @@ from typing import Any
 
 from shared.cluster import PodInfo
 from shared.evictions import count_evictions, is_node_pressure_eviction
+from shared.rightsize import PodFigures, note_usage
 from shared.state import LayerState
 
 FINISHED = ("Succeeded", "Failed")
@@ -42,6 +43,9 @@ class PodRecord:
     node: str
     disruption_reason: str | None = None  # the DisruptionTarget condition's reason
     status_reason: str | None = None  # the pod's status.reason (Evicted, Terminated, ...)
+    # What it used over its life, where the cluster measures it (shared.rightsize)
+    peak_memory_gib: float | None = None
+    cpu_used: float | None = None
 
     @property
     def evicted(self) -> bool:
@@ -78,6 +82,8 @@ class PodRecord:
             pod.node,
             pod.disruption_reason,
             pod.status_reason,
+            pod.peak_memory_gib,
+            pod.cpu_used,
         )
 
 
@@ -147,6 +153,7 @@ def record_pods(
             ls.pods_failed += 1
             ls.oom_killed += rec.reason == OOM_KILLED
     count_evictions(ls, (rec.index for rec in records if rec.evicted))
+    note_usage(ls, measured(records))
     _close_vanished(ls, pods, open_before, job_record, now)
     ls.pods_listed_at = now
     running = [p for p in pods if p.phase not in FINISHED]
@@ -161,6 +168,15 @@ def record_pods(
             keep = set(ls.pods_at_watermark) if mark == ls.pods_watermark else set()
             ls.pods_watermark, ls.pods_at_watermark = mark, sorted(same | keep)
     return records
+
+
+def measured(records: Iterable[PodRecord]) -> list[PodFigures]:
+    """The usage figures of the succeeded pods among `records` that carry them."""
+    return [
+        PodFigures(r.cpu_used, r.peak_memory_gib)
+        for r in records
+        if r.phase == "Succeeded" and r.cpu_used is not None and r.peak_memory_gib is not None
+    ]
 
 
 def _close_vanished(

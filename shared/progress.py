@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from shared import intervals
 from shared.forecast import LayerForecast, RunForecast
@@ -119,6 +120,9 @@ class RunProgress:
     starts: tuple[str, ...] = ()
     # Why the ramp holds (the graph's Bigtable is busy; shared.bigtable_load), "" if it does not.
     ramp_hold: str = ""
+    # Right-size suggestions (shared.rightsize.Suggestion.to_dict), in build order.
+    rightsize: tuple[dict[str, Any], ...] = ()
+    canaries: tuple[dict[str, Any], ...] = ()  # shared.canary.canary_summary
 
 
 def chunks_done(completed_indexes: str, size: LayerSize) -> int:

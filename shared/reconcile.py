@@ -16,6 +16,8 @@ from datetime import datetime
 
 from shared import intervals
 from shared.bigtable_load import FREE, RampGate, gate, throttle
+from shared.canary import canary_details
+from shared.canary_step import canary_step
 from shared.cluster import JobStatus
 from shared.config import Ramp
 from shared.costs import Billing, run_cost
@@ -252,13 +254,16 @@ def decide(
             if ls.phase != "running":
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
+            if canary_step(ls, lp, seen, now, out):
+                continue
             if state.advance == "auto" or ls.approved:
                 ls.held_by_vcpu_cap = vcpus is not None and not vcpus.room_for_one(lp.cpu)
                 if not ls.held_by_vcpu_cap:
                     _start_layer(state, ls, lp, now, out, vcpus)
             elif not ls.approval_alerted:
                 ls.approval_alerted = True
-                out.append(Alert("approval_needed", ls.stage, ls.layer, {"advance": run.advance}))
+                details = {"advance": run.advance, **canary_details(ls)}
+                out.append(Alert("approval_needed", ls.stage, ls.layer, details))
     _budget_guard(state, jobs, now, plan.billing, rates, out)
     if all(ls.phase == "succeeded" for ls in state.layers.values()):
         state.status, state.finished_at = "succeeded", now

@@ -98,6 +98,14 @@ class LayerState:
     # When a busy Bigtable last stepped this layer's parallelism down (shared.bigtable_load:
     # at most one step per ramp period).
     ramp_lowered_at: datetime | None = None
+    # What its succeeded pods used (the latest 200: mean vCPU, peak GiB; shared.rightsize).
+    used_cpu: list[float] = field(default_factory=list)
+    used_memory_gib: list[float] = field(default_factory=list)
+    # Its canary (controller.canary_chunks; shared.canary): "" (none), running, done or
+    # failed; its Job; and its record (figures, sized requests, the build's forecast).
+    canary_phase: str = ""
+    canary_job: str = ""
+    canary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

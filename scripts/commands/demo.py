@@ -99,6 +99,15 @@ DEMO_CONFIG_OPTION = click.option(
     metavar="FILE.html",
     help="Write the run's HTML report here (needs the `report` extra).",
 )
+@click.option(
+    "--canary",
+    "canary_n",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Build N scattered chunks of each stage's layer 2 first, size the layer from them "
+    "and forecast the build (controller.canary_chunks; docs/canary-and-rightsize.md).",
+)
 @click.pass_context
 def demo(
     ctx: click.Context,
@@ -116,6 +125,7 @@ def demo(
     chaos_kinds: str,
     baseline_wall_s: float | None,
     report_path: Path | None,
+    canary_n: int | None,
 ) -> None:
     """Build the demo dataset's chunked graph unattended, then check it against an oracle.
     `pipeline demo data DIR` writes the demo's data for a build by hand instead."""
@@ -139,6 +149,9 @@ def demo(
 
             _go()  # fail before the build, not after it, if plotly is missing
         cfg = prepare_config(load_config(config_path), work, size, chunk)
+        if canary_n is not None:
+            controller = cfg.controller.model_copy(update={"canary_chunks": canary_n})
+            cfg = cfg.model_copy(update={"controller": controller})
         try:
             check_stages(cfg, stage_list)
         except PlanError as exc:

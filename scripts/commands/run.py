@@ -51,13 +51,18 @@ def start_run(
     reason: str = "",
     from_layer: int | None = None,
     from_stage: str | None = None,
+    canary: int | None = None,
 ) -> RunState:
     """Validate the config, store a new run and kick the controller. A second active run
     of the graph is refused unless `force` (then recorded on the run, with `reason`). With
     `from_layer` (or the config's `start_layers`) a stage starts mid-graph once the layer
     below is complete in the ledger, or, for a stage whose pods write no done markers, at
-    once, recorded on the run as unverified."""
+    once, recorded on the run as unverified. `canary` N: controller.canary_chunks for this
+    run (docs/canary-and-rightsize.md)."""
     cfg = load_config(cfg_path)
+    if canary is not None:
+        ctl = cfg.controller.model_copy(update={"canary_chunks": canary})
+        cfg = cfg.model_copy(update={"controller": ctl})
     validate_config_renders(cfg)
     warning = lock_scale_warning(cfg)
     if warning:
@@ -190,6 +195,14 @@ def image_table_note(table: GraphTable, project: str = "", instance: str = "") -
 @click.option(
     "--no-preflight", is_flag=True, help="Skip the cheap `pipeline doctor` checks run first."
 )
+@click.option(
+    "--canary",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Build N scattered chunks of each stage's layer 2 first: size the layer and "
+    "forecast the build from them (controller.canary_chunks).",
+)
 def start(
     config_path: str,
     run_id: str | None,
@@ -201,6 +214,7 @@ def start(
     from_layer: int | None,
     from_stage: str | None,
     no_preflight: bool,
+    canary: int | None,
 ) -> None:
     """Start a build; the controller runs it from here, no terminal needed. One active run
     per graph: a second is refused (naming the first) unless --force. --from-layer L
@@ -222,6 +236,7 @@ def start(
             reason=reason,
             from_layer=from_layer,
             from_stage=from_stage,
+            canary=canary,
         )
     except ops.ActionError as e:
         raise click.ClickException(str(e)) from None

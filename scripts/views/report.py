@@ -221,6 +221,57 @@ def failed_section(data: ReportData) -> str:
     return f"<h2>Failed indexes ({data.failed_total})</h2>{table}{note}"
 
 
+def canary_section(data: ReportData) -> str:
+    """The canaries: their figures and forecast against what the run measured."""
+    if not data.canaries:
+        return ""
+    wall = data.facts.get("wall time", "")
+    cost = data.facts.get("cost (estimate)", "")
+    rows = [
+        (
+            f"{c['stage']}-L{c['layer']}",
+            c["phase"],
+            c["chunks"],
+            f"{c['runtime_p50_s']} / {c['runtime_p95_s']}",
+            c["peak_memory_mib"],
+            _requests(c.get("planned")),
+            _requests(c.get("sized")),
+            f"{c['forecast_wall_s']} s, {c['forecast_pods']} pods, ${c['forecast_cost_usd']}",
+            f"{wall}, {cost}",
+        )
+        for c in data.canaries
+    ]
+    heads = ("layer", "canary", "chunks", "runtime p50 / p95 (s)", "peak MiB", "planned",
+             "sized", "forecast (build)", "measured (build)")  # fmt: skip
+    return f"<h2>Canary</h2>{_table(heads, rows)}"
+
+
+def _requests(req: dict[str, float] | None) -> str:
+    return "" if not req else f"{req['cpu']:g} vCPU / {req['memory_gib']:g} GiB"
+
+
+def rightsize_section(data: ReportData) -> str:
+    """Right-size suggestions per layer against what its pods used."""
+    if not data.rightsize:
+        return ""
+    rows = [
+        (
+            f"{s['stage']}-L{s['layer']}",
+            s["basis"],
+            _requests(s["requested"]),
+            _requests(s["suggested"]) + (" (applied)" if s.get("applied") else ""),
+            "" if s["used"]["cpu_p95"] is None else f"{s['used']['cpu_p95']:.2f}",
+            "" if s["used"]["peak_memory_gib"] is None else f"{s['used']['peak_memory_gib']:.3f}",
+            "" if s["savings_usd"] is None else f"${s['savings_usd']:.6f}",
+            {True: "yes", False: "NO", None: ""}[s["covered"]],
+        )
+        for s in data.rightsize
+    ]
+    heads = ("layer", "from", "requested", "suggested", "used CPU p95", "used peak GiB",
+             "saves", "holds peak")  # fmt: skip
+    return f"<h2>Right-sized requests</h2>{_table(heads, rows)}"
+
+
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 24px 32px; color: #212121; max-width: 1280px; }
 h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; }
@@ -260,6 +311,7 @@ def render_html(data: ReportData) -> str:
         f"<style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>"
         f"<p>Generated {_stamp(data.now)}. Costs are estimates (Autopilot requests × runtime).</p>"
         f"<table class='facts'>{facts}</table>{''.join(charts)}{failed_section(data)}"
+        f"{canary_section(data)}{rightsize_section(data)}"
         "</body></html>"
     )
 

@@ -5,6 +5,9 @@ columns, and what the waiting layers wait on."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -179,12 +182,60 @@ def waiting_lines(p: RunProgress, limit: int = MAX_WAITING) -> Text:
     return Text("\n".join(lines))
 
 
+def canary_lines(canaries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per canary (shared.canary): its figures, the size it gave, its forecast."""
+    lines = []
+    for c in canaries:
+        head = f"canary {c['stage']}-L{c['layer']}: {c['phase']}"
+        if c["phase"] != "done":
+            lines.append(head + (f" ({c['failed']})" if c.get("failed") else ""))
+            continue
+        peak = "?" if c["peak_memory_mib"] is None else f"{c['peak_memory_mib']:g} MiB"
+        sized = c.get("sized") or {}
+        line = (
+            f"{head}, {c['chunks']} chunks, p50 {c['runtime_p50_s']:g} s / p95 "
+            f"{c['runtime_p95_s']:g} s, peak {peak}; sized {sized.get('cpu', 0):g} vCPU / "
+            f"{sized.get('memory_gib', 0):g} GiB"
+        )
+        if c.get("forecast_wall_s") is not None:
+            line += (
+                f"; forecast {span(c['forecast_wall_s'])}, {c['forecast_pods']} pods, "
+                f"{usd(c['forecast_cost_usd'])}"
+            )
+        lines.append(line)
+    return lines
+
+
+def rightsize_lines(suggestions: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per right-size suggestion (shared.rightsize): asked, suggested, used, saved."""
+    lines = []
+    for s in suggestions:
+        req, sug, used = s["requested"], s["suggested"], s["used"]
+        line = (
+            f"right-size {s['stage']}-L{s['layer']} (from {s['basis']}): "
+            f"{sug['cpu']:g} vCPU / {sug['memory_gib']:g} GiB "
+            f"instead of {req['cpu']:g} / {req['memory_gib']:g}"
+        )
+        if used["peak_memory_gib"] is not None:
+            line += f"; used p95 {used['cpu_p95']:.2f} vCPU, peak {used['peak_memory_gib']:.2f} GiB"
+        if s["savings_usd"] is not None:
+            line += f"; saves {usd(s['savings_usd'])}"
+        if s["covered"] is False:
+            line += " (short of the peak: would have been OOM-killed)"
+        lines.append(line)
+    return lines
+
+
 def status_view(p: RunProgress, note: str = "", max_rows: int = MAX_ROWS) -> Group:
     """The whole screen: header, layers, waiting layers, and a note (what was not read)."""
     parts = [header(p)]
     if p.starts:  # how the run began mid-graph, unverified layers included (recorded)
         parts.append(Text("\n".join(p.starts), style="yellow"))
     parts += [layers_table(p, max_rows), waiting_lines(p)]
+    if p.canaries:
+        parts.append(Text("\n".join(canary_lines(p.canaries)), style="cyan"))
+    if p.rightsize:
+        parts.append(Text("\n".join(rightsize_lines(p.rightsize)), style="cyan"))
     if note:
         parts.append(Text(note, style="dim"))
     return Group(*parts)

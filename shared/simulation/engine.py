@@ -97,6 +97,10 @@ def decide_step(
 
 class Simulation:
     def __init__(self, cfg: PipelineConfig, run: RunState, settings: SimSettings) -> None:
+        # A canary's Job is not modelled: it forecasts from one (shared.canary_forecast).
+        cfg = cfg.model_copy(
+            update={"controller": cfg.controller.model_copy(update={"canary_chunks": None})}
+        )
         self.cfg, self.s = cfg, settings
         # The decision never reads the config snapshots, and every reconcile copies and
         # compares the run document: the simulator keeps `cfg` instead.

@@ -39,7 +39,6 @@ PENDING_PAGES: frozenset[str] = frozenset(
     {
         "docs/controller.md",
         "docs/ports-and-wiring.md",
-        "docs/canary-and-rightsize.md",
         "docs/zombies.md",
         "docs/layout.md",
     }

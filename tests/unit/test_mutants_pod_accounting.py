@@ -35,7 +35,17 @@ def pod(uid: str, phase: str = "Running", started: float | None = 0, **kw) -> Po
 
 
 def test_a_pod_record_stores_every_field_of_the_pod_and_its_seconds() -> None:
-    p = pod("u", "Failed", started=5, finished=at(25), exit_code=42, reason="Error", node="n1")
+    p = pod(
+        "u",
+        "Failed",
+        started=5,
+        finished=at(25),
+        exit_code=42,
+        reason="Error",
+        node="n1",
+        peak_memory_gib=1.5,
+        cpu_used=0.25,
+    )
     assert PodRecord.of(p).to_doc() == {
         "uid": "u",
         "name": "p-u",
@@ -51,6 +61,8 @@ def test_a_pod_record_stores_every_field_of_the_pod_and_its_seconds() -> None:
         "node": "n1",
         "disruption_reason": None,
         "status_reason": None,
+        "peak_memory_gib": 1.5,
+        "cpu_used": 0.25,
         "seconds": 20.0,
     }
 

@@ -112,6 +112,11 @@ class FirestoreRunStore(ReconcileLeaseMixin, WatchLeaseMixin):
         ]
         old_names = {key: ls.job_name for key, ls in before.layers.items()}
         new_jobs = [ls.job_name for ls in changed if ls.job_name not in ("", old_names.get(ls.key))]
+        # A layer's canary Job (shared.canary): its events reconcile the run as the layer's do.
+        old_canaries = {key: ls.canary_job for key, ls in before.layers.items()}
+        new_jobs += [
+            ls.canary_job for ls in changed if ls.canary_job not in ("", old_canaries.get(ls.key))
+        ]
         old_setups = {k: st.job_name for k, st in before.setups.items()}
         new_jobs += [
             st.job_name

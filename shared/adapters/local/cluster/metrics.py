@@ -12,6 +12,7 @@ Linux only: elsewhere no pids are found and usage is reported as unavailable.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -147,3 +148,73 @@ def pods_usage(
             "run on this machine, as this user, on Linux)"
         )
     return usage
+
+
+# -- a pod's peak memory and mean CPU over its life --------------------------------------------
+
+
+def parse_status_hwm_bytes(text: str) -> int | None:
+    """VmHWM (the process's peak resident set) from `/proc/<pid>/status`, in bytes."""
+    for line in text.splitlines():
+        if line.startswith("VmHWM:"):
+            return parse_status_rss_bytes("VmRSS:" + line[len("VmHWM:") :])
+    return None
+
+
+def parse_stat_total_ticks(text: str) -> int:
+    """utime + stime + cutime + cstime (clock ticks): the process's CPU and that of the
+    children it has reaped, so a pod's worker processes count once they exit."""
+    head, sep, rest = text.rpartition(")")
+    fields = rest.split()
+    if not sep or "(" not in head or len(fields) < 15:
+        raise ValueError(f"not a /proc/<pid>/stat line: {text[:80]!r}")
+    return sum(int(f) for f in fields[11:15])
+
+
+def _children(pid: int, proc: Path) -> list[int]:
+    try:
+        text = (proc / str(pid) / "task" / str(pid) / "children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+class LifeUsage:
+    """Samples one pod's main process (and its live children) now and then while it runs:
+    the highest memory seen (the main process's VmHWM, or the whole tree's summed resident
+    set if higher) and its CPU ticks, so that when it ends `peak_memory_gib` and `cpu_used`
+    describe its whole life. A process that exits between samples loses at most the last
+    `every_s` of CPU."""
+
+    def __init__(self, every_s: float = 0.1, proc: Path = PROC) -> None:
+        self.every_s, self.proc = every_s, proc
+        self.peak_bytes = 0
+        self.ticks = 0
+        self._last = -math.inf
+        self._hz = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+    def sample(self, pid: int, now: float | None = None) -> None:
+        """Read the process tree's memory and CPU unless sampled less than `every_s` ago."""
+        now = time.monotonic() if now is None else now
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        try:
+            self.ticks = max(
+                self.ticks, parse_stat_total_ticks((self.proc / f"{pid}/stat").read_text())
+            )
+            hwm = parse_status_hwm_bytes((self.proc / f"{pid}/status").read_text()) or 0
+        except (OSError, ValueError):
+            return  # gone (or a zombie without memory figures): keep what was seen
+        tree = [pid, *_children(pid, self.proc)]
+        rss = sum((read_proc(p, self.proc) or (0, 0))[1] for p in tree)
+        self.peak_bytes = max(self.peak_bytes, hwm, rss)
+
+    def peak_memory_gib(self) -> float | None:
+        return self.peak_bytes / GIB if self.peak_bytes else None
+
+    def cpu_used(self, runtime_s: float) -> float | None:
+        """Mean vCPU over `runtime_s` seconds of the pod's life (None before any sample)."""
+        if not self.ticks or runtime_s <= 0:
+            return None
+        return self.ticks / self._hz / runtime_s

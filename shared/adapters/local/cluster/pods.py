@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from shared.adapters.local.cluster.metrics import LifeUsage
 from shared.adapters.local.cluster.spec import COMPLETION_INDEX_FIELDS, JobSpec
 from shared.cluster import PodInfo
 
@@ -109,6 +110,8 @@ class LocalPod:
     disruption_message: str | None = None
     status_reason: str | None = None
     status_message: str | None = None
+    # Its peak memory and CPU over its life, from /proc (PodInfo.peak_memory_gib, cpu_used).
+    usage: LifeUsage = field(default_factory=LifeUsage)
 
     @property
     def terminal(self) -> bool:
@@ -189,6 +192,7 @@ class LocalPod:
             if self.kill_at is not None and time.monotonic() >= self.kill_at:
                 self.signal_group(signal.SIGKILL)
             pgid = self.proc.pid
+            self.usage.sample(pgid)
             if self.proc.poll() is None:
                 return None
             try:  # like a container runtime, kill whatever the main process left behind
@@ -215,4 +219,12 @@ class LocalPod:
             labels=dict(self.labels),
             disruption_reason=self.disruption_reason,
             status_reason=self.status_reason,
+            peak_memory_gib=self.usage.peak_memory_gib(),
+            cpu_used=self.usage.cpu_used(self._runtime_s()),
         )
+
+    def _runtime_s(self) -> float:
+        if self.started is None:
+            return 0.0
+        end = self.finished or datetime.now(self.started.tzinfo)
+        return max(0.0, (end - self.started).total_seconds())

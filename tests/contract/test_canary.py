@@ -1,0 +1,92 @@
+"""A canary through the controller on the local stack (Firestore emulator, local cluster):
+before layer 2 runs, a Job of one chunk per index (PCG_BATCH_SIZE=1, the layer's own seed and
+grid) runs N pods; the local cluster measures their peak memory from /proc; the layer is
+sized from it (job.canary_margin), the approval it then waits for carries the simulator's
+forecast of the build, and once approved the layer's Job asks the canary's size."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.local.cluster.events import EventSettings
+from shared.adapters.local.cluster.local_cluster import LocalCluster
+from shared.build_plan import new_run
+from shared.config import load_config
+from shared.controller import Controller, utcnow
+from shared.operator_actions import approve
+from tests.builders.local_jobs import wait_for
+from tests.builders.stored_runs import DEMO
+
+CHUNKS = 2
+# A pod that holds ~300 MiB for a moment and reports as our worker does (its batch summary).
+WORKER = (
+    "import json, os, time\n"
+    "block = bytearray(300 * 1024 * 1024)\n"
+    "time.sleep(0.5)\n"
+    "print('env', os.environ['PCG_BATCH_SIZE'], os.environ['JOB_COMPLETION_INDEX'])\n"
+    "print(json.dumps({'message': 'batch summary: 1 processed', 'startup_s': 0.2,"
+    " 'chunk_compute_s': 0.4}))\n"
+)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    c = LocalCluster(
+        tmp_path / "cluster", events=EventSettings.instant(), stop_grace_seconds=1.0
+    ).start()
+    yield c
+    c.stop()
+
+
+def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
+    store: FirestoreRunStore, cluster: LocalCluster
+) -> None:
+    cfg = load_config(DEMO)
+    job = cfg.job.model_copy(update={"canary_margin": 2.0})
+    ctl = cfg.controller.model_copy(update={"canary_chunks": CHUNKS, "advance": "approve"})
+    cmd = {"ingest": ["python", "-c", WORKER]}
+    cfg = cfg.model_copy(update={"commands": cmd, "job": job, "controller": ctl})
+    run = new_run(cfg, "r-canary", ["ingest"], "approve", utcnow())
+    run.setups.clear()
+    store.create_run(run)
+    published: list[tuple[str, dict[str, Any]]] = []
+    ctrl = Controller(store, cluster, lambda kind, body: published.append((kind, body)))
+
+    ctrl.reconcile(run.run_id)  # creates the canary, not the layer, and asks no approval yet
+    ls = store.load_run(run.run_id).layers["ingest-L2"]
+    assert ls.canary_phase == "running" and ls.phase == "waiting" and not published
+    assert store.run_for_job(ls.canary_job) == run.run_id  # its Job events reconcile the run
+    status = wait_for(
+        lambda: (j := cluster.get_job(ls.canary_job)) and j.condition == "Complete" and j,
+        what="the canary Job to complete",
+    )
+    assert status.completions == CHUNKS
+    pods = cluster.list_pods(ls.canary_job)
+    logs = sorted(cluster.pod_log(p.name).splitlines()[0] for p in pods)
+    assert logs == [f"env 1 {i}" for i in range(CHUNKS)]  # one chunk per index, as asked
+    assert all(p.peak_memory_gib and p.peak_memory_gib > 0.29 for p in pods)  # from /proc
+
+    ctrl.reconcile(run.run_id)  # the canary's figures, size and forecast are recorded
+    ctrl.reconcile(run.run_id)  # the layer, planned at that size, awaits approval
+    ls = store.load_run(run.run_id).layers["ingest-L2"]
+    assert ls.canary_phase == "done" and ls.phase == "waiting"
+    assert ls.canary["sized"]["memory_gib"] >= 0.75  # 2 x ~0.3 GiB, above the planned 0.5
+    assert ls.canary["planned"]["memory_gib"] == 0.5
+    # the chunk and start-up times the worker logged (read from the pods' logs)
+    assert (ls.canary["chunk_p50_s"], ls.canary["startup_p50_s"]) == (0.4, 0.2)
+    forecast = ls.canary["forecast"]
+    assert forecast["wall_s"] > 0 and forecast["cost_usd"] > 0 and forecast["pods"] > CHUNKS
+    (body,) = [b for kind, b in published if kind == "approval_needed"]
+    assert body["layer"] == 2 and body["canary"]["forecast"] == forecast
+
+    store.update_run(run.run_id, lambda r: approve(r, "ingest", [2], "tester", utcnow()))
+    ctrl.reconcile(run.run_id)
+    ls = store.load_run(run.run_id).layers["ingest-L2"]
+    assert ls.phase == "running" and ls.memory_request_gib == ls.canary["sized"]["memory_gib"]
+    layer_pods = wait_for(lambda: cluster.list_pods(ls.job_name), what="the layer's pods")
+    assert layer_pods[0].memory_request_gib == ls.canary["sized"]["memory_gib"]
