@@ -16,7 +16,7 @@ from shared.reconcile import LayerPlan, PatchJob, Plan, Snapshot, decide, ramp_t
 from shared.simulation.engine import T0 as SIM_T0
 from shared.simulation.engine import SimSettings, simulate
 from shared.state import RunState, build_layers
-from tests.unit.test_reconcile import job
+from tests.builders.reconcile_runs import job
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RAMP = Ramp(start=2, factor=2, period=60, max=64)
@@ -171,7 +171,7 @@ def test_a_bad_overload_names_the_option_and_the_form(text):
 
 
 def test_simulated_overload_holds_the_ramp_for_its_span():
-    from tests.unit.test_simulation import demo_cfg
+    from tests.builders.demo_configs import demo_cfg
 
     cfg = demo_cfg(size=128, ramp=Ramp(start=2, factor=2, period=60, max=16))
     run = new_run(cfg, "sim", ["ingest"], "auto", SIM_T0)

@@ -4,28 +4,16 @@ whole builds driven by the real decision."""
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
 from shared.build_plan import new_run
-from shared.config import load_config
 from shared.simulation.cluster import ClusterParams, SimCluster, SimJob, TokenBucket
 from shared.simulation.controller_cost import controller_cost
 from shared.simulation.engine import T0, SimSettings, simulate
 from shared.simulation.runtimes import Runtimes, recorded_runtimes
 from shared.state import LayerState, RunState
-
-DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
-
-
-def demo_cfg(size: int = 64, **job):
-    cfg = load_config(DEMO)
-    source = cfg.ds.data_source.model_copy(update={"size": (size,) * 3})
-    cfg = cfg.model_copy(
-        update={"dataset_config": cfg.ds.model_copy(update={"data_source": source})}
-    )
-    return cfg.model_copy(update={"job": cfg.job.model_copy(update=job)}) if job else cfg
+from tests.builders.demo_configs import demo_cfg
 
 
 def job(**kw) -> SimJob:
