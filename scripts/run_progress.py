@@ -19,6 +19,7 @@ from shared.forecast import RunForecast, run_forecast
 from shared.grid import layer_batch_size
 from shared.layer_spec import layer_spec
 from shared.layers import layer_shape
+from shared.parallelism import parallelism_target
 from shared.pricing import load_rates
 from shared.progress import (
     LayerPods,
@@ -28,7 +29,6 @@ from shared.progress import (
     layer_progress,
     run_progress,
 )
-from shared.reconcile import ramp_target
 from shared.state import LayerState, RunState
 
 ACTIVE_PHASES = ("Running", "Pending")
@@ -104,7 +104,14 @@ def _target(cfg: PipelineConfig, ls: LayerState, now: datetime) -> int | None:
         cfg.job.for_stage(ls.stage).ramp,
         layer_spec(cfg, ls.stage, ls.layer).completions,
     )
-    return ls.scale_override or ramp_target(ramp, completions, ls.ramp_started_at, now)
+    return parallelism_target(
+        ramp,
+        completions,
+        ls.ramp_started_at,
+        now,
+        override=ls.scale_override,
+        current=ls.parallelism,
+    )
 
 
 def _pods_of(cluster: Cluster | None, ls: LayerState, notes: list[str]) -> LayerPods | None:
