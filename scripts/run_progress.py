@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from scripts.layer_target import run_config
-from shared.cluster import Cluster, ClusterError
+from shared.cluster import ClusterError, ClusterReader
 from shared.config import PipelineConfig
 from shared.costs import estimate
 from shared.fleet import count_oom
@@ -40,7 +40,7 @@ def layer_size(cfg: PipelineConfig, stage: str, layer: int) -> LayerSize:
     return LayerSize(math.prod(shape), layer_batch_size(cfg.job.for_stage(stage).batch_size, layer))
 
 
-def observe_pods(cluster: Cluster, job_name: str) -> LayerPods:
+def observe_pods(cluster: ClusterReader, job_name: str) -> LayerPods:
     """Ready pods, OOM-killed attempts, nodes and requests of a running layer's Job."""
     job = cluster.get_job(job_name)
     pods = cluster.list_pods(job_name)
@@ -55,7 +55,7 @@ def observe_pods(cluster: Cluster, job_name: str) -> LayerPods:
     )
 
 
-def gather(run: RunState, now: datetime, cluster: Cluster | None) -> tuple[RunProgress, str]:
+def gather(run: RunState, now: datetime, cluster: ClusterReader | None) -> tuple[RunProgress, str]:
     """The run's progress, and a note when part of it could not be read."""
     cfg = run_config(run)
     notes: list[str] = []
@@ -114,7 +114,7 @@ def _target(cfg: PipelineConfig, ls: LayerState, now: datetime) -> int | None:
     )
 
 
-def _pods_of(cluster: Cluster | None, ls: LayerState, notes: list[str]) -> LayerPods | None:
+def _pods_of(cluster: ClusterReader | None, ls: LayerState, notes: list[str]) -> LayerPods | None:
     if cluster is None or ls.phase != "running" or not ls.job_name:
         return None
     try:

@@ -26,7 +26,7 @@ from scripts.views.terminal import console, live
 from shared import operator_actions as ops
 from shared import start_from
 from shared.build_plan import new_run
-from shared.cluster import Cluster, ClusterError
+from shared.cluster import ClusterError, ClusterReader
 from shared.config import PipelineConfig, load_config
 from shared.graph_table import GraphTable
 from shared.manifest import lock_scale_warning, validate_config_renders
@@ -302,7 +302,7 @@ def delete(run_id: str, stage: str, layer: int) -> None:
     click.echo(f"deleting the Job of {stage} L{layer} in {run_id}")
 
 
-def _status_cluster(run: RunState) -> tuple[Cluster | None, str]:
+def _status_cluster(run: RunState) -> tuple[ClusterReader | None, str]:
     """The cluster to read pods from, or None and why not (status works without it)."""
     try:
         return cluster_access.read_cluster(run_config(run).namespace), ""
