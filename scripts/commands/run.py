@@ -90,7 +90,7 @@ def _not_done(cfg: PipelineConfig, stage: str, layer: int) -> tuple[list[int], i
     """The chunks of `layer` of `stage` not marked done in the graph's table, and how many
     chunks the layer has (one batched read per 10,000 chunks)."""
     from shared.adapters.bigtable.chunk_ledger import (
-        ChunkLedger,
+        BigtableChunkLedger,
         close_bigtable_client,
         open_bigtable_client,
     )
@@ -100,7 +100,7 @@ def _not_done(cfg: PipelineConfig, stage: str, layer: int) -> tuple[list[int], i
         cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
     )
     try:
-        done = ChunkLedger(client, stage).done_among(ids)
+        done = BigtableChunkLedger(client, stage).done_among(ids)
     finally:
         close_bigtable_client(client)
     return [c for c in ids if c not in done], len(ids)
@@ -250,7 +250,10 @@ def approve(run_id: str, stage: str, layers: tuple[int, ...]) -> None:
     _apply(
         run_id,
         "approve",
-        lambda run: keys.extend(ops.approve(run, stage, list(layers), operator_name(), _now())),
+        # `update_run` may apply the action again after a lost race: keep the last answer.
+        lambda run: keys.__setitem__(
+            slice(None), ops.approve(run, stage, list(layers), operator_name(), _now())
+        ),
     )
     click.echo(f"approved {', '.join(keys) or 'nothing new'} in {run_id}")
 
