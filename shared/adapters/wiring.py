@@ -17,17 +17,21 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Literal
 
-from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
-from shared.adapters.bigtable.ledger_scan import scan_done_markers
-from shared.adapters.google.alert_publisher import PubSubAlertPublisher
 from shared.adapters.google.firestore_runs import FirestoreRuns
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.cluster import Cluster
 from shared.completeness import DoneMarkerScan
-from shared.controller import Controller
-from shared.hung_pods import DoneMarkerTimes
+
+if TYPE_CHECKING:  # loaded by the entries that build them (approve.py needs only Firestore)
+    from shared.adapters.google.firestore_store import FirestoreRunStore
+    from shared.adapters.google.pubsub_bus import PubSubBus
+    from shared.controller import Controller
+    from shared.hung_pods import DoneMarkerTimes
+
+# The default ledger read of a completed layer's check: the graph table's done markers.
+LEDGER = "ledger"
+DoneMarkers = DoneMarkerScan | None | Literal["ledger"]
 
 
 class WiringError(RuntimeError):
@@ -38,7 +42,7 @@ _lock = threading.Lock()
 # The in-process cluster (`in_process_functions`) and its ledger read, if one is open; the
 # controller built for the current wiring (Cloud Functions reuse warm instances).
 _cluster: Cluster | None = None
-_done_markers: DoneMarkerScan | None = scan_done_markers
+_done_markers: DoneMarkers = LEDGER
 _controller: Controller | None = None
 
 
@@ -51,12 +55,21 @@ def project_from_env() -> str:
 
 
 def build_controller(
-    project: str, cluster: Cluster, done_markers: DoneMarkerScan | None = scan_done_markers
+    project: str, cluster: Cluster, done_markers: DoneMarkers = LEDGER
 ) -> Controller:
     """The controller on `cluster`: the run store on Firestore, alerts on Pub/Sub, the graph
     tables and their done markers on Bigtable. `done_markers` is the ledger read of a
-    completed layer's check (docs/verify.md); None turns the check off (a fake cluster whose
-    Jobs complete without any worker having run)."""
+    completed layer's check (docs/verify.md): LEDGER reads the graph table; None turns the
+    check off (a fake cluster whose Jobs complete without any worker having run)."""
+    from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
+    from shared.adapters.bigtable.ledger_scan import scan_done_markers
+    from shared.adapters.google.alert_publisher import PubSubAlertPublisher
+    from shared.adapters.google.firestore_store import FirestoreRunStore
+    from shared.adapters.google.pubsub_bus import PubSubBus
+    from shared.controller import Controller
+
+    if done_markers == LEDGER:
+        done_markers = scan_done_markers
     return Controller(
         FirestoreRunStore(project),
         cluster,
@@ -78,9 +91,7 @@ def controller() -> Controller:
 
 
 @contextmanager
-def in_process_functions(
-    cluster: Cluster, done_markers: DoneMarkerScan | None = scan_done_markers
-) -> Iterator[None]:
+def in_process_functions(cluster: Cluster, done_markers: DoneMarkers = LEDGER) -> Iterator[None]:
     """The local stack's entry (and the functions' tests'): while open, `controller()` talks
     to `cluster`, a cluster of this process, with `done_markers` as its ledger read (see
     `build_controller`). On exit the wiring is what it was before."""
@@ -97,11 +108,15 @@ def in_process_functions(
 
 def cli_store(project: str) -> FirestoreRunStore:
     """The operator CLI's run store: runs and their history, and the alerts they raised."""
+    from shared.adapters.google.firestore_store import FirestoreRunStore
+
     return FirestoreRunStore(project)
 
 
 def cli_bus(project: str) -> PubSubBus:
     """The operator CLI's Pub/Sub: it publishes kicks (the controller acts on them)."""
+    from shared.adapters.google.pubsub_bus import PubSubBus
+
     return PubSubBus(project)
 
 
