@@ -247,14 +247,12 @@ def start(
 def approve(run_id: str, stage: str, layers: tuple[int, ...]) -> None:
     """Approve LAYERS of STAGE (default: every layer not yet started)."""
     keys: list[str] = []
-    _apply(
-        run_id,
-        "approve",
+
+    def act(run: RunState) -> None:
         # `update_run` may apply the action again after a lost race: keep the last answer.
-        lambda run: keys.__setitem__(
-            slice(None), ops.approve(run, stage, list(layers), operator_name(), _now())
-        ),
-    )
+        keys[:] = ops.approve(run, stage, list(layers), operator_name(), _now())
+
+    _apply(run_id, "approve", act)
     click.echo(f"approved {', '.join(keys) or 'nothing new'} in {run_id}")
 
 
