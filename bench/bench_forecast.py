@@ -28,7 +28,7 @@ from shared import intervals
 from shared.build_plan import new_run
 from shared.config import PipelineConfig, load_config
 from shared.forecast import run_forecast
-from shared.state import RunState
+from shared.state import RunState, layer_key
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75)
@@ -53,7 +53,7 @@ def state_at(cfg: PipelineConfig, jobs: dict[int, dict[str, Any]], t0: datetime,
     """The ingest run's layers as stored at `t` (what the pods had done by then)."""
     run: RunState = new_run(cfg, "replay", ["ingest"], "auto", t0)
     for layer, job in jobs.items():
-        ls, status = run.layers[f"ingest-L{layer}"], job["status"]
+        ls, status = run.layers[layer_key("ingest", layer)], job["status"]
         created = _at(status["created"])
         assert created is not None
         if created > t:

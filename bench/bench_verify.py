@@ -5,9 +5,9 @@ For each size N: a layer-2 grid of about N chunks is marked done on the Bigtable
 claim without a done marker on each of those, as killed workers leave them), then
 - the check: `done_chunk_ids` (key-range scans, 16 shards, only the done cell returned) and
   `verify_layer` (the comparison with the grid, missing intervals);
-- baseline 1, measured in the same run: the per-chunk read (`ChunkLedger.is_done`, one
+- baseline 1, measured in the same run: the per-chunk read (`BigtableChunkLedger.is_done`, one
   request per chunk) on a sample, extrapolated to N;
-- baseline 2: `ChunkLedger.done_among` (row-key batches of 10,000), the read `pipeline start
+- baseline 2: `BigtableChunkLedger.done_among` (row-key batches of 10,000), the read `pipeline start
   --from-layer` uses, on the whole layer.
 
     PYTHONPATH=$PWD python3 bench/bench_verify.py --sizes 100000,250000 [--sample 2000]
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from shared.adapters.bigtable.chunk_ledger import (  # noqa: E402
-    ChunkLedger,
+    BigtableChunkLedger,
     close_bigtable_client,
     open_bigtable_client,
 )
@@ -87,7 +87,7 @@ def bench_size(
         flush=True,
     )
 
-    ledger = ChunkLedger(client)
+    ledger = BigtableChunkLedger(client)
     picks = rng.choice(total, size=min(sample, total), replace=False).tolist()
     t0 = time.perf_counter()
     for p in picks:

@@ -24,7 +24,7 @@ from demo.common import volume as load_volume
 from demo.graph_table import read_all_nodes, read_chunk_nodes
 from shared import chaos_plan as cp
 from shared import operator_actions as ops
-from shared.adapters.bigtable.chunk_ledger import CHUNK_DONE, ChunkLedger, chunk_row_key
+from shared.adapters.bigtable.chunk_ledger import CHUNK_DONE, BigtableChunkLedger, chunk_row_key
 from shared.adapters.bigtable.ledger_filters import column_filter
 from shared.adapters.local import chaos_mailbox as mb
 from shared.adapters.local.chaos import ChaosInjector
@@ -157,7 +157,7 @@ class ChaosSession:
                 for i in range(spec.completions)
                 for c in spec.batch_chunks(i)
             ]
-            unmarked = lost_chunks(ids, ChunkLedger(graph_client, ls.stage).done_among(ids))
+            unmarked = lost_chunks(ids, BigtableChunkLedger(graph_client, ls.stage).done_among(ids))
             if unmarked:
                 self.unmarked_detail[ls.key] = len(unmarked)
             cells, tokens = _done_cells(graph_client, ls.stage, ids)

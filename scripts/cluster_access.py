@@ -24,7 +24,7 @@ import click
 
 from scripts.services import DEFAULT_STACK_DIR
 from shared.adapters.local.cluster.view import LocalClusterView
-from shared.cluster import Cluster, ClusterError, ClusterUnreachableError
+from shared.cluster import ClusterError, ClusterReader, ClusterUnreachableError
 
 LOCAL_DIR_ENV = "PIPELINE_LOCAL_CLUSTER_DIR"
 NAMESPACE_ENV = "PIPELINE_NAMESPACE"
@@ -71,7 +71,7 @@ def read_cluster(
     *,
     stack_dir: str | Path = DEFAULT_STACK_DIR,
     env: Mapping[str, str] | None = None,
-) -> Cluster:
+) -> ClusterReader:
     """The cluster to read from (see the module doc); ClusterAccessError names what to set."""
     env = dict(os.environ if env is None else env)
     local = local_cluster_dir(stack_dir, env)

@@ -13,7 +13,7 @@ from typing import Any
 
 from scripts.layer_target import run_config
 from shared.canary import canary_summary
-from shared.cluster import Cluster, ClusterError
+from shared.cluster import ClusterError, ClusterReader
 from shared.config import PipelineConfig
 from shared.costs import estimate
 from shared.fleet import count_oom
@@ -21,6 +21,7 @@ from shared.forecast import RunForecast, run_forecast
 from shared.grid import layer_batch_size
 from shared.layer_spec import layer_spec
 from shared.layers import layer_shape
+from shared.parallelism import parallelism_target
 from shared.pricing import load_rates
 from shared.progress import (
     LayerPods,
@@ -30,7 +31,6 @@ from shared.progress import (
     layer_progress,
     run_progress,
 )
-from shared.reconcile import ramp_target
 from shared.rightsize_run import run_suggestions
 from shared.state import LayerState, RunState
 
@@ -43,7 +43,7 @@ def layer_size(cfg: PipelineConfig, stage: str, layer: int) -> LayerSize:
     return LayerSize(math.prod(shape), layer_batch_size(cfg.job.for_stage(stage).batch_size, layer))
 
 
-def observe_pods(cluster: Cluster, job_name: str) -> LayerPods:
+def observe_pods(cluster: ClusterReader, job_name: str) -> LayerPods:
     """Ready pods, OOM-killed attempts, nodes and requests of a running layer's Job."""
     job = cluster.get_job(job_name)
     pods = cluster.list_pods(job_name)
@@ -58,7 +58,7 @@ def observe_pods(cluster: Cluster, job_name: str) -> LayerPods:
     )
 
 
-def gather(run: RunState, now: datetime, cluster: Cluster | None) -> tuple[RunProgress, str]:
+def gather(run: RunState, now: datetime, cluster: ClusterReader | None) -> tuple[RunProgress, str]:
     """The run's progress, and a note when part of it could not be read."""
     cfg = run_config(run)
     notes: list[str] = []
@@ -112,10 +112,17 @@ def _target(cfg: PipelineConfig, ls: LayerState, now: datetime) -> int | None:
         cfg.job.for_stage(ls.stage).ramp,
         layer_spec(cfg, ls.stage, ls.layer).completions,
     )
-    return ls.scale_override or ramp_target(ramp, completions, ls.ramp_started_at, now)
+    return parallelism_target(
+        ramp,
+        completions,
+        ls.ramp_started_at,
+        now,
+        override=ls.scale_override,
+        current=ls.parallelism,
+    )
 
 
-def _pods_of(cluster: Cluster | None, ls: LayerState, notes: list[str]) -> LayerPods | None:
+def _pods_of(cluster: ClusterReader | None, ls: LayerState, notes: list[str]) -> LayerPods | None:
     if cluster is None or ls.phase != "running" or not ls.job_name:
         return None
     try:

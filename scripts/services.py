@@ -47,9 +47,7 @@ def load_stack_env(state_dir: str | Path = DEFAULT_STACK_DIR) -> dict[str, str]:
 def connect() -> Services:
     """Services from PIPELINE_PROJECT (and the emulator variables, if set), else from a
     local stack running in this folder."""
-    from shared.adapters.google.firestore_store import FirestoreRunStore
-    from shared.adapters.google.pubsub_bus import PubSubBus
-    from shared.adapters.wiring import WiringError, project_from_env
+    from shared.adapters.wiring import WiringError, cli_bus, cli_store, project_from_env
 
     if not os.environ.get("PIPELINE_PROJECT"):
         os.environ.update(load_stack_env())
@@ -57,7 +55,7 @@ def connect() -> Services:
         project = project_from_env()
     except WiringError as e:
         raise WiringError(f"{e}, or start `pipeline local up` in this folder") from None
-    return Services(project, FirestoreRunStore(project), PubSubBus(project))
+    return Services(project, cli_store(project), cli_bus(project))
 
 
 def operator_name() -> str:

@@ -53,7 +53,7 @@ from shared.evictions import ALERT_KIND as EVICTED_REPEATEDLY
 from shared.forecast import forecast, forecast_inputs
 from shared.layer_spec import layer_spec
 from shared.reconcile import Alert
-from shared.state import RunState
+from shared.state import RunState, layer_key
 
 LOG_TAIL_LINES = 30  # lines of a failed pod's log an alert carries
 LOG_TAIL_BYTES = 4096  # ... of which at most the last 4 KiB
@@ -120,7 +120,7 @@ def approval_forecast(
     seen so far): its duration and cost, and the rest of the run's, so an operator approves
     knowing what it commits to."""
     fc = forecast(run, *forecast_inputs(cfg, run), now)
-    key = f"{alert.stage}-L{alert.layer}"
+    key = layer_key(alert.stage, alert.layer)
     layer = next((lf for lf in fc.layers if lf.key == key), None)
     return {
         "layer_duration_s": round(layer.remaining_s, 1) if layer else 0.0,

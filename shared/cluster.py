@@ -1,4 +1,5 @@
-"""The cluster interface: what the controller and the operator CLI need from Kubernetes.
+"""The cluster port: reads (`ClusterReader`: the operator CLI and the controller) apart
+from Job writes (`JobWriter`: the controller only); `Cluster` is both.
 
 Implemented by `shared.adapters.local.cluster.local_cluster.LocalCluster` (subprocess pods,
 Indexed-Job semantics) and `shared.adapters.gke.cluster.GkeCluster` (the `kubernetes`
@@ -98,19 +99,9 @@ class PodInfo:
     cpu_used: float | None = None
 
 
-class Cluster(Protocol):
-    """Operations on Indexed Jobs. Every call is idempotent where Kubernetes allows it."""
-
-    def create_job(self, manifest: dict[str, Any]) -> bool:
-        """Create a Job; returns False if a Job of that name already exists (409)."""
-
-    def validate_job(self, manifest: dict[str, Any]) -> None:
-        """Check a manifest as the API server would (a dry-run create), changing nothing:
-        ManifestRejectedError if it would be refused, ClusterUnreachableError if the
-        cluster cannot be asked. Called before any state that depends on it is written."""
-
-    def apply_config_map(self, manifest: dict[str, Any]) -> None:
-        """Create or replace a v1 ConfigMap (a run's dataset file, mounted by its pods)."""
+class ClusterReader(Protocol):
+    """What may be read from the cluster: Jobs, pods, logs, events, usage. The operator CLI
+    and its views get only this (every change is an operator action the controller acts on)."""
 
     def get_job(self, name: str) -> JobStatus | None:
         """The Job's status, or None if there is no such Job."""
@@ -118,20 +109,8 @@ class Cluster(Protocol):
     def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
         """Jobs whose labels include all of `labels`."""
 
-    def patch_job(
-        self, name: str, *, parallelism: int | None = None, suspend: bool | None = None
-    ) -> None:
-        """Set parallelism and/or suspend to absolute values."""
-
-    def delete_job(self, name: str) -> None:
-        """Delete the Job and its pods (background propagation); missing is fine."""
-
     def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
         """The Job's pods (every attempt still known), optionally of one index."""
-
-    def delete_pod(self, name: str) -> None:
-        """Delete one pod (graceful: SIGTERM, SIGKILL after its grace period); missing is
-        fine. Its Job counts it as a failed attempt of its index and retries the index."""
 
     def pod_log_updated(self, pod_name: str) -> datetime | None:
         """When the pod's newest log line was written (None: no line yet); raises
@@ -150,3 +129,36 @@ class Cluster(Protocol):
     def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
         """Current CPU and memory of the Job's running pods, by pod name (pods without a
         sample yet are absent); MetricsUnavailableError says why none can be read."""
+
+
+class JobWriter(Protocol):
+    """What changes the cluster: Jobs, their pods, the run's ConfigMap. Only the controller
+    writes. Every call is idempotent where Kubernetes allows it."""
+
+    def create_job(self, manifest: dict[str, Any]) -> bool:
+        """Create a Job; returns False if a Job of that name already exists (409)."""
+
+    def validate_job(self, manifest: dict[str, Any]) -> None:
+        """Check a manifest as the API server would (a dry-run create), changing nothing:
+        ManifestRejectedError if it would be refused, ClusterUnreachableError if the
+        cluster cannot be asked. Called before any state that depends on it is written."""
+
+    def apply_config_map(self, manifest: dict[str, Any]) -> None:
+        """Create or replace a v1 ConfigMap (a run's dataset file, mounted by its pods)."""
+
+    def patch_job(
+        self, name: str, *, parallelism: int | None = None, suspend: bool | None = None
+    ) -> None:
+        """Set parallelism and/or suspend to absolute values."""
+
+    def delete_job(self, name: str) -> None:
+        """Delete the Job and its pods (background propagation); missing is fine."""
+
+    def delete_pod(self, name: str) -> None:
+        """Delete one pod (graceful: SIGTERM, SIGKILL after its grace period); missing is
+        fine. Its Job counts it as a failed attempt of its index and retries the index."""
+
+
+class Cluster(ClusterReader, JobWriter, Protocol):
+    """The controller's cluster: reads and Job writes on Indexed Jobs (the adapters
+    implement both)."""

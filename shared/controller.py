@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from shared.alert_publisher import AlertPublisher
 from shared.alerts import (
     LOG_TAIL_BYTES,
     LOG_TAIL_LINES,
@@ -82,7 +83,6 @@ from shared.vcpu_budget import running_vcpus
 
 log = logging.getLogger("cave_pipeline.controller")
 
-AlertPublisher = Callable[[str, dict[str, Any]], None]
 CLAIM_LOST_PODS = 20  # logs of newly failed pods one reconcile reads for claim_lost records
 CLAIM_LOST_LOG_LINES = 300
 SETUP_LOG_LINES = 1000  # of a completed setup pod's log: where it reports the graph metadata

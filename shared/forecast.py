@@ -30,7 +30,7 @@ from shared.layers import layer_shape
 from shared.pricing import Rate, load_rates, pod_cost, rate_for
 from shared.reconcile import LayerPlan
 from shared.simulation.runtimes import Runtimes
-from shared.stages import dependencies
+from shared.stages import dependencies_in
 from shared.state import LayerState, RunState
 
 DEFAULT_CHUNK_S = 30.0  # per chunk, before the run has finished a pod
@@ -147,12 +147,12 @@ def forecast(
     out: list[LayerForecast] = []
     for ls in run.ordered_layers():
         plan = plans[ls.key]
-        below = run.layers.get(f"{ls.stage}-L{ls.layer - 1}")
+        below = run.layer_below(ls)
         if below is not None:
             start = done_at[below.key]
         else:
-            deps = [d for d in dependencies(ls.stage) if d in run.stages]
-            start = max((done_at[f"{d}-L{run.top_layers[d]}"] for d in deps), default=0.0)
+            deps = dependencies_in(ls.stage, run.stages)
+            start = max((done_at[run.top_layer(d).key] for d in deps), default=0.0)
         if ls.phase in ("succeeded", "failed"):
             done_at[ls.key] = start
             continue

@@ -294,29 +294,59 @@ def render_job(
         PREFIX + "batch-size": str(spec.batch_size),
         PREFIX + "grid-shape": ",".join(map(str, spec.grid_shape)),
     }
-    meta = {"labels": labels, "annotations": annotations}
+    return indexed_job(
+        name,
+        cfg.namespace,
+        {"labels": labels, "annotations": annotations},
+        pod,
+        completions=completions,
+        parallelism=min(parallelism, completions, cap),
+        backoff_limit_per_index=job.task_retries,
+        max_failed_indexes=min(job.max_failed_tasks, completions, cap),
+        suspend=suspend,
+    )
+
+
+def indexed_job(
+    name: str,
+    namespace: str,
+    meta: dict[str, Any],
+    pod: dict[str, Any],
+    *,
+    completions: int,
+    parallelism: int,
+    backoff_limit_per_index: int,
+    max_failed_indexes: int | None = None,
+    suspend: bool = False,
+) -> dict[str, Any]:
+    """The batch/v1 Indexed Job skeleton every Job of a run shares (a layer's and a setup
+    pass's): `meta` (labels, annotations) on the Job and its pod template, the pod failure
+    policy, `podReplacementPolicy: Failed`. `max_failed_indexes` None: not set (the Job
+    fails on its first failed index past its retries)."""
+    spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": completions,
+        "parallelism": parallelism,
+        "backoffLimitPerIndex": backoff_limit_per_index,
+        # The next attempt of an index starts only once the previous pod is terminal, so
+        # it may take over that attempt's chunk claims at once (worker.claim_tokens).
+        "podReplacementPolicy": "Failed",
+    }
+    if max_failed_indexes is not None:
+        spec["maxFailedIndexes"] = max_failed_indexes
+    spec |= {
+        "suspend": suspend,
+        # Spot preemptions and evictions do not count; exit 42 fails its index only.
+        "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),
+        "template": {"metadata": copy.deepcopy(meta), "spec": pod},
+    }
+    # No ttlSecondsAfterFinished (the controller reads finished Jobs) and no
+    # activeDeadlineSeconds (a layer takes as long as it takes; stalls are alerted on).
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": cfg.namespace, **copy.deepcopy(meta)},
-        # No ttlSecondsAfterFinished (the controller reads finished Jobs) and no
-        # activeDeadlineSeconds (a layer takes as long as it takes; stalls are alerted on).
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": completions,
-            "parallelism": min(parallelism, completions, cap),
-            "backoffLimitPerIndex": job.task_retries,
-            # The next attempt of an index starts only once the previous pod is terminal, so
-            # it may take over that attempt's chunk claims at once (worker.claim_tokens).
-            "podReplacementPolicy": "Failed",
-            "maxFailedIndexes": min(job.max_failed_tasks, completions, cap),
-            "suspend": suspend,
-            "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),
-            "template": {
-                "metadata": copy.deepcopy(meta),
-                "spec": pod,
-            },
-        },
+        "metadata": {"name": name, "namespace": namespace, **copy.deepcopy(meta)},
+        "spec": spec,
     }
 
 

@@ -29,11 +29,16 @@ def approve(
     """Set the approval flag of the given layers (all not yet started, if None)."""
     if stage not in run.stages:
         raise ActionError(f"run {run.run_id} has no stage {stage!r} (it has: {run.stages})")
-    targets = (
-        [layer_of(run, stage, n) for n in layers]
-        if layers
-        else [ls for ls in run.ordered_layers() if ls.stage == stage and ls.phase == "waiting"]
-    )
+    if layers:
+        missing = [n for n in layers if layer_key(stage, n) not in run.layers]
+        if missing:
+            raise ActionError(
+                f"run {run.run_id}: {stage} has no layer {missing} "
+                f"(it has: {stage} L2-L{run.top_layers[stage]})"
+            )
+        targets = [run.layers[layer_key(stage, n)] for n in layers]
+    else:
+        targets = [ls for ls in run.ordered_layers() if ls.stage == stage and ls.phase == "waiting"]
     for ls in targets:
         if not ls.approved:
             ls.approved, ls.approved_by, ls.approved_at = True, by, now

@@ -20,7 +20,7 @@ from typing import Any
 
 from shared import intervals
 from shared.forecast import LayerForecast, RunForecast
-from shared.stages import dependencies
+from shared.stages import dependencies_in
 from shared.start_from import describe_start
 from shared.state import LayerState, RunState, layer_key
 
@@ -147,11 +147,11 @@ def waits_on(run: RunState, ls: LayerState) -> str:
     approval, a pause, room under the vCPU cap."""
     if ls.phase != "waiting":
         return ""
-    below = run.layers.get(layer_key(ls.stage, ls.layer - 1))
+    below = run.layer_below(ls)
     if below is not None and below.phase != "succeeded":
         return f"{below.key} ({below.phase})"
     if below is None:
-        deps = [d for d in dependencies(ls.stage) if d in run.stages]
+        deps = dependencies_in(ls.stage, run.stages)
         open_deps = [d for d in deps if not run.stage_complete(d)]
         if open_deps:
             return "stage " + ", ".join(open_deps)

@@ -10,7 +10,6 @@ operator kick) ends here, so the outcome never depends on which event was seen, 
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import replace
 from datetime import datetime
 
@@ -19,7 +18,6 @@ from shared.bigtable_load import FREE, RampGate, gate, throttle
 from shared.canary import canary_details
 from shared.canary_step import canary_step
 from shared.cluster import JobStatus
-from shared.config import Ramp
 from shared.costs import Billing, run_cost
 from shared.decision import (
     Action,
@@ -40,6 +38,7 @@ from shared.hung_pods import mark_handled, note_chunk_times
 from shared.layer_verify import apply_ledger_check
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
+from shared.parallelism import parallelism_target, ramp_target
 from shared.pod_accounting import FINISHED, PodRecord, close_layer, record_pods
 from shared.pricing import RateRow
 from shared.setup_step import fail_setup, setup_step
@@ -64,21 +63,6 @@ __all__ = [
     "ramp_target",
     "reject",
 ]
-
-
-def ramp_target(ramp: Ramp, completions: int, started: datetime | None, now: datetime) -> int:
-    """Parallelism the ramp allows at `now`: start * factor**steps, capped; at least 1."""
-    cap = max(1, min(ramp.max, completions))
-    if started is None:
-        return min(ramp.start, cap)
-    steps = max(0, math.floor((now - started).total_seconds() / ramp.period))
-    if ramp.factor <= 1 or ramp.start >= cap:
-        return min(ramp.start, cap)
-    # Past the step that reaches the cap the value is the cap: bounding the exponent there
-    # keeps a multi-day run from overflowing a float without freezing a slow ramp short of it.
-    to_cap = math.ceil(math.log(cap / ramp.start) / math.log(ramp.factor)) + 1  # +1: float slack
-    value = ramp.start * ramp.factor ** min(steps, to_cap)
-    return int(min(max(ramp.start, value), cap))
 
 
 def _job_progress(ls: LayerState, job: JobStatus, now: datetime, out: list[Action]) -> None:
@@ -144,11 +128,15 @@ def _running_layer(
         return
     if job.suspended:
         out.append(PatchJob(ls.job_name, suspend=False))
-    target = ls.scale_override or ramp_target(plan.ramp, plan.completions, ls.ramp_started_at, now)
-    target = max(1, min(target, plan.completions))
+    target = parallelism_target(
+        plan.ramp,
+        plan.completions,
+        ls.ramp_started_at,
+        now,
+        override=ls.scale_override,
+        current=ls.parallelism,
+    )
     if ls.scale_override is None:
-        # The ramp never lowers, but a lowered ramp.max (`pipeline apply`) does.
-        target = max(target, min(ls.parallelism, plan.completions, plan.ramp.max))
         # A busy Bigtable holds the ramp or steps it down (docs/bigtable-ramp-and-bill.md).
         gated = throttle(bigtable, target, ls.parallelism, plan.ramp, now, ls.ramp_lowered_at)
         target = gated.parallelism

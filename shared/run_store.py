@@ -1,7 +1,10 @@
-"""The run store interface: where runs, layers, alerts and pod records live (Firestore).
+"""The run store port, split by role: runs (`RunRecords`), the alert outbox (`AlertOutbox`),
+the reconcile lease (`ReconcileLeases`), run health (`RunHealthRecords`), event dedupe
+(`EventSightings`) and the tail watch's lease (`WatchLeases`); `RunStore` is all of them.
 
-Pure module: the Protocol and its errors. The adapter is
-`shared.adapters.google.firestore_store.FirestoreRunStore`.
+Pure module: the Protocols and their errors. The Firestore adapters are in
+`shared.adapters.google` (one per role; `firestore_store.FirestoreRunStore` has every role).
+See docs/ports-and-wiring.md.
 """
 
 from __future__ import annotations
@@ -50,7 +53,10 @@ class RunHealth:
     alert_due: bool
 
 
-class RunStore(Protocol):
+class RunRecords(Protocol):
+    """Runs and their layers: the state the controller decides from and commits, and the
+    operators' actions change (`update_run`)."""
+
     def create_run(self, state: RunState) -> None:
         """Store a new run and all its layers; RunExistsError if the id is taken."""
 
@@ -86,16 +92,10 @@ class RunStore(Protocol):
     def list_runs(self) -> list[RunState]:
         """Every run, newest first (layers not loaded)."""
 
-    def record_reconcile_failure(
-        self, run_id: str, error: str, now: datetime, alert_after: int
-    ) -> RunHealth | None:
-        """Count one more consecutive failed reconcile (outside the version precondition: a
-        run that cannot be reconciled cannot commit either). `alert_due` is True exactly once
-        per unhealthy spell, on the failure that reaches `alert_after`; that same write puts a
-        `run_unhealthy` alert into the run's outbox. None if no such run."""
 
-    def record_reconcile_success(self, run_id: str) -> None:
-        """End an unhealthy spell, if any (the next spell alerts again)."""
+class AlertOutbox(Protocol):
+    """The alerts `commit` and `record_reconcile_failure` put into a run's outbox, until a
+    flusher has published them (at least once, never lost)."""
 
     def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
         """Outbox alerts not yet published and not claimed by a live flusher."""
@@ -110,13 +110,10 @@ class RunStore(Protocol):
     def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
         """Record that alerts were published."""
 
-    def first_sighting(self, event_id: str, expires_at: datetime) -> bool:
-        """True the first time an event id is seen (dedupe of at-least-once delivery)."""
 
-    def forget_sighting(self, event_id: str) -> None:
-        """Undo `first_sighting` (the event was not handled: its redelivery must pass)."""
+class ReconcileLeases(Protocol):
+    """The reconcile lease (shared.coalesce): at most one event-driven reconcile per run."""
 
-    # The reconcile lease (shared.coalesce): at most one event-driven reconcile per run.
     def claim_reconcile(
         self, run_id: str, event_time: datetime, holder: str, now: datetime
     ) -> tuple[Verdict, int]:
@@ -136,9 +133,50 @@ class RunStore(Protocol):
     def abandon_reconcile(self, run_id: str, holder: str) -> None:
         """Release the lease after a failed reconcile, covering nothing new."""
 
-    # The tail watch's lease (shared.advance_watch): at most one tick watches at a time.
+
+class RunHealthRecords(Protocol):
+    """Consecutive failed reconciles of a run (`run_unhealthy` once per spell)."""
+
+    def record_reconcile_failure(
+        self, run_id: str, error: str, now: datetime, alert_after: int
+    ) -> RunHealth | None:
+        """Count one more consecutive failed reconcile (outside the version precondition: a
+        run that cannot be reconciled cannot commit either). `alert_due` is True exactly once
+        per unhealthy spell, on the failure that reaches `alert_after`; that same write puts a
+        `run_unhealthy` alert into the run's outbox. None if no such run."""
+
+    def record_reconcile_success(self, run_id: str) -> None:
+        """End an unhealthy spell, if any (the next spell alerts again)."""
+
+
+class EventSightings(Protocol):
+    """Dedupe of at-least-once event deliveries."""
+
+    def first_sighting(self, event_id: str, expires_at: datetime) -> bool:
+        """True the first time an event id is seen (dedupe of at-least-once delivery)."""
+
+    def forget_sighting(self, event_id: str) -> None:
+        """Undo `first_sighting` (the event was not handled: its redelivery must pass)."""
+
+
+class WatchLeases(Protocol):
+    """The tail watch's lease (shared.advance_watch): at most one tick watches at a time."""
+
     def claim_watch(self, holder: str, expires_at: datetime, now: datetime) -> bool:
         """Take the watch lease until `expires_at`; False if another holder's is live."""
 
     def release_watch(self, holder: str) -> None:
         """Let go of the watch lease if `holder` still has it."""
+
+
+class RunStore(
+    RunRecords,
+    AlertOutbox,
+    ReconcileLeases,
+    RunHealthRecords,
+    EventSightings,
+    WatchLeases,
+    Protocol,
+):
+    """Every role of the run store on one object: what the controller takes for now (the
+    Firestore adapter is `FirestoreRunStore`; each role also has an adapter of its own)."""

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from shared.config import Ramp
+from shared.parallelism import parallelism_target
 from shared.progress import LayerSize
-from shared.reconcile import ramp_target
 from shared.state import RunState
 
 OUTCOMES = ("succeeded", "failed", "preempted", "oom", "running")
@@ -111,7 +111,9 @@ def ramp_allowed(
             if start is None or t < start or t > (ls.finished_at or now):
                 continue
             ramp = ramps[ls.stage]
-            total += ls.scale_override or ramp_target(ramp, completions.get(ls.key, 1), start, t)
+            total += parallelism_target(
+                ramp, completions.get(ls.key, 1), start, t, override=ls.scale_override
+            )
         out.append((t, total))
     return out
 

@@ -28,10 +28,10 @@ from shared.layer_spec import MAX_JOB_NAME, attempt_salt, short_hash
 from shared.layers import layer_count
 from shared.manifest import (
     MANAGED_BY,
-    POD_FAILURE_POLICY,
     PREFIX,
     ManifestError,
     check_names,
+    indexed_job,
     job_labels,
     label_value,
     pod_spec,
@@ -107,23 +107,11 @@ def render_setup_job(
     pod = pod_spec(
         cfg, stage, argv, req, run_id, contract, service_account=cfg.workload_identity.setup_ksa
     )
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": cfg.namespace, **copy.deepcopy(meta)},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": 1,
-            "parallelism": 1,
-            # No retries: a failed setup is reported with its log at once; a Spot
-            # preemption does not count (the DisruptionTarget rule) and is retried.
-            "backoffLimitPerIndex": 0,
-            "podReplacementPolicy": "Failed",
-            "suspend": False,
-            "podFailurePolicy": copy.deepcopy(POD_FAILURE_POLICY),
-            "template": {"metadata": copy.deepcopy(meta), "spec": pod},
-        },
-    }
+    # No retries: a failed setup is reported with its log at once; a Spot preemption does
+    # not count (the DisruptionTarget rule) and is retried.
+    return indexed_job(
+        name, cfg.namespace, meta, pod, completions=1, parallelism=1, backoff_limit_per_index=0
+    )
 
 
 def pcg_dataset(dataset: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ layer. Pure module.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -94,6 +94,13 @@ def stage(name: str) -> Stage:
 def dependencies(name: str) -> tuple[str, ...]:
     """Stages that must be complete before `name`'s first layer may start."""
     return stage(name).depends_on
+
+
+def dependencies_in(name: str, stages: Iterable[str]) -> list[str]:
+    """The stages `name` waits for among those a run builds (`stages`): a stage the run does
+    not build is not waited for."""
+    built = set(stages)
+    return [d for d in dependencies(name) if d in built]
 
 
 def _has_block(cfg: PipelineConfig, block: str) -> bool:

@@ -19,7 +19,7 @@ from shared.config import PipelineConfig
 from shared.layer_spec import layer_spec
 from shared.layers import chunk_id
 from shared.operator_actions import ActionError
-from shared.stages import FIRST_LAYER, dependencies, writes_done_markers
+from shared.stages import FIRST_LAYER, dependencies_in, writes_done_markers
 from shared.state import RunState, layer_key
 
 SAMPLE = 5  # missing chunks named in a refusal
@@ -47,7 +47,7 @@ def start_layers(
         top = run.top_layers[s]
         if not FIRST_LAYER <= n <= top:
             raise ActionError(f"--from-layer {n}: {s} has layers {FIRST_LAYER}..{top}")
-        below = [d for d in dependencies(s) if d in run.stages]
+        below = dependencies_in(s, run.stages)
         if n > FIRST_LAYER and below:
             raise ActionError(
                 f"{s} cannot start at layer {n} in a run that also builds {', '.join(below)} "

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from shared.stages import FIRST_LAYER, dependencies
+from shared.stages import FIRST_LAYER, dependencies_in
 
 SETUP_LAYER = 0  # a setup Job's layer (label, CreateJob, `pipeline submit RUN STAGE 0`)
 RUN_STATUSES = ("running", "paused", "succeeded", "failed")
@@ -197,12 +197,20 @@ class RunState:
 
     def stage_may_begin(self, stage: str) -> bool:
         """Every stage `stage` depends on is complete: its setup may run."""
-        return all(self.stage_complete(dep) for dep in dependencies(stage) if dep in self.stages)
+        return all(self.stage_complete(dep) for dep in dependencies_in(stage, self.stages))
 
     def ordered_layers(self) -> list[LayerState]:
         """Layers in build order: stages as listed, lowest layer first."""
         order = {s: i for i, s in enumerate(self.stages)}
         return sorted(self.layers.values(), key=lambda ls: (order.get(ls.stage, 99), ls.layer))
+
+    def layer_below(self, ls: LayerState) -> LayerState | None:
+        """The layer under `ls` in its stage (None for a stage's first layer)."""
+        return self.layers.get(layer_key(ls.stage, ls.layer - 1))
+
+    def top_layer(self, stage: str) -> LayerState:
+        """The stage's last layer (the one whose completion completes the stage)."""
+        return self.layers[layer_key(stage, self.top_layers[stage])]
 
     def stage_complete(self, stage: str) -> bool:
         mine = [ls for ls in self.layers.values() if ls.stage == stage]
@@ -211,7 +219,7 @@ class RunState:
     def dependencies_met(self, ls: LayerState) -> bool:
         """A layer may start when the layer below is complete (or, for the first layer of a
         stage, when every stage it depends on is complete)."""
-        below = self.layers.get(layer_key(ls.stage, ls.layer - 1))
+        below = self.layer_below(ls)
         if below is not None:
             return below.phase == "succeeded"
         return not self.setup_pending(ls.stage) and self.stage_may_begin(ls.stage)
@@ -220,16 +228,16 @@ class RunState:
         """When the layer's dependencies were met: the layer below finished or, for a
         stage's first layer, the last of the stages it depends on (or, with none, the run was
         created). None while something it waits for has not finished."""
-        below = self.layers.get(layer_key(ls.stage, ls.layer - 1))
+        below = self.layer_below(ls)
         if below is not None:
             return below.finished_at
         setup = self.setups.get(ls.stage)
         if setup is not None:  # it ran once the stages it waits for were done
             return setup.finished_at if setup.phase == "succeeded" else None
-        deps = [d for d in dependencies(ls.stage) if d in self.stages]
+        deps = dependencies_in(ls.stage, self.stages)
         if not deps:
             return self.created_at
-        stamps = [self.layers[layer_key(d, self.top_layers[d])].finished_at for d in deps]
+        stamps = [self.top_layer(d).finished_at for d in deps]
         return None if None in stamps else max(stamps)  # type: ignore[type-var]
 
     def run_doc(self) -> dict[str, Any]:

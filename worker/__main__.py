@@ -98,9 +98,7 @@ def main() -> int:
     log = log.bind(run=env.run_id, stage=env.stage, layer=env.layer, index=env.index)
     state.update(log=log, grace_s=env.term_grace_s)
 
-    from google.api_core.exceptions import NotFound
-
-    from shared.adapters.bigtable.chunk_ledger import open_bigtable_client
+    from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger, open_bigtable_client
     from shared.adapters.bigtable.graph_meta_store import read_graph_meta
     from worker.claim_tokens import attempt_token, lineage, lineage_range, takeover_enabled
     from worker.env import with_graph_meta
@@ -125,14 +123,14 @@ def main() -> int:
     try:
         # The grid is the graph's (its setup wrote it), as PyChunkedGraph's workers read it.
         env = with_graph_meta(env, read_graph_meta(client))
-    except NotFound:
-        pass  # no such table: the plugin's first read says so, naming it
     except WorkerConfigError as exc:
         log.error(f"bad graph metadata: {exc}", exit_code=EXIT_FATAL)
         return EXIT_FATAL
     except Exception as exc:  # noqa: BLE001 - Bigtable unavailable: retried by Kubernetes
-        log.error(f"cannot read the graph metadata: {exc!r}", exit_code=EXIT_TRANSIENT)
-        return EXIT_TRANSIENT
+        # No such table: the plugin's first read says so, naming it.
+        if not BigtableChunkLedger(client, env.stage).table_missing(exc):
+            log.error(f"cannot read the graph metadata: {exc!r}", exit_code=EXIT_TRANSIENT)
+            return EXIT_TRANSIENT
     try:
         takeover = takeover_enabled(env_vars)
     except ValueError as exc:

@@ -31,9 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.api_core.exceptions import NotFound
-
-from shared.adapters.bigtable.chunk_ledger import ChunkLedger, ClaimResult
+from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger
+from shared.chunk_ledger import ChunkLedger, ClaimResult
 from shared.grid import batch_coords
 from shared.layers import chunk_id
 from worker import chaos_points
@@ -102,7 +101,7 @@ class BatchRunner:
     ) -> None:
         self.env, self.client, self.fn, self.log, self.token = env, client, fn, log, token
         self.lineage = lineage
-        self.ledger = ChunkLedger(client, env.stage)
+        self.ledger: ChunkLedger = BigtableChunkLedger(client, env.stage)
         self.stop = stop if stop is not None else threading.Event()
         self.clock = clock
         self.stats = BatchStats()
@@ -326,7 +325,7 @@ class BatchRunner:
         """Log and count a failed chunk; the batch goes on, unless the table is missing."""
         code = self._fail(exc, clog, f"chunk {name}")
         self._count(code)
-        return code if isinstance(exc, NotFound) else None
+        return code if self.ledger.table_missing(exc) else None
 
     def _claim(self, cid: int, name: str, clog: JsonLogger) -> tuple[ClaimResult | None, float]:
         """Claim ``cid``, waiting (with backoff) while another worker holds it, up to the
@@ -373,7 +372,7 @@ class BatchRunner:
         if _is_fatal(exc):
             clog.error(f"fatal {what}: {exc}", error=repr(exc), traceback=tb, exit_code=42)
             return EXIT_FATAL
-        if isinstance(exc, NotFound):
+        if self.ledger.table_missing(exc):
             clog.error(
                 f"Bigtable table {self.env.graph_id!r} or instance not found ({exc}): create "
                 "the graph table first",

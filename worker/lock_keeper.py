@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shared.adapters.bigtable.chunk_ledger import ChunkLedger
+from shared.chunk_ledger import ChunkLedger
 from worker.logs import JsonLogger
 
 __all__ = ["CLAIM_LOST", "LockKeeper"]

@@ -24,7 +24,7 @@ from shared import operator_actions as ops
 from shared.config import JobOverride, PipelineConfig, load_config
 from shared.manifest import MANAGED_BY, PREFIX, render_job
 from shared.run_store import RunNotFoundError
-from shared.state import RunState
+from shared.state import RunState, layer_key
 
 SAMPLE_RUN_ID = "sample"
 
@@ -146,7 +146,8 @@ def _remaining_jobs(out: Console, deleted: dict[str, set[str]]) -> None:
         state = j.condition or ("suspended" if j.suspended else "running")
         run_id = j.annotations.get(PREFIX + "run-id", j.labels.get(PREFIX + "run", ""))
         stage, layer = j.labels.get(PREFIX + "stage", ""), j.labels.get(PREFIX + "layer", "")
-        if f"{stage}-L{layer}" in deleted.get(run_id, set()):
+        key = layer_key(stage, int(layer)) if layer.isdigit() else ""
+        if key in deleted.get(run_id, set()):
             state = "deleting"
         elif not j.finished:
             untracked.append(j.name)

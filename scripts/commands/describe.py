@@ -24,7 +24,7 @@ from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from shared import intervals
 from shared.adapters.gke.wire import event_time
-from shared.cluster import Cluster
+from shared.cluster import ClusterReader
 from shared.progress import chunks_done
 from shared.state import RunState
 
@@ -32,7 +32,7 @@ LAST_WARNINGS = 5
 MAX_PODS = 12  # unfinished pods listed (the rest are counted)
 
 
-def _describe(out: Console, cluster: Cluster, target: Target) -> None:
+def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
     job = cluster.get_job(target.job)
     if job is None:
         raise LookupError(f"no Job {target.job!r} in the cluster (deleted, or not created yet)")

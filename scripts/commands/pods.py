@@ -22,7 +22,7 @@ from scripts.options import JOB_OPTION, JSON_OPTION, ONCE_OPTION, TARGET, interv
 from scripts.views.fleet import fleet_view
 from scripts.views.terminal import console, live, span, titled_table, when
 from shared.adapters.gke.wire import event_time
-from shared.cluster import Cluster, MetricsUnavailableError, PodInfo, PodUsage
+from shared.cluster import ClusterReader, MetricsUnavailableError, PodInfo, PodUsage
 from shared.fleet import FleetSummary, PodSample, count_oom, summarize
 
 EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
@@ -36,12 +36,12 @@ def pod_runtime(pod: PodInfo, now: datetime) -> float | None:
 # -- pods and events -----------------------------------------------------------------------------
 
 
-def all_events(cluster: Any, job: str) -> list[dict[str, Any]]:
+def all_events(cluster: ClusterReader, job: str) -> list[dict[str, Any]]:
     events = list(cluster.job_events(job)) + list(cluster.pod_events(job))
     return sorted(events, key=event_time)
 
 
-def scheduling_messages(cluster: Any, job: str) -> dict[str, str]:
+def scheduling_messages(cluster: ClusterReader, job: str) -> dict[str, str]:
     """Pod name -> the scheduler's latest word on it (why it is Pending)."""
     out: dict[str, str] = {}
     for e in all_events(cluster, job):
@@ -51,7 +51,7 @@ def scheduling_messages(cluster: Any, job: str) -> dict[str, str]:
     return out
 
 
-def pods_table(cluster: Any, target: Target, phase: str | None = None) -> Table:
+def pods_table(cluster: ClusterReader, target: Target, phase: str | None = None) -> Table:
     now = datetime.now(UTC)
     pods = sorted(cluster.list_pods(target.job), key=lambda p: (p.index, p.created or EPOCH))
     if phase:
@@ -72,7 +72,7 @@ def pods_table(cluster: Any, target: Target, phase: str | None = None) -> Table:
     return table
 
 
-def events_table(cluster: Any, target: Target) -> Table:
+def events_table(cluster: ClusterReader, target: Target) -> Table:
     events = all_events(cluster, target.job)
     table = titled_table(
         f"events of job {target.job} and its pods: {len(events)}",
@@ -90,7 +90,9 @@ def events_table(cluster: Any, target: Target) -> Table:
 # -- top -----------------------------------------------------------------------------------------
 
 
-def pod_usage(cluster: Cluster, job: str, pods: list[PodInfo]) -> tuple[dict[str, PodUsage], str]:
+def pod_usage(
+    cluster: ClusterReader, job: str, pods: list[PodInfo]
+) -> tuple[dict[str, PodUsage], str]:
     """Usage of the running pods by name, and a note when it is not (all) available."""
     running = [p for p in pods if p.phase == "Running"]
     if not running:
@@ -111,7 +113,7 @@ def _share(used: float, request: float) -> float:
     return used / request if request else 0
 
 
-def top_table(cluster: Any, target: Target) -> Table:
+def top_table(cluster: ClusterReader, target: Target) -> Table:
     pods = [p for p in cluster.list_pods(target.job) if p.phase in ("Running", "Pending")]
     pods.sort(key=lambda p: (p.index, p.created or EPOCH))
     usage, note = pod_usage(cluster, target.job, pods)
@@ -174,7 +176,7 @@ def events(args: tuple[str, ...], job: str | None) -> None:
         console().print(events_table(cluster, target))
 
 
-def fleet_of(cluster: Cluster, job: str) -> tuple[FleetSummary, list[PodInfo], str]:
+def fleet_of(cluster: ClusterReader, job: str) -> tuple[FleetSummary, list[PodInfo], str]:
     """The Job's running pods summarised (usage against request), its pods, and a note."""
     pods = cluster.list_pods(job)
     running = [p for p in pods if p.phase == "Running"]

@@ -26,7 +26,7 @@ from scripts.views.terminal import console, live
 from shared import operator_actions as ops
 from shared import start_from
 from shared.build_plan import new_run
-from shared.cluster import Cluster, ClusterError
+from shared.cluster import ClusterError, ClusterReader
 from shared.config import PipelineConfig, load_config
 from shared.graph_table import GraphTable
 from shared.manifest import lock_scale_warning, validate_config_renders
@@ -95,7 +95,7 @@ def _not_done(cfg: PipelineConfig, stage: str, layer: int) -> tuple[list[int], i
     """The chunks of `layer` of `stage` not marked done in the graph's table, and how many
     chunks the layer has (one batched read per 10,000 chunks)."""
     from shared.adapters.bigtable.chunk_ledger import (
-        ChunkLedger,
+        BigtableChunkLedger,
         close_bigtable_client,
         open_bigtable_client,
     )
@@ -105,7 +105,7 @@ def _not_done(cfg: PipelineConfig, stage: str, layer: int) -> tuple[list[int], i
         cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
     )
     try:
-        done = ChunkLedger(client, stage).done_among(ids)
+        done = BigtableChunkLedger(client, stage).done_among(ids)
     finally:
         close_bigtable_client(client)
     return [c for c in ids if c not in done], len(ids)
@@ -262,11 +262,12 @@ def start(
 def approve(run_id: str, stage: str, layers: tuple[int, ...]) -> None:
     """Approve LAYERS of STAGE (default: every layer not yet started)."""
     keys: list[str] = []
-    _apply(
-        run_id,
-        "approve",
-        lambda run: keys.extend(ops.approve(run, stage, list(layers), operator_name(), _now())),
-    )
+
+    def act(run: RunState) -> None:
+        # `update_run` may apply the action again after a lost race: keep the last answer.
+        keys[:] = ops.approve(run, stage, list(layers), operator_name(), _now())
+
+    _apply(run_id, "approve", act)
     click.echo(f"approved {', '.join(keys) or 'nothing new'} in {run_id}")
 
 
@@ -317,7 +318,7 @@ def delete(run_id: str, stage: str, layer: int) -> None:
     click.echo(f"deleting the Job of {stage} L{layer} in {run_id}")
 
 
-def _status_cluster(run: RunState) -> tuple[Cluster | None, str]:
+def _status_cluster(run: RunState) -> tuple[ClusterReader | None, str]:
     """The cluster to read pods from, or None and why not (status works without it)."""
     try:
         return cluster_access.read_cluster(run_config(run).namespace), ""

@@ -1,24 +1,39 @@
-"""Builds the controller's adapters from the environment (Cloud Functions and local stack).
+"""The composition root: the one place that picks an adapter for each port, with one entry
+per use (docs/ports-and-wiring.md).
 
-Env: `PIPELINE_PROJECT` (else `GOOGLE_CLOUD_PROJECT`) for Firestore and Pub/Sub;
-`PIPELINE_CLUSTER` = `gke` (default; see shared.adapters.gke.cluster) or `local` (the local
-stack registers its in-process cluster with `use_cluster`).
+- Cloud Functions: `controller()`, the process-wide controller, built once from the
+  environment: `PIPELINE_PROJECT` (else `GOOGLE_CLOUD_PROJECT`) for Firestore and Pub/Sub,
+  `PIPELINE_CLUSTER` = `gke` (default; `shared.adapters.gke.cluster`) or `local`.
+- In-process functions (the local stack, and tests of the functions): `in_process_functions`,
+  for as long as it is open, makes `controller()` talk to a cluster of this process (and read
+  the graph's Bigtable load from the local stack's meter).
+- The operator CLI: `cli_store` and `cli_bus` (the CLI reads the cluster through
+  `scripts.cluster_access.read_cluster`, a `ClusterReader`, never a `JobWriter`).
+- `scripts/approve.py`: `approval_store`, the runs role only.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Literal
 
-from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
-from shared.adapters.bigtable.ledger_scan import scan_done_markers
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.bigtable_monitor import BigtableMonitor
+from shared.adapters.google.firestore_runs import FirestoreRuns
 from shared.cluster import Cluster
 from shared.completeness import DoneMarkerScan
-from shared.controller import Controller
-from shared.hung_pods import DoneMarkerTimes
+
+if TYPE_CHECKING:  # loaded by the entries that build them (approve.py needs only Firestore)
+    from shared.adapters.google.firestore_store import FirestoreRunStore
+    from shared.adapters.google.pubsub_bus import PubSubBus
+    from shared.bigtable_monitor import BigtableMonitor
+    from shared.controller import Controller
+    from shared.hung_pods import DoneMarkerTimes
+
+# The default ledger read of a completed layer's check: the graph table's done markers.
+LEDGER = "ledger"
+DoneMarkers = DoneMarkerScan | None | Literal["ledger"]
 
 
 class WiringError(RuntimeError):
@@ -26,53 +41,108 @@ class WiringError(RuntimeError):
 
 
 _lock = threading.Lock()
+# The in-process cluster (`in_process_functions`) and its ledger read, if one is open; the
+# controller built for the current wiring (Cloud Functions reuse warm instances).
 _cluster: Cluster | None = None
-_controller: Controller | None = None
-_done_markers: DoneMarkerScan | None = scan_done_markers
+_done_markers: DoneMarkers = LEDGER
 _bigtable_monitor: BigtableMonitor | None = None
-
-
-def use_bigtable_monitor(monitor: BigtableMonitor | None) -> None:
-    """Register where the controller reads the graph's Bigtable load (the local stack's
-    emulator meter); None: Cloud Monitoring, unless an emulator stands in for Bigtable."""
-    global _bigtable_monitor, _controller
-    with _lock:
-        _bigtable_monitor, _controller = monitor, None
-
-
-def _bigtable_monitor_from_env() -> BigtableMonitor | None:
-    """The registered monitor; else Cloud Monitoring, except against an emulator (which
-    Monitoring knows nothing of: no gate)."""
-    if _bigtable_monitor is not None:
-        return _bigtable_monitor
-    if os.environ.get("BIGTABLE_EMULATOR_HOST"):
-        return None
-    from shared.adapters.google.monitoring import CloudMonitoring
-
-    return CloudMonitoring()
-
-
-def use_cluster(
-    cluster: Cluster | None, done_markers: DoneMarkerScan | None = scan_done_markers
-) -> None:
-    """Register the cluster the controller talks to (the local stack's, in-process), and
-    the ledger read of its completeness check (docs/verify.md): None turns the check off,
-    for a fake cluster whose Jobs complete without any worker having run."""
-    global _cluster, _controller, _done_markers
-    with _lock:
-        _cluster, _controller, _done_markers = cluster, None, done_markers
+_controller: Controller | None = None
 
 
 def project_from_env() -> str:
+    """The project of Firestore and Pub/Sub; WiringError naming the variable to set."""
     project = os.environ.get("PIPELINE_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT")
     if not project:
         raise WiringError("set PIPELINE_PROJECT (the project of Firestore and Pub/Sub)")
     return project
 
 
+def build_controller(
+    project: str,
+    cluster: Cluster,
+    done_markers: DoneMarkers = LEDGER,
+    bigtable_monitor: BigtableMonitor | None = None,
+) -> Controller:
+    """The controller on `cluster`: the run store on Firestore, alerts on Pub/Sub, the graph
+    tables and their done markers on Bigtable. `done_markers` is the ledger read of a
+    completed layer's check (docs/verify.md): LEDGER reads the graph table; None turns the
+    check off (a fake cluster whose Jobs complete without any worker having run).
+    `bigtable_monitor` is where the ramp's gate reads the instance's load
+    (docs/bigtable-ramp-and-bill.md); None: Cloud Monitoring, unless an emulator stands in."""
+    from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
+    from shared.adapters.bigtable.ledger_scan import scan_done_markers
+    from shared.adapters.google.alert_publisher import PubSubAlertPublisher
+    from shared.adapters.google.firestore_store import FirestoreRunStore
+    from shared.adapters.google.pubsub_bus import PubSubBus
+    from shared.controller import Controller
+
+    if done_markers == LEDGER:
+        done_markers = scan_done_markers
+    return Controller(
+        FirestoreRunStore(project),
+        cluster,
+        PubSubAlertPublisher(PubSubBus(project)),
+        graph_tables=BigtableGraphTables(),
+        done_times=_done_times(),
+        done_markers=done_markers,
+        bigtable_monitor=bigtable_monitor or _bigtable_monitor_from_env(),
+    )
+
+
+def controller() -> Controller:
+    """The Cloud Functions' entry: the process-wide controller (built once)."""
+    global _controller
+    with _lock:
+        if _controller is None:
+            cluster = _cluster if _cluster is not None else _cluster_from_env()
+            _controller = build_controller(
+                project_from_env(), cluster, _done_markers, _bigtable_monitor
+            )
+        return _controller
+
+
+@contextmanager
+def in_process_functions(
+    cluster: Cluster,
+    done_markers: DoneMarkers = LEDGER,
+    bigtable_monitor: BigtableMonitor | None = None,
+) -> Iterator[None]:
+    """The local stack's entry (and the functions' tests'): while open, `controller()` talks
+    to `cluster`, a cluster of this process, with `done_markers` as its ledger read and
+    `bigtable_monitor` as the gate's load (see `build_controller`). On exit the wiring is what
+    it was before."""
+    global _cluster, _done_markers, _bigtable_monitor, _controller
+    with _lock:
+        saved = _cluster, _done_markers, _bigtable_monitor
+        _cluster, _done_markers, _bigtable_monitor = cluster, done_markers, bigtable_monitor
+        _controller = None
+    try:
+        yield
+    finally:
+        with _lock:
+            (_cluster, _done_markers, _bigtable_monitor), _controller = saved, None
+
+
+def cli_store(project: str) -> FirestoreRunStore:
+    """The operator CLI's run store: runs and their history, and the alerts they raised."""
+    from shared.adapters.google.firestore_store import FirestoreRunStore
+
+    return FirestoreRunStore(project)
+
+
+def cli_bus(project: str) -> PubSubBus:
+    """The operator CLI's Pub/Sub: it publishes kicks (the controller acts on them)."""
+    from shared.adapters.google.pubsub_bus import PubSubBus
+
+    return PubSubBus(project)
+
+
+def approval_store(project: str) -> FirestoreRuns:
+    """`scripts/approve.py`'s store: the runs role, which `pipeline approve` writes too."""
+    return FirestoreRuns(project)
+
+
 def _cluster_from_env() -> Cluster:
-    if _cluster is not None:
-        return _cluster
     kind = os.environ.get("PIPELINE_CLUSTER", "gke")
     if kind == "gke":
         from shared.adapters.gke.cluster import GkeCluster  # kubernetes client: cloud only
@@ -94,23 +164,11 @@ def _done_times() -> DoneMarkerTimes | None:
     return BigtableDoneTimes()
 
 
-def controller() -> Controller:
-    """The process-wide controller (built once; Cloud Functions reuse warm instances)."""
-    global _controller
-    with _lock:
-        if _controller is None:
-            project = project_from_env()
-            bus = PubSubBus(project)
-            _controller = Controller(
-                FirestoreRunStore(project),
-                _cluster_from_env(),
-                lambda kind, body: bus.publish_json(
-                    "alerts", body, kind=kind, alert_id=str(body.get("alert_id", ""))
-                ),
-                graph_tables=BigtableGraphTables(),
-                done_times=_done_times(),
-                done_markers=_done_markers,  # a completed layer's check (docs/verify.md)
-                # The ramp's gate on the graph's Bigtable (docs/bigtable-ramp-and-bill.md).
-                bigtable_monitor=_bigtable_monitor_from_env(),
-            )
-        return _controller
+def _bigtable_monitor_from_env() -> BigtableMonitor | None:
+    """Cloud Monitoring, except against an emulator (which Monitoring knows nothing of: no
+    gate)."""
+    if os.environ.get("BIGTABLE_EMULATOR_HOST"):
+        return None
+    from shared.adapters.google.monitoring import CloudMonitoring
+
+    return CloudMonitoring()

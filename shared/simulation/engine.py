@@ -27,7 +27,7 @@ from shared.pricing import RateRow, load_rates
 from shared.reconcile import Alert, CreateJob, DeleteJob, PatchJob, Plan, Snapshot, decide
 from shared.simulation.cluster import ClusterParams, SimCluster, SimJob
 from shared.simulation.runtimes import Runtimes
-from shared.state import RunState
+from shared.state import RunState, layer_key
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 POD_PAGE = 1000  # pod records per Firestore document (the store's page)
@@ -192,7 +192,7 @@ class Simulation:
     def _create(self, action: CreateJob, now: float) -> None:
         if action.job_name in self.cluster.jobs:
             return
-        ls = self.run.layers[f"{action.stage}-L{action.layer}"]
+        ls = self.run.layers[layer_key(action.stage, action.layer)]
         plan = self.plans[ls.key]
         job_cfg = self.cfg.job.for_stage(ls.stage)
         job = SimJob(
@@ -255,7 +255,7 @@ class Simulation:
                     self.reconcile(now)
             elif kind == "approve":
                 stage, layer = payload
-                ls = self.run.layers[f"{stage}-L{layer}"]
+                ls = self.run.layers[layer_key(stage, layer)]
                 ls.approved, ls.approved_by, ls.approved_at = (
                     True,
                     "simulated",

@@ -53,12 +53,12 @@ def mixed(ctx: Any) -> None:
 
 def _renewals_fail() -> None:
     """From now on every lock renewal of this process raises (Bigtable unreachable)."""
-    from shared.adapters.bigtable.chunk_ledger import ChunkLedger
+    from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger
 
     def unreachable(self: Any, chunk_id: int, token: int) -> bool:
         raise ConnectionError("Bigtable unreachable (test)")
 
-    ChunkLedger.renew = unreachable  # type: ignore[method-assign]
+    BigtableChunkLedger.renew = unreachable  # type: ignore[method-assign]
 
 
 def stuck_unrenewable(ctx: Any) -> None:

@@ -12,27 +12,27 @@ import pytest
 from shared.adapters.bigtable.chunk_ledger import (
     CHUNK_DONE,
     LOCK,
-    ChunkLedger,
-    ClaimResult,
+    BigtableChunkLedger,
     chunk_row_key,
     random_token,
 )
+from shared.chunk_ledger import ClaimResult
 
 A, B = 0x1111_2222_3333_4444, 0xFFFF_0000_FFFF_0001  # B > 2**63: full uint64 range
 
 
-def _cells(ledger: ChunkLedger, chunk_id: int, qualifier: bytes) -> list[Any]:
+def _cells(ledger: BigtableChunkLedger, chunk_id: int, qualifier: bytes) -> list[Any]:
     row = ledger.client._table.read_row(chunk_row_key(chunk_id))
     return [c for c in (row.cells if row else []) if c.family == "0" and c.qualifier == qualifier]
 
 
 @pytest.fixture
-def ledger(bigtable_table: tuple[Any, str]) -> ChunkLedger:
+def ledger(bigtable_table: tuple[Any, str]) -> BigtableChunkLedger:
     client, _ = bigtable_table
-    return ChunkLedger(client)
+    return BigtableChunkLedger(client)
 
 
-def test_claim_done_then_already_done(ledger: ChunkLedger) -> None:
+def test_claim_done_then_already_done(ledger: BigtableChunkLedger) -> None:
     assert ledger.claim(7, A) is ClaimResult.ACQUIRED
     assert not ledger.is_done(7)
     ledger.mark_done(7, A)
@@ -41,7 +41,7 @@ def test_claim_done_then_already_done(ledger: ChunkLedger) -> None:
     assert ledger.claim(7, B) is ClaimResult.ALREADY_DONE
 
 
-def test_rows_are_predecessor_compatible(ledger: ChunkLedger) -> None:
+def test_rows_are_predecessor_compatible(ledger: BigtableChunkLedger) -> None:
     assert ledger.claim(2**40 + 3, A) is ClaimResult.ACQUIRED
     (lock,) = _cells(ledger, 2**40 + 3, b"lock")
     assert lock.value == LOCK.serialize(A) == b"%020d" % A
@@ -51,7 +51,7 @@ def test_rows_are_predecessor_compatible(ledger: ChunkLedger) -> None:
     assert CHUNK_DONE.deserialize(done.value) == A
 
 
-def test_contention_and_release(ledger: ChunkLedger) -> None:
+def test_contention_and_release(ledger: BigtableChunkLedger) -> None:
     assert ledger.claim(1, A) is ClaimResult.ACQUIRED
     assert ledger.claim(1, B) is ClaimResult.HELD_BY_OTHER
     assert ledger.claim(1, A) is ClaimResult.HELD_BY_OTHER  # not re-entrant
@@ -62,7 +62,7 @@ def test_contention_and_release(ledger: ChunkLedger) -> None:
     assert ledger.claim(2, A) is ClaimResult.ACQUIRED  # chunks are independent
 
 
-def test_renew_only_by_holder(ledger: ChunkLedger) -> None:
+def test_renew_only_by_holder(ledger: BigtableChunkLedger) -> None:
     assert not ledger.renew(3, A)  # nothing to renew
     assert ledger.claim(3, A) is ClaimResult.ACQUIRED
     assert ledger.renew(3, A)
@@ -77,7 +77,7 @@ def test_expired_lock_can_be_taken_over(
     bigtable_table: tuple[Any, str], bigtable_client: Callable[..., Any]
 ) -> None:
     _, table_id = bigtable_table
-    ledger = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
+    ledger = BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
     assert ledger.lock_expiry == timedelta(seconds=1)
     assert ledger.claim(4, A) is ClaimResult.ACQUIRED
     assert ledger.claim(4, B) is ClaimResult.HELD_BY_OTHER
@@ -92,14 +92,14 @@ def test_expired_lock_can_be_taken_over(
     assert ledger.claim(4, A) is ClaimResult.ALREADY_DONE
 
 
-def test_done_marker_found_after_lock_race(ledger: ChunkLedger) -> None:
+def test_done_marker_found_after_lock_race(ledger: BigtableChunkLedger) -> None:
     # a chunk finished (done, lock released) by another worker between our check and lock
     ledger.client.write([ledger.client.mutate_row(chunk_row_key(5), {CHUNK_DONE: B})])
     assert ledger.claim(5, A) is ClaimResult.ALREADY_DONE
     assert _cells(ledger, 5, b"lock") == []  # and our lock was released again
 
 
-def test_done_among(ledger: ChunkLedger) -> None:
+def test_done_among(ledger: BigtableChunkLedger) -> None:
     ids = list(range(1000, 1300))
     done = set(ids[::7]) | {2**64 - 1}
     for chunk_id in done:
@@ -111,7 +111,7 @@ def test_done_among(ledger: ChunkLedger) -> None:
     assert ledger.done_among(ids[:3] * 2) == {ids[0]}
 
 
-def test_newest_done_at_is_the_newest_markers_write_time(ledger: ChunkLedger) -> None:
+def test_newest_done_at_is_the_newest_markers_write_time(ledger: BigtableChunkLedger) -> None:
     ids = [7, 8, 9]
     assert ledger.newest_done_at(ids) is None  # nothing marked yet
     before = datetime.now(UTC) - timedelta(seconds=1)  # Bigtable times: milliseconds
@@ -136,7 +136,7 @@ def test_random_token() -> None:
 
 def test_stages_keep_separate_done_markers(bigtable_table):
     client, _ = bigtable_table
-    ingest, meshing = ChunkLedger(client), ChunkLedger(client, "meshing")
+    ingest, meshing = BigtableChunkLedger(client), BigtableChunkLedger(client, "meshing")
     ingest.claim(7, 1)
     ingest.mark_done(7, 1)
     assert meshing.claim(7, 2) is ClaimResult.ACQUIRED  # ingest's marker is not meshing's
@@ -151,7 +151,7 @@ def test_done_marker_is_fenced_on_a_live_claim(
     bigtable_table: tuple[Any, str], bigtable_client: Callable[..., Any]
 ) -> None:
     _, table_id = bigtable_table
-    ledger = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
+    ledger = BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
     assert not ledger.mark_done(20, A)  # never claimed: nothing written
     assert not ledger.is_done(20)
     assert ledger.claim(20, A) is ClaimResult.ACQUIRED
@@ -170,7 +170,7 @@ def test_a_lapsed_holder_cannot_release_the_new_holders_claim(
     bigtable_table: tuple[Any, str], bigtable_client: Callable[..., Any]
 ) -> None:
     _, table_id = bigtable_table
-    ledger = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
+    ledger = BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
     assert ledger.claim(21, A) is ClaimResult.ACQUIRED
     ledger.renew(21, A)  # two cells of A: kvdbclient's filters would match the old one
     time.sleep(1.5)
@@ -179,7 +179,7 @@ def test_a_lapsed_holder_cannot_release_the_new_holders_claim(
     assert ledger.claim(21, A) is ClaimResult.HELD_BY_OTHER
 
 
-def test_takeover_only_within_the_lineage(ledger: ChunkLedger) -> None:
+def test_takeover_only_within_the_lineage(ledger: BigtableChunkLedger) -> None:
     lineage = (A & ~0xFFFFFF, A | 0xFFFFFF)  # A's index (worker.claim_tokens: 24 bits)
     sibling = (A & ~0xFFFFFF) | 0x42  # another attempt of A's index
     assert ledger.claim(30, A) is ClaimResult.ACQUIRED
@@ -192,7 +192,7 @@ def test_takeover_only_within_the_lineage(ledger: ChunkLedger) -> None:
     assert ledger.claim(30, A, lineage) is ClaimResult.ALREADY_DONE
 
 
-def test_attempt_record_and_note(ledger: ChunkLedger) -> None:
+def test_attempt_record_and_note(ledger: BigtableChunkLedger) -> None:
     assert ledger.claim(40, A) is ClaimResult.ACQUIRED
     assert ledger.prior_attempt(40, A) is None  # a fresh chunk
     assert ledger.begin(40, A) and ledger.save_note(40, A, b"ids 1-9")
@@ -212,7 +212,7 @@ def test_a_predecessor_attempt_that_died_is_seen_through_its_lock_cell(
 ) -> None:
     """The predecessor writes no chunk_started; its dead claim's lock cell tells instead."""
     _, table_id = bigtable_table
-    ledger = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
+    ledger = BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=1)))
     assert ledger.client.lock_by_row_key(chunk_row_key(50), A)  # kvdbclient, as it does
     time.sleep(1.5)
     assert ledger.claim(50, B) is ClaimResult.ACQUIRED
@@ -220,7 +220,7 @@ def test_a_predecessor_attempt_that_died_is_seen_through_its_lock_cell(
     assert prior is not None and prior.token == A and prior.note is None
 
 
-def test_a_predecessor_can_finish_what_we_started(ledger: ChunkLedger) -> None:
+def test_a_predecessor_can_finish_what_we_started(ledger: BigtableChunkLedger) -> None:
     """Our rows in its eyes: a released claim is free to kvdbclient, our done marker is a
     `chunk_done` cell."""
     assert ledger.claim(60, A) is ClaimResult.ACQUIRED and ledger.begin(60, A)

@@ -392,7 +392,7 @@ def test_concurrent_flushes_publish_each_alert_once(store, run):
 def test_a_claim_whose_flusher_died_is_published_later(store, run, monkeypatch):
     """At least once: an entry claimed by a flusher that never published is left alone while
     the claim is fresh, and published once it expires."""
-    import shared.adapters.google.firestore_store as fs
+    import shared.adapters.google.firestore_outbox as fs
 
     _outbox(store, 1)
     [alert] = store.unsent_alerts("r1")

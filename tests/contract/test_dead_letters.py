@@ -56,9 +56,8 @@ def env(firestore_project, monkeypatch):
     dead_sub = bus.ensure_subscription(dead_letters.DEAD_LETTER_TOPIC, "dead-letters-trigger")
     alerts_sub = bus.ensure_subscription("alerts", "alerts-test")
     cluster = RecordingCluster()
-    wiring.use_cluster(cluster)
-    yield bus, cluster, trigger, dead_sub, alerts_sub
-    wiring.use_cluster(None)
+    with wiring.in_process_functions(cluster):
+        yield bus, cluster, trigger, dead_sub, alerts_sub
     bus.close()
 
 

@@ -29,7 +29,7 @@ from demo.stage_rows import stage_table_id
 from demo.stage_tables import read_l2cache, read_meshes, write_l2cache
 from demo.volume import generate_volume, save_volume
 from shared.adapters.bigtable.chunk_ledger import (
-    ChunkLedger,
+    BigtableChunkLedger,
     close_bigtable_client,
     open_bigtable_client,
 )
@@ -179,7 +179,7 @@ def test_each_pass_has_its_own_done_markers_and_a_rerun_skips_every_chunk(graph:
         chunk_id(2, (x, y, z), N_LAYERS, 10) for x in range(4) for y in range(4) for z in range(4)
     ]
     for stage in ("l2cache", "meshing"):
-        ledger = ChunkLedger(graph.client(graph.graph_id), stage)
+        ledger = BigtableChunkLedger(graph.client(graph.graph_id), stage)
         assert ledger.done_among(cids) == set(cids), stage
     lines = _run_layer(graph, "l2cache", 2)
     assert [s["skipped"] for s in _summaries(lines)] == [32, 32]

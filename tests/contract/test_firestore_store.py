@@ -121,3 +121,38 @@ def test_job_events_are_coalesced_by_the_controller(store, run):
     )
     assert controller.on_job_event(event(26, "d")) is None and len(calls) == 2
     assert store.finish_reconcile("r1", "other", 0, clock[0], 0, clock[0]) is not None
+
+
+def test_each_role_adapter_reads_what_the_whole_store_wrote(store, run, firestore_project):
+    """The run store split by role keeps one stored shape: each role's adapter, on a client
+    of its own, sees the documents the all-roles store wrote, and the other way round."""
+    from shared.adapters.google.firestore_outbox import FirestoreOutbox
+    from shared.adapters.google.firestore_run_health import FirestoreRunHealth
+    from shared.adapters.google.firestore_runs import FirestoreRuns
+    from shared.adapters.google.firestore_sightings import FirestoreSightings
+    from shared.adapters.google.reconcile_lease import FirestoreReconcileLeases
+    from shared.adapters.google.watch_lease import FirestoreWatchLease
+
+    runs = FirestoreRuns(firestore_project)
+    assert runs.load_run("r1").run_doc() == store.load_run("r1").run_doc()
+    runs.update_run("r1", lambda r: setattr(r, "status", "paused"))
+    assert store.load_run("r1").status == "paused"
+
+    health = FirestoreRunHealth(firestore_project)
+    assert health.record_reconcile_failure("r1", "boom", NOW, alert_after=1).alert_due
+    assert store.reconcile_health("r1")["failures"] == 1
+    outbox = FirestoreOutbox(firestore_project)
+    assert [a.kind for a in outbox.unsent_alerts("r1")] == ["run_unhealthy"]
+    assert [a.kind for a in store.unsent_alerts("r1")] == ["run_unhealthy"]
+
+    expires = NOW + timedelta(hours=1)
+    assert FirestoreSightings(firestore_project).first_sighting("evt-r", expires) is True
+    assert store.first_sighting("evt-r", expires) is False
+
+    leases = FirestoreReconcileLeases(firestore_project)
+    verdict, _ = leases.claim_reconcile("r1", NOW, "a", NOW)
+    assert verdict is Verdict.ACQUIRE
+    assert store.claim_reconcile("r1", NOW, "b", NOW)[0] is not Verdict.ACQUIRE
+    watch = FirestoreWatchLease(firestore_project)
+    assert watch.claim_watch("a", NOW + timedelta(minutes=1), NOW) is True
+    assert store.claim_watch("b", NOW + timedelta(minutes=1), NOW) is False

@@ -29,10 +29,9 @@ def env(firestore_project, monkeypatch):
         bus.ensure_topic(topic)
     alerts_sub = bus.ensure_subscription("alerts", "alerts-test")
     cluster = RecordingCluster()
-    wiring.use_cluster(cluster, done_markers=None)  # no worker runs: no done markers
-    store = FirestoreRunStore(firestore_project)
-    yield store, cluster, bus, alerts_sub
-    wiring.use_cluster(None)
+    with wiring.in_process_functions(cluster, done_markers=None):  # no worker runs: no done markers
+        store = FirestoreRunStore(firestore_project)
+        yield store, cluster, bus, alerts_sub
     bus.close()
 
 

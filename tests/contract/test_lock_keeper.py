@@ -11,7 +11,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from shared.adapters.bigtable.chunk_ledger import LOCK, ChunkLedger, ClaimResult
+from shared.adapters.bigtable.chunk_ledger import LOCK, BigtableChunkLedger
+from shared.chunk_ledger import ClaimResult
 from worker.lock_keeper import CLAIM_LOST, LockKeeper
 from worker.logs import JsonLogger
 
@@ -19,7 +20,7 @@ A, B = 0x1111_2222_3333_4444, 0x5555_6666_7777_8888
 EXPIRY = 1.2
 
 
-def _keeper(ledger: ChunkLedger) -> tuple[LockKeeper, io.StringIO, dict[str, list[int]]]:
+def _keeper(ledger: BigtableChunkLedger) -> tuple[LockKeeper, io.StringIO, dict[str, list[int]]]:
     out = io.StringIO()
     calls: dict[str, list[int]] = {"expiring": [], "overdue": []}
     keeper = LockKeeper(
@@ -46,9 +47,9 @@ def _wait(cond: Any, timeout: float = 5.0) -> bool:
     return False
 
 
-def _ledger(bigtable_table, bigtable_client) -> ChunkLedger:
+def _ledger(bigtable_table, bigtable_client) -> BigtableChunkLedger:
     _, table_id = bigtable_table
-    return ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY)))
+    return BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY)))
 
 
 def test_renewals_keep_the_claim_past_its_expiry(bigtable_table, bigtable_client):

@@ -57,9 +57,8 @@ def env(firestore_project, monkeypatch):
     for topic in TOPICS:
         bus.ensure_topic(topic)
     cluster = CompletesAfterGets()
-    wiring.use_cluster(cluster, done_markers=None)  # no worker runs: no done markers
-    yield FirestoreRunStore(firestore_project), cluster
-    wiring.use_cluster(None)
+    with wiring.in_process_functions(cluster, done_markers=None):  # no worker runs: no done markers
+        yield FirestoreRunStore(firestore_project), cluster
     bus.close()
 
 

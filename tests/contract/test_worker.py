@@ -20,11 +20,11 @@ from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn
 
 from shared.adapters.bigtable.chunk_ledger import (
     CHUNK_DONE,
-    ChunkLedger,
-    ClaimResult,
+    BigtableChunkLedger,
     chunk_row_key,
     random_token,
 )
+from shared.chunk_ledger import ClaimResult
 from shared.grid import batch_coords, coord_to_batch_index
 from shared.layers import chunk_id, layer_shape
 from tests.builders.worker_runs import (
@@ -124,7 +124,7 @@ def test_fatal_chunk_exits_42_with_coordinates_and_traceback(bigtable_table, dem
     assert fatal["coord"] == list(coord) and fatal["severity"] == "ERROR"
     assert "FatalChunkError" in fatal["traceback"] and "plugins.py" in fatal["traceback"]
     assert run.summary()["exit_code"] == 42
-    ledger = ChunkLedger(client)
+    ledger = BigtableChunkLedger(client)
     assert not ledger.is_done(cid)
     assert ledger.claim(cid, random_token()) is ClaimResult.ACQUIRED  # released on failure
 
@@ -152,7 +152,7 @@ def test_transient_error_exits_1_and_releases_the_claim(bigtable_table, demo):
     retry = _run(_env(table_id, demo, PCG_WORKLOAD="tests.builders.plugins:ok"))
     assert retry.code == 0 and retry.summary()["processed"] == BATCH
     assert "held by another worker" not in retry.messages()
-    assert ChunkLedger(client).is_done(_first_chunk()[1])
+    assert BigtableChunkLedger(client).is_done(_first_chunk()[1])
 
 
 def test_a_refused_done_marker_is_never_a_silent_done(bigtable_table, demo):
@@ -167,7 +167,7 @@ def test_a_refused_done_marker_is_never_a_silent_done(bigtable_table, demo):
     assert run.code == 1, run.messages()
     lost = [x for x in run.lines if x.get("event") == "claim_lost"]
     assert lost and lost[0]["severity"] == "ERROR" and "not marked done" in lost[0]["message"]
-    ledger = ChunkLedger(client)
+    ledger = BigtableChunkLedger(client)
     assert not ledger.is_done(cid)
     assert run.summary()["processed"] == BATCH - 1 and run.summary()["transient"] == 1
 
@@ -192,7 +192,7 @@ def test_sigterm_during_a_slow_chunk_exits_143_and_releases(bigtable_table, demo
     assert summary["exit_code"] == 143 and summary["processed"] == 0
     assert any("SIGTERM" in x["message"] for x in lines)
     _, cid = _first_chunk()
-    ledger = ChunkLedger(client)
+    ledger = BigtableChunkLedger(client)
     assert not ledger.is_done(cid)
     assert ledger.claim(cid, random_token()) is ClaimResult.ACQUIRED
 
@@ -208,7 +208,7 @@ def test_sigterm_lets_the_current_chunk_finish_then_stops(bigtable_table, demo):
     assert run.code == 143
     summary = next(x for x in lines if x["message"].startswith("batch summary"))
     assert summary["processed"] == 1
-    ledger = ChunkLedger(client)
+    ledger = BigtableChunkLedger(client)
     assert ledger.is_done(_first_chunk()[1])
     batch0 = (chunk_id(2, tuple(c), N_LAYERS, 10) for c in batch_coords(0, L2_SHAPE, SEED, BATCH))
     assert len(ledger.done_among(batch0)) == 1
@@ -229,7 +229,7 @@ def test_claims_are_renewed_within_the_env_lock_expiry(bigtable_table, bigtable_
     proc = _start({**env, "TEST_PLUGIN_SLEEP_S": "4.5"})
     _wait_for(proc, "slow chunk started")
     # A rival with the same 2 s expiry: without renewals the claim lapses after 2 s.
-    rival = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=2)))
+    rival = BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=2)))
     _, cid = _first_chunk(1)
     deadline = time.monotonic() + 3.5
     while time.monotonic() < deadline:
@@ -250,7 +250,7 @@ def test_a_chunk_held_by_another_pod_is_waited_for(
     _, table_id = bigtable_table
     # The expiry must outlast the worker's start-up (2-5 s of imports on a loaded machine), or
     # the claim lapses before the worker ever sees it held.
-    holder = ChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY_S)))
+    holder = BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY_S)))
     _, cid = _first_chunk(1)
     token = random_token()
     assert holder.claim(cid, token) is ClaimResult.ACQUIRED  # a preempted predecessor's claim
@@ -304,7 +304,7 @@ def test_the_window_is_worked_to_its_end(bigtable_table, demo, transient):
     assert summary["processed"] == BATCH - failed
     assert (summary["fatal"], summary["transient"]) == (1, int(transient))
     ids = [chunk_id(2, c, N_LAYERS, 10) for c in window]
-    assert ChunkLedger(client).done_among(ids) == set(ids[failed:])
+    assert BigtableChunkLedger(client).done_among(ids) == set(ids[failed:])
 
 
 # ------------------------------------------------------------------------------- claim loss
@@ -339,4 +339,4 @@ def test_a_claim_that_cannot_be_renewed_ends_the_pod_before_it_lapses(
     )
     summary = next(x for x in lines if x["message"].startswith("batch summary"))
     assert summary["exit_code"] == 1 and summary["processed"] == 0
-    assert not ChunkLedger(client).is_done(_first_chunk()[1])
+    assert not BigtableChunkLedger(client).is_done(_first_chunk()[1])

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from shared.adapters.bigtable.chunk_ledger import ChunkLedger
+from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger
 from tests.builders.worker_runs import (
     N_LAYERS,
     _env,
@@ -76,7 +76,7 @@ def test_sigkill_mid_chunk_then_retry_recovers_and_oracle_agrees(
         cleanup = next(x for x in retry.lines if "deleted" in x["message"])
         assert cleanup["deleted_node_ids"] > 0
     if cid is not None:
-        assert ChunkLedger(client).is_done(cid)
+        assert BigtableChunkLedger(client).is_done(cid)
     for rest in range(layer, N_LAYERS + 1):
         _run_layer(table_id, demo, rest)
     result = _oracle(client, demo)

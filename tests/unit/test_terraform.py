@@ -477,9 +477,10 @@ def test_9_the_functions_know_the_heartbeats_period():
     cloudbuild = (TERRAFORM.parent / "cloudbuild.yaml").read_text()
     assert 'PIPELINE_TICK_PERIOD_S: "${_TICK_PERIOD_S}"' in cloudbuild
     outputs = {k: v for block in TF["output"] for k, v in block.items()}
-    assert "_TICK_PERIOD_S=${var.tick_period_minutes * 60}" in outputs[
-        "cloudbuild_substitutions"
-    ]["value"]
+    assert (
+        "_TICK_PERIOD_S=${var.tick_period_minutes * 60}"
+        in outputs["cloudbuild_substitutions"]["value"]
+    )
 
 
 def test_10_every_setting_the_functions_read_in_the_cloud_is_deployed():

@@ -14,24 +14,23 @@ note, renewals and releases are each one conditional mutation on "the newest loc
 our token", so a worker whose claim was lost writes nothing. The done marker also requires the
 claim to be live (not expired). A lapsed claim of a predecessor's worker is taken as kvdbclient
 does (no live lock cell); a live claim of an earlier attempt of the same Job index is taken over
-at once (:meth:`ChunkLedger.claim` with ``lineage``).
+at once (:meth:`BigtableChunkLedger.claim` with ``lineage``).
 
 Lock expiry lives on the kvdbclient client (``lock_expiry=``); build it per layer with
 :func:`open_bigtable_client` so expiry exceeds the renewal interval with margin.
 
 kvdbclient has no public read for arbitrary byte row keys, so reads (and the renewal, see
-:meth:`ChunkLedger.renew`) use the client's data-API table, ``client._table``.
+:meth:`BigtableChunkLedger.renew`) use the client's data-API table, ``client._table``.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from google.api_core.exceptions import NotFound
 from google.cloud.bigtable.data import ReadRowsQuery
 from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn, SetCell
 from google.cloud.bigtable.data.row_filters import RowFilterUnion
@@ -50,13 +49,14 @@ from shared.adapters.bigtable.ledger_filters import (
     latest_cell,
 )
 from shared.chunk_keys import chunk_id_from_row_key, chunk_row_key
+from shared.chunk_ledger import ClaimResult, PriorAttempt
 
 __all__ = [
     "CHUNK_DONE",
     "LOCK",
     "NOTE",
     "STARTED",
-    "ChunkLedger",
+    "BigtableChunkLedger",
     "ClaimResult",
     "PriorAttempt",
     "chunk_row_key",
@@ -85,30 +85,6 @@ NOTE = attributes._Attribute(key=b"chunk_note", family_id="0", serializer=serial
 _MAX_KEYS_PER_READ = 10_000
 
 
-class ClaimResult(enum.Enum):
-    """Outcome of :meth:`ChunkLedger.claim`."""
-
-    ACQUIRED = "acquired"
-    #: Acquired from a live claim of an earlier attempt of the same Job index (see
-    #: ``worker.claim_tokens``): that attempt's pod is terminal, so the claim is ours at once.
-    TAKEN_OVER = "taken_over"
-    ALREADY_DONE = "already_done"
-    HELD_BY_OTHER = "held_by_other"
-
-
-@dataclass(frozen=True)
-class PriorAttempt:
-    """What an earlier, unfinished attempt of a chunk left in its ledger row.
-
-    ``token``: that attempt's claim token (from its ``chunk_started`` cell, or from a lock cell
-    of another token: a predecessor's attempt writes no ``chunk_started``); ``note``: the
-    workload's recovery note (:meth:`ChunkLedger.save_note`), None if it saved none.
-    """
-
-    token: int | None
-    note: bytes | None
-
-
 def random_token() -> int:
     """A fresh non-zero 64-bit claim token."""
     while True:
@@ -117,8 +93,8 @@ def random_token() -> int:
             return token
 
 
-class ChunkLedger:
-    """Claim, renew, release and mark chunks done in one graph table.
+class BigtableChunkLedger:
+    """The chunk ledger (`shared.chunk_ledger.ChunkLedger`) in one graph table.
 
     Every write made on behalf of a claim (done marker, attempt record, note, renewal,
     release) is one conditional mutation whose predicate is "the newest lock cell carries our
@@ -293,6 +269,11 @@ class ChunkLedger:
         if newest is None:
             return None
         return datetime.fromtimestamp(newest / 1e6, UTC)
+
+    def table_missing(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the graph's table or instance does not exist (Bigtable's
+        NotFound, from the ledger or from a workload's reads of the same table)."""
+        return isinstance(exc, NotFound)
 
     def _release_quietly(self, chunk_id: int, token: int) -> None:
         try:

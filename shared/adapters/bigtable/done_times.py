@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from kvdbclient import BigTableClient
 
 from shared.adapters.bigtable.chunk_ledger import (
-    ChunkLedger,
+    BigtableChunkLedger,
     close_bigtable_client,
     open_bigtable_client,
 )
@@ -40,7 +40,7 @@ class BigtableDoneTimes:
         self, cfg: PipelineConfig, stage: str, chunk_ids: Sequence[int]
     ) -> datetime | None:
         """The newest done marker's write time among `chunk_ids` of `stage` (None: none)."""
-        return ChunkLedger(self._client(cfg), stage).newest_done_at(chunk_ids)
+        return BigtableChunkLedger(self._client(cfg), stage).newest_done_at(chunk_ids)
 
     def close(self) -> None:
         with self._lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from google.cloud import firestore
 
-from shared.adapters.google.firestore_store import JOBS, RUNS
+from shared.adapters.google.firestore_layout import JOBS, RUNS
 
 BATCH_LIMIT = 500  # Firestore's writes per batch
 

@@ -11,6 +11,7 @@ from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from shared import coalesce
+from shared.adapters.google.firestore_layout import FirestoreDocs
 from shared.coalesce import Lease, Verdict
 
 LEASES = "leases"
@@ -114,3 +115,7 @@ class ReconcileLeaseMixin:
             free = Lease(None, None, lease.requests, lease.covered_until)
             if self._put_lease(run_id, free, stamp):
                 return
+
+
+class FirestoreReconcileLeases(FirestoreDocs, ReconcileLeaseMixin):
+    """ReconcileLeases on Firestore, on a client of its own."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from shared.adapters.google.firestore_layout import FirestoreDocs
+from shared.adapters.google.reconcile_lease import ReconcileLeaseMixin
 from shared.coalesce import Lease
 
 WATCH_LEASES = "watch_leases"
@@ -36,3 +38,8 @@ class WatchLeaseMixin:
             free = Lease(None, None, lease.requests, lease.covered_until)
             if self._put_lease(WATCH_LEASE_ID, free, stamp, WATCH_LEASES):  # type: ignore[attr-defined]
                 return
+
+
+class FirestoreWatchLease(FirestoreDocs, WatchLeaseMixin, ReconcileLeaseMixin):
+    """WatchLeases on Firestore, on a client of its own (the lease helpers are the reconcile
+    lease's)."""

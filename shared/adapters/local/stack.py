@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import tempfile
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ class LocalStack:
         self.cluster: LocalCluster | None = None
         # what the controller calls: the cluster, behind a gate chaos can close
         self.api: ClusterApiGate | None = None
+        self._wiring = ExitStack()  # the in-process functions' wiring, while running
         self.dispatcher: Dispatcher | None = None
         self.ticker: Ticker | None = None
         # Counts the requests to the Bigtable emulator: the local instance's load.
@@ -136,8 +138,14 @@ class LocalStack:
         )
         self.cluster.start()
         self.api = ClusterApiGate(self.cluster)
-        wiring.use_cluster(self.api)  # type: ignore[arg-type]  # a Cluster by delegation
-        wiring.use_bigtable_monitor(LocalBigtableMonitor(self.bigtable_meter))
+        # The in-process functions talk to this cluster, and read the emulator's load from the
+        # meter, until stop().
+        self._wiring.enter_context(
+            wiring.in_process_functions(
+                self.api,  # type: ignore[arg-type]  # a Cluster by delegation
+                bigtable_monitor=LocalBigtableMonitor(self.bigtable_meter),
+            )
+        )
         self.dispatcher = Dispatcher(self.project, self.routes).start()
         self.ticker = Ticker(self.tick, self.tick_period_s).start()
         self._write_env_file()
@@ -169,14 +177,13 @@ class LocalStack:
                     log.warning("stopping %s: %s", type(part).__name__, e)
         self.ticker = self.dispatcher = None
         if self.cluster is not None:
-            wiring.use_cluster(None)
+            self._wiring.close()
             self.cluster.stop()
             self.cluster = self.api = None
         if self.bus is not None:
             self.bus.close()
             self.bus = None
         if self.bigtable_meter is not None:
-            wiring.use_bigtable_monitor(None)
             self.bigtable_meter.stop()
             self.bigtable_meter = None
         self.emulators.stop()

@@ -124,7 +124,7 @@ def read_pod_log(pods_dir: Path, pod_name: str, tail_lines: int) -> str:
 
 
 class LocalClusterView:
-    """Read-only `Cluster` over a local cluster's state directory (another process runs it)."""
+    """A `ClusterReader` over a local cluster's state directory (another process runs it)."""
 
     def __init__(self, state_dir: Path | str) -> None:
         self.state_dir = Path(state_dir)
