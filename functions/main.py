@@ -1,6 +1,7 @@
 """Cloud Functions entry points (functions-framework, Eventarc Pub/Sub CloudEvents).
 
-Thin: decode the Pub/Sub message, call the controller. Permanent errors (a malformed
+Thin: decode the Pub/Sub message (and the settings in the environment), call the
+controller's trigger (shared.triggers, docs/controller.md). Permanent errors (a malformed
 message, an unknown run) are logged and acknowledged by returning normally; anything else
 raises, so Pub/Sub redelivers the message.
 
@@ -17,8 +18,6 @@ import json
 import logging
 import os
 import sys
-import time
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,11 +27,10 @@ from cloudevents.http import CloudEvent
 from shared import dead_letters
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.wiring import controller, project_from_env
-from shared.advance_watch import WatchPolicy, watch, watch_lease_expiry, watch_window
-from shared.controller import ReconcileResult
+from shared.advance_watch import WatchPolicy
 from shared.job_events import BadEventError, parse_log_entry
 from shared.run_store import RunNotFoundError
-from shared.state import RunState
+from shared.triggers import log_reconciled
 
 logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
 log = logging.getLogger("cave_pipeline.functions")
@@ -91,19 +89,6 @@ def _json_body(payload: bytes) -> dict[str, Any]:
     return body
 
 
-def _reconciled(result: ReconcileResult, trigger: str, **fields: Any) -> None:
-    _log(
-        "INFO",
-        "reconciled",
-        run=result.run_id,
-        trigger=trigger,
-        status=result.status,
-        actions=result.actions,
-        stale_retries=result.stale_retries,
-        **fields,
-    )
-
-
 def _permanent(kind: str, cloud_event: CloudEvent, err: Exception) -> None:
     _log("ERROR", f"{kind}: message dropped", reason=str(err), event_id=cloud_event["id"])
 
@@ -118,7 +103,7 @@ def on_job_event(cloud_event: CloudEvent) -> None:
     except (BadMessageError, BadEventError, RunNotFoundError) as e:
         return _permanent("on_job_event", cloud_event, e)
     if result is not None:
-        _reconciled(result, "job-event", job=event.job_name, reason=event.reason)
+        log_reconciled(result, "job-event", job=event.job_name, reason=event.reason)
 
 
 @functions_framework.cloud_event
@@ -128,8 +113,8 @@ def on_tick(cloud_event: CloudEvent) -> None:
     publish time (a late or redelivered tick reconciles but does not watch)."""
     published = publish_time(cloud_event)
     for result in controller().on_tick():
-        _reconciled(result, "tick")
-    _watch_tails(published, cloud_event["id"])
+        log_reconciled(result, "tick")
+    controller().watch_tails(published, cloud_event["id"], watch_policy(), tick_period_s())
 
 
 def tick_period_s() -> float:
@@ -146,74 +131,6 @@ def watch_policy() -> WatchPolicy:
     return policy if budget is None else WatchPolicy(policy.poll_s, float(budget), policy.horizon_s)
 
 
-def _watch_tails(published: datetime | None, tick_id: str) -> None:
-    """Fast advances without Job events (shared.advance_watch): watch the layers about to
-    finish until shortly before the next tick, if this tick is on time and no other tick is
-    watching (the watch lease)."""
-    policy, period = watch_policy(), tick_period_s()
-    ctrl = controller()
-    mono, now = time.monotonic(), ctrl.clock()
-    if published is None:  # never from Pub/Sub; a hand-made event: take it as on time
-        _log("WARNING", "tick without a publish time: watched as if on time", tick=tick_id)
-        published = now
-    window = watch_window(published, now, period, policy)
-    age_s = max(0.0, (now - published).total_seconds())
-    if not window.watches:
-        _log("INFO", "tail watch skipped", tick=tick_id, reason=window.reason, age_s=age_s)
-        return
-    holder = uuid.uuid4().hex
-    try:
-        claimed = ctrl.store.claim_watch(holder, watch_lease_expiry(published, period, policy), now)
-    except Exception as e:  # the watch only speeds things up: the tick itself has succeeded
-        _log("ERROR", "tail watch lease not claimed", tick=tick_id, error=repr(e))
-        return
-    if not claimed:  # another tick is watching (two deliveries at once)
-        _log("INFO", "tail watch skipped", tick=tick_id, reason="busy", age_s=age_s)
-        return
-    _log("INFO", "tail watch started", tick=tick_id, age_s=age_s, budget_s=window.seconds)
-    try:
-        _watch(ctrl, policy, mono - age_s)
-    finally:
-        _log("INFO", "tail watch ended", tick=tick_id)  # before the lease is free again
-        try:
-            ctrl.store.release_watch(holder)
-        except Exception as e:  # the lease lapses on its own (watch_lease_expiry)
-            _log("ERROR", "tail watch lease not released", tick=tick_id, error=repr(e))
-
-
-def _watch(ctrl: Any, policy: WatchPolicy, started: float) -> None:
-    """The watch itself, its budget running from `started` (the tick's publish time on the
-    monotonic clock)."""
-
-    def reconcile(run_id: str) -> RunState | None:
-        try:
-            _reconciled(ctrl.reconcile(run_id), "tail-watch")
-            return ctrl.store.load_run(run_id)
-        except Exception as e:  # the next tick retries this run; the others go on
-            _log("ERROR", "tail-watch reconcile failed", run=run_id, error=repr(e))
-            return None
-
-    try:
-        runs = []
-        for run_id in ctrl.store.active_runs():
-            try:
-                runs.append(ctrl.store.load_run(run_id))
-            except RunNotFoundError:  # purged since the query
-                continue
-        watch(
-            runs,
-            ctrl.cluster.get_job,
-            reconcile,
-            time.sleep,
-            time.monotonic,
-            ctrl.clock,
-            policy,
-            started,
-        )
-    except Exception as e:  # the watch only speeds things up: the tick itself has succeeded
-        _log("ERROR", "tail watch stopped", error=repr(e))
-
-
 @functions_framework.cloud_event
 def on_kick(cloud_event: CloudEvent) -> None:
     """An operator action (start, approve, pause, resume, scale, submit): reconcile the run.
@@ -227,10 +144,10 @@ def on_kick(cloud_event: CloudEvent) -> None:
         run_id = body.get("run_id")
         if not isinstance(run_id, str) or not run_id:
             raise BadMessageError("kick message needs a string `run_id`")
-        result = controller().reconcile(run_id)
+        result = controller().on_kick(run_id)
     except (BadMessageError, RunNotFoundError) as e:
         return _permanent("on_kick", cloud_event, e)
-    _reconciled(result, "kick", action=body.get("action"))
+    log_reconciled(result, "kick", action=body.get("action"))
 
 
 @functools.lru_cache(maxsize=4)

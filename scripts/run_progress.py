@@ -14,6 +14,7 @@ from scripts.layer_target import run_config
 from shared.cluster import Cluster, ClusterError
 from shared.config import PipelineConfig
 from shared.costs import estimate
+from shared.decide import ramp_target
 from shared.fleet import count_oom
 from shared.forecast import RunForecast, run_forecast
 from shared.grid import layer_batch_size
@@ -28,7 +29,6 @@ from shared.progress import (
     layer_progress,
     run_progress,
 )
-from shared.reconcile import ramp_target
 from shared.state import LayerState, RunState
 
 ACTIVE_PHASES = ("Running", "Pending")

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from shared.config import Ramp
+from shared.decide import ramp_target
 from shared.progress import LayerSize
-from shared.reconcile import ramp_target
 from shared.state import RunState
 
 OUTCOMES = ("succeeded", "failed", "preempted", "oom", "running")

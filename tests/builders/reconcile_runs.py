@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from shared.cluster import JobStatus
 from shared.config import Ramp
-from shared.reconcile import LayerPlan, Plan
+from shared.decision import LayerPlan, Plan
 from shared.state import LayerState, RunState, build_layers
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -396,10 +396,10 @@ def test_a_claim_whose_flusher_died_is_published_later(store, run, monkeypatch):
 
     _outbox(store, 1)
     [alert] = store.unsent_alerts("r1")
-    assert store.claim_alert("r1", alert, "dead-flusher")
+    assert store.take_alert("r1", alert, "dead-flusher")
     controller, published = _published(store, RecordingCluster())
     assert controller.flush_alerts("r1") == 0
-    monkeypatch.setattr(fs, "ALERT_CLAIM_S", -60.0)
+    monkeypatch.setattr(fs, "ALERT_TAKE_S", -60.0)
     assert controller.flush_alerts("r1") == 1
     assert [b["alert_id"] for _, b in published] == [alert.alert_id]
 

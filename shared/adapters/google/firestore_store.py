@@ -42,9 +42,10 @@ JOBS, DEDUPE = "jobs", "dedupe"
 # update only RunState's fields, so they leave it alone.
 HEALTH = "reconcile_health"
 ERROR_CHARS = 2000  # of the last error kept on the run document
-# An outbox claim older than this is taken to be a flusher that died before publishing:
-# the alert is claimed again (at least once), never lost.
-ALERT_CLAIM_S = 300.0
+# An outbox take older than this is taken to be a publisher that died before publishing:
+# the alert is taken again (at least once), never lost. The take is stored in the entry's
+# `claimed_at` / `claimed_by` fields (their names kept: stored outboxes read on).
+ALERT_TAKE_S = 300.0
 # Pod records per page document: ~300 bytes each, well under the 1 MiB document limit.
 POD_PAGE = 1000
 
@@ -308,7 +309,7 @@ class FirestoreRunStore(ReconcileLeaseMixin, WatchLeaseMixin):
             .collection(ALERTS)
             .where(filter=firestore.FieldFilter("sent", "==", False))
         )
-        stale = datetime.now(UTC) - timedelta(seconds=ALERT_CLAIM_S)
+        stale = datetime.now(UTC) - timedelta(seconds=ALERT_TAKE_S)
         out = [
             StoredAlert(
                 d.id,
@@ -323,7 +324,7 @@ class FirestoreRunStore(ReconcileLeaseMixin, WatchLeaseMixin):
         ]
         return sorted(out, key=lambda a: a.created_at)
 
-    def claim_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
+    def take_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
         ref = self._run(run_id).collection(ALERTS).document(alert.alert_id)
         option = self.db.write_option(last_update_time=alert.read_version)
         try:
@@ -335,7 +336,7 @@ class FirestoreRunStore(ReconcileLeaseMixin, WatchLeaseMixin):
             return False
         return True
 
-    def release_alert(self, run_id: str, alert_id: str) -> None:
+    def give_back_alert(self, run_id: str, alert_id: str) -> None:
         ref = self._run(run_id).collection(ALERTS).document(alert_id)
         ref.update({"claimed_at": None, "claimed_by": ""})
 
@@ -348,6 +349,13 @@ class FirestoreRunStore(ReconcileLeaseMixin, WatchLeaseMixin):
             for d in docs
         ]
         return sorted(out, key=lambda a: a.created_at)
+
+    def discard_alerts(self, run_id: str, alert_ids: list[str]) -> None:
+        batch = self.db.batch()
+        for alert_id in alert_ids:
+            batch.delete(self._run(run_id).collection(ALERTS).document(alert_id))
+        if alert_ids:
+            batch.commit()
 
     def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
         batch = self.db.batch()
