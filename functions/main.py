@@ -13,7 +13,6 @@ messages the others failed on, turned into a `message_dead_lettered` alert).
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import logging
 import os
@@ -24,13 +23,11 @@ from typing import Any
 import functions_framework
 from cloudevents.http import CloudEvent
 
-from shared import dead_letters
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.wiring import controller, project_from_env
+from shared.adapters.wiring import alerts_bus, controller
 from shared.advance_watch import WatchPolicy
 from shared.job_events import BadEventError, parse_log_entry
 from shared.run_store import RunNotFoundError
-from shared.triggers import log_reconciled
+from shared.triggers import alert_dead_letter
 
 logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
 log = logging.getLogger("cave_pipeline.functions")
@@ -79,14 +76,23 @@ def publish_time(cloud_event: CloudEvent) -> datetime | None:
     return None
 
 
-def _json_body(payload: bytes) -> dict[str, Any]:
+def kick_message(payload: bytes) -> tuple[str, str | None]:
+    """The run id and the action (for the log) of a kick message `{"run_id", "action"}`."""
     try:
         body = json.loads(payload or b"{}")
     except ValueError as e:
         raise BadMessageError(f"message is not JSON: {e}") from None
     if not isinstance(body, dict):
         raise BadMessageError("message is not a JSON object")
-    return body
+    run_id = body.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise BadMessageError("kick message needs a string `run_id`")
+    action = body.get("action")
+    return run_id, None if action is None else str(action)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _permanent(kind: str, cloud_event: CloudEvent, err: Exception) -> None:
@@ -97,13 +103,9 @@ def _permanent(kind: str, cloud_event: CloudEvent, err: Exception) -> None:
 def on_job_event(cloud_event: CloudEvent) -> None:
     """A Kubernetes Job event from the log sink: reconcile the run that owns the Job."""
     try:
-        payload, _ = pubsub_message(cloud_event)
-        event = parse_log_entry(payload)
-        result = controller().on_job_event(event, EVENT_MAX_AGE_S)
+        controller().on_job_event(parse_log_entry(pubsub_message(cloud_event)[0]), EVENT_MAX_AGE_S)
     except (BadMessageError, BadEventError, RunNotFoundError) as e:
-        return _permanent("on_job_event", cloud_event, e)
-    if result is not None:
-        log_reconciled(result, "job-event", job=event.job_name, reason=event.reason)
+        _permanent("on_job_event", cloud_event, e)
 
 
 @functions_framework.cloud_event
@@ -111,10 +113,7 @@ def on_tick(cloud_event: CloudEvent) -> None:
     """The heartbeat (Cloud Scheduler, every minute): reconcile every active run, then
     watch the layers about to finish for what is left of the tick's budget, counted from its
     publish time (a late or redelivered tick reconciles but does not watch)."""
-    published = publish_time(cloud_event)
-    for result in controller().on_tick():
-        log_reconciled(result, "tick")
-    controller().watch_tails(published, cloud_event["id"], watch_policy(), tick_period_s())
+    controller().tick(publish_time(cloud_event), cloud_event["id"], watch_policy(), tick_period_s())
 
 
 def tick_period_s() -> float:
@@ -139,21 +138,9 @@ def on_kick(cloud_event: CloudEvent) -> None:
     controller look now instead of at the next tick.
     """
     try:
-        payload, _ = pubsub_message(cloud_event)
-        body = _json_body(payload)
-        run_id = body.get("run_id")
-        if not isinstance(run_id, str) or not run_id:
-            raise BadMessageError("kick message needs a string `run_id`")
-        result = controller().on_kick(run_id)
+        controller().on_kick(*kick_message(pubsub_message(cloud_event)[0]))
     except (BadMessageError, RunNotFoundError) as e:
-        return _permanent("on_kick", cloud_event, e)
-    log_reconciled(result, "kick", action=body.get("action"))
-
-
-@functools.lru_cache(maxsize=4)
-def _alerts_bus(project: str) -> PubSubBus:
-    """The Pub/Sub client for alerts (one per project; warm instances reuse it)."""
-    return PubSubBus(project)
+        _permanent("on_kick", cloud_event, e)
 
 
 @functions_framework.cloud_event
@@ -168,18 +155,4 @@ def on_dead_letter(cloud_event: CloudEvent) -> None:
         payload, attributes = pubsub_message(cloud_event)
     except BadMessageError as e:
         return _permanent("on_dead_letter", cloud_event, e)
-    body = dead_letters.alert_body(payload, attributes, cloud_event["id"], datetime.now(UTC))
-    _alerts_bus(project_from_env()).publish_json(
-        "alerts", body, **dead_letters.alert_attributes(body)
-    )
-    _log(
-        "WARNING",
-        "message dead-lettered: alert published",
-        kind=dead_letters.ALERT_KIND,
-        topic=body["topic"],
-        function=body["function"],
-        subscription=body["subscription"],
-        delivery_attempts=body["delivery_attempts"],
-        run=body["run_id"],
-        event_id=cloud_event["id"],
-    )
+    alert_dead_letter(alerts_bus().publish_json, payload, attributes, cloud_event["id"], _now())

@@ -71,7 +71,8 @@ class Outbox:
                 raise
             sent.append(alert.alert_id)
         self.store.mark_alerts_sent(run_id, sent)
-        self.store.discard_alerts(run_id, dropped)
+        if dropped:
+            self.store.discard_alerts(run_id, dropped)
         return len(sent)
 
     def _completed(

@@ -15,6 +15,9 @@ A trigger decides only whether and for which run the reconciler runs; what a rec
   the layers about to finish, watched for what is left of the tick's budget under the
   **watch lease** (shared.advance_watch, docs/ticks-and-evictions.md).
 - **Kick** (`on_kick`): an operator's action already recorded: reconcile that run now.
+
+Each reconcile a trigger ran is logged (`reconciled`, with the trigger). A message a trigger
+failed on too often comes back as a dead letter: `alert_dead_letter` turns it into an alert.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from shared import dead_letters
 from shared.advance_watch import WatchPolicy, watch, watch_lease_expiry, watch_window
 from shared.cluster import Cluster, ClusterUnreachableError
 from shared.coalesce import Verdict
@@ -97,13 +101,15 @@ class Triggers:
             _log("INFO", f"job event {msg}", run=run_id, job=event.job_name)
             return None
         try:
-            return self._reconcile_holding_lease(run_id, holder, seen)
+            result = self._reconcile_holding_lease(run_id, holder, seen)
         except Exception:
             # Not handled after all: let the redelivery through the dedupe and the lease.
             self.store.abandon_lease(run_id, holder)
             if event.insert_id:
                 self.store.forget_sighting(event.insert_id)
             raise
+        log_reconciled(result, "job-event", job=event.job_name, reason=event.reason)
+        return result
 
     def _reconcile_holding_lease(self, run_id: str, holder: str, seen: int) -> ReconcileResult:
         """Reconcile, then once more while events marked the lease meanwhile (at most
@@ -134,6 +140,7 @@ class Triggers:
             tried += 1
             try:
                 results.append(self.reconcile(run_id))
+                log_reconciled(results[-1], "tick")
                 self.store.record_reconcile_success(run_id)
             except RunNotFoundError:
                 tried -= 1  # purged since the query
@@ -230,11 +237,50 @@ class Triggers:
         except Exception as e:  # noqa: BLE001 - the tick itself has succeeded
             _log("ERROR", "tail watch stopped", error=repr(e))
 
+    def tick(
+        self, published: datetime | None, tick_id: str, policy: WatchPolicy, period_s: float
+    ) -> list[ReconcileResult]:
+        """A tick as the function gets it: `on_tick`, then `watch_tails` for the rest of its
+        budget (`published`: its Pub/Sub publish time; `tick_id`: the message id)."""
+        results = self.on_tick()
+        self.watch_tails(published, tick_id, policy, period_s)
+        return results
+
     # ---- kicks --------------------------------------------------------------------------
-    def on_kick(self, run_id: str) -> ReconcileResult:
-        """An operator action (already recorded by the CLI): reconcile the run now instead of
-        at the next tick. RunNotFoundError for an unknown run (permanent)."""
-        return self.reconcile(run_id)
+    def on_kick(self, run_id: str, action: str | None = None) -> ReconcileResult:
+        """An operator action (already recorded by the CLI; `action` names it for the log):
+        reconcile the run now instead of at the next tick. RunNotFoundError for an unknown
+        run (permanent)."""
+        result = self.reconcile(run_id)
+        log_reconciled(result, "kick", action=action)
+        return result
+
+
+# ---- dead letters ---------------------------------------------------------------------------
+def alert_dead_letter(
+    publish_json: Callable[..., Any],
+    payload: bytes,
+    attributes: dict[str, str],
+    message_id: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """Publish the `message_dead_lettered` alert (shared.dead_letters) for a message a trigger
+    failed on, through `publish_json(topic, body, **attributes)`; the body. A publish failure
+    raises, so the dead letter is redelivered."""
+    body = dead_letters.alert_body(payload, attributes, message_id, now)
+    publish_json("alerts", body, **dead_letters.alert_attributes(body))
+    _log(
+        "WARNING",
+        "message dead-lettered: alert published",
+        kind=dead_letters.ALERT_KIND,
+        topic=body["topic"],
+        function=body["function"],
+        subscription=body["subscription"],
+        delivery_attempts=body["delivery_attempts"],
+        run=body["run_id"],
+        event_id=message_id,
+    )
+    return body
 
 
 def log_reconciled(result: ReconcileResult, trigger: str, **fields: Any) -> None:

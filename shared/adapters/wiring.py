@@ -7,6 +7,7 @@ stack registers its in-process cluster with `use_cluster`).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 
@@ -70,6 +71,17 @@ def _done_times() -> DoneMarkerTimes | None:
     except ImportError:
         return None
     return BigtableDoneTimes()
+
+
+@functools.lru_cache(maxsize=4)
+def _bus(project: str) -> PubSubBus:
+    return PubSubBus(project)
+
+
+def alerts_bus() -> PubSubBus:
+    """The Pub/Sub client alerts are published with (one per project; warm instances reuse
+    it)."""
+    return _bus(project_from_env())
 
 
 def controller() -> Controller:

@@ -358,7 +358,7 @@ def _outbox(store, n: int) -> None:
 
 def test_concurrent_flushes_publish_each_alert_once(store, run):
     """Four flushers of one outbox at once (job-events, ticks, kick and the tail watch):
-    each entry is claimed under a precondition, so each alert is published exactly once,
+    each entry is taken under a precondition, so each alert is published exactly once,
     and carries its outbox id for subscribers to dedupe on."""
     _outbox(store, 10)
     published: list[dict[str, Any]] = []
@@ -389,9 +389,9 @@ def test_concurrent_flushes_publish_each_alert_once(store, run):
     assert store.unsent_alerts("r1") == []
 
 
-def test_a_claim_whose_flusher_died_is_published_later(store, run, monkeypatch):
-    """At least once: an entry claimed by a flusher that never published is left alone while
-    the claim is fresh, and published once it expires."""
+def test_a_take_whose_publisher_died_is_published_later(store, run, monkeypatch):
+    """At least once: an entry taken by a publisher that never published is left alone while
+    the take is fresh, and published once it lapses."""
     import shared.adapters.google.firestore_store as fs
 
     _outbox(store, 1)

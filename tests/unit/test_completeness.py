@@ -214,7 +214,7 @@ def test_run_verdict_sums_what_the_layers_recorded():
 def test_decide_fails_a_completed_layer_with_chunks_unmarked(marked, phase, next_started):
     from shared.decide import decide
     from shared.decision import CreateJob, Snapshot
-    from tests.builders.reconcile_runs import job, make_run, name_for, plans
+    from tests.builders.decide_runs import job, make_run, name_for, plans
 
     run = make_run()
     l2 = run.layers["ingest-L2"]

@@ -28,8 +28,8 @@ from shared.evictions import (
 from shared.layer_spec import layer_spec
 from shared.oom import next_memory_factor
 from shared.state import LayerState, RunState
+from tests.builders.decide_runs import RAMP, T0, job, make_run, name_for
 from tests.builders.pod_infos import pod_info
-from tests.builders.reconcile_runs import RAMP, T0, job, make_run, name_for
 
 PODS = Path(__file__).resolve().parents[1] / "fixtures" / "gke_pods"
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

@@ -23,8 +23,8 @@ from shared.hung_pods import (
 )
 from shared.pod_accounting import PodRecord
 from shared.state import LayerState
+from tests.builders.decide_runs import job, make_run, name_for, plans
 from tests.builders.pod_infos import T0, pod_info
-from tests.builders.reconcile_runs import job, make_run, name_for, plans
 
 
 def at(s: float):

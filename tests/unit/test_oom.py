@@ -17,8 +17,8 @@ from shared.oom import next_memory_factor, with_memory_factors
 from shared.operator_actions import resubmit
 from shared.progress import LayerPods, LayerSize, layer_progress
 from shared.state import LayerState, RunState
+from tests.builders.decide_runs import RAMP, T0, job, make_run, name_for
 from tests.builders.pod_infos import pod_info
-from tests.builders.reconcile_runs import RAMP, T0, job, make_run, name_for
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

@@ -1,4 +1,4 @@
-"""Runs, plans and Job statuses for the pure reconcile tests of steering (OOM kills, the vCPU
+"""Runs, plans and Job statuses for the pure decision tests of steering (OOM kills, the vCPU
 cap, config versions)."""
 
 from __future__ import annotations
