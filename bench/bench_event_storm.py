@@ -127,15 +127,15 @@ def storm(project: str, mode: str, args: argparse.Namespace) -> dict[str, float]
                 return result
 
             local.c.reconcile = counted
-            claim = local.c.store.claim_reconcile
+            lease = local.c.store.lease_for_event
 
-            def counted_claim(*a, **kw):
-                verdict, seen = claim(*a, **kw)
+            def counted_lease(*a, **kw):
+                verdict, seen = lease(*a, **kw)
                 with stats_lock:
                     stats[verdict.value] = stats.get(verdict.value, 0) + 1
                 return verdict, seen
 
-            local.c.store.claim_reconcile = counted_claim
+            local.c.store.lease_for_event = counted_lease
         return local.c
 
     waiting = [0, 0]  # queued now, peak

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from shared.build_plan import new_run, plan_for
 from shared.config import PipelineConfig, config_from_dict, load_config
-from shared.reconcile import Snapshot, decide
+from shared.decide import decide
+from shared.decision import Snapshot
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo" / "pipeline.yml"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,6 +1,7 @@
 """Cloud Functions entry points (functions-framework, Eventarc Pub/Sub CloudEvents).
 
-Thin: decode the Pub/Sub message, call the controller. Permanent errors (a malformed
+Thin: decode the Pub/Sub message (and the settings in the environment), call the
+controller's trigger (shared.triggers, docs/controller.md). Permanent errors (a malformed
 message, an unknown run) are logged and acknowledged by returning normally; anything else
 raises, so Pub/Sub redelivers the message.
 
@@ -12,27 +13,21 @@ messages the others failed on, turned into a `message_dead_lettered` alert).
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import logging
 import os
 import sys
-import time
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import functions_framework
 from cloudevents.http import CloudEvent
 
-from shared import dead_letters
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.wiring import controller, project_from_env
-from shared.advance_watch import WatchPolicy, watch, watch_lease_expiry, watch_window
-from shared.controller import ReconcileResult
+from shared.adapters.wiring import alerts_bus, controller
+from shared.advance_watch import WatchPolicy
 from shared.job_events import BadEventError, parse_log_entry
 from shared.run_store import RunNotFoundError
-from shared.state import RunState
+from shared.triggers import alert_dead_letter
 
 logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
 log = logging.getLogger("cave_pipeline.functions")
@@ -81,27 +76,23 @@ def publish_time(cloud_event: CloudEvent) -> datetime | None:
     return None
 
 
-def _json_body(payload: bytes) -> dict[str, Any]:
+def kick_message(payload: bytes) -> tuple[str, str | None]:
+    """The run id and the action (for the log) of a kick message `{"run_id", "action"}`."""
     try:
         body = json.loads(payload or b"{}")
     except ValueError as e:
         raise BadMessageError(f"message is not JSON: {e}") from None
     if not isinstance(body, dict):
         raise BadMessageError("message is not a JSON object")
-    return body
+    run_id = body.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise BadMessageError("kick message needs a string `run_id`")
+    action = body.get("action")
+    return run_id, None if action is None else str(action)
 
 
-def _reconciled(result: ReconcileResult, trigger: str, **fields: Any) -> None:
-    _log(
-        "INFO",
-        "reconciled",
-        run=result.run_id,
-        trigger=trigger,
-        status=result.status,
-        actions=result.actions,
-        stale_retries=result.stale_retries,
-        **fields,
-    )
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _permanent(kind: str, cloud_event: CloudEvent, err: Exception) -> None:
@@ -112,13 +103,9 @@ def _permanent(kind: str, cloud_event: CloudEvent, err: Exception) -> None:
 def on_job_event(cloud_event: CloudEvent) -> None:
     """A Kubernetes Job event from the log sink: reconcile the run that owns the Job."""
     try:
-        payload, _ = pubsub_message(cloud_event)
-        event = parse_log_entry(payload)
-        result = controller().on_job_event(event, EVENT_MAX_AGE_S)
+        controller().on_job_event(parse_log_entry(pubsub_message(cloud_event)[0]), EVENT_MAX_AGE_S)
     except (BadMessageError, BadEventError, RunNotFoundError) as e:
-        return _permanent("on_job_event", cloud_event, e)
-    if result is not None:
-        _reconciled(result, "job-event", job=event.job_name, reason=event.reason)
+        _permanent("on_job_event", cloud_event, e)
 
 
 @functions_framework.cloud_event
@@ -126,10 +113,7 @@ def on_tick(cloud_event: CloudEvent) -> None:
     """The heartbeat (Cloud Scheduler, every minute): reconcile every active run, then
     watch the layers about to finish for what is left of the tick's budget, counted from its
     publish time (a late or redelivered tick reconciles but does not watch)."""
-    published = publish_time(cloud_event)
-    for result in controller().on_tick():
-        _reconciled(result, "tick")
-    _watch_tails(published, cloud_event["id"])
+    controller().tick(publish_time(cloud_event), cloud_event["id"], watch_policy(), tick_period_s())
 
 
 def tick_period_s() -> float:
@@ -146,74 +130,6 @@ def watch_policy() -> WatchPolicy:
     return policy if budget is None else WatchPolicy(policy.poll_s, float(budget), policy.horizon_s)
 
 
-def _watch_tails(published: datetime | None, tick_id: str) -> None:
-    """Fast advances without Job events (shared.advance_watch): watch the layers about to
-    finish until shortly before the next tick, if this tick is on time and no other tick is
-    watching (the watch lease)."""
-    policy, period = watch_policy(), tick_period_s()
-    ctrl = controller()
-    mono, now = time.monotonic(), ctrl.clock()
-    if published is None:  # never from Pub/Sub; a hand-made event: take it as on time
-        _log("WARNING", "tick without a publish time: watched as if on time", tick=tick_id)
-        published = now
-    window = watch_window(published, now, period, policy)
-    age_s = max(0.0, (now - published).total_seconds())
-    if not window.watches:
-        _log("INFO", "tail watch skipped", tick=tick_id, reason=window.reason, age_s=age_s)
-        return
-    holder = uuid.uuid4().hex
-    try:
-        claimed = ctrl.store.claim_watch(holder, watch_lease_expiry(published, period, policy), now)
-    except Exception as e:  # the watch only speeds things up: the tick itself has succeeded
-        _log("ERROR", "tail watch lease not claimed", tick=tick_id, error=repr(e))
-        return
-    if not claimed:  # another tick is watching (two deliveries at once)
-        _log("INFO", "tail watch skipped", tick=tick_id, reason="busy", age_s=age_s)
-        return
-    _log("INFO", "tail watch started", tick=tick_id, age_s=age_s, budget_s=window.seconds)
-    try:
-        _watch(ctrl, policy, mono - age_s)
-    finally:
-        _log("INFO", "tail watch ended", tick=tick_id)  # before the lease is free again
-        try:
-            ctrl.store.release_watch(holder)
-        except Exception as e:  # the lease lapses on its own (watch_lease_expiry)
-            _log("ERROR", "tail watch lease not released", tick=tick_id, error=repr(e))
-
-
-def _watch(ctrl: Any, policy: WatchPolicy, started: float) -> None:
-    """The watch itself, its budget running from `started` (the tick's publish time on the
-    monotonic clock)."""
-
-    def reconcile(run_id: str) -> RunState | None:
-        try:
-            _reconciled(ctrl.reconcile(run_id), "tail-watch")
-            return ctrl.store.load_run(run_id)
-        except Exception as e:  # the next tick retries this run; the others go on
-            _log("ERROR", "tail-watch reconcile failed", run=run_id, error=repr(e))
-            return None
-
-    try:
-        runs = []
-        for run_id in ctrl.store.active_runs():
-            try:
-                runs.append(ctrl.store.load_run(run_id))
-            except RunNotFoundError:  # purged since the query
-                continue
-        watch(
-            runs,
-            ctrl.cluster.get_job,
-            reconcile,
-            time.sleep,
-            time.monotonic,
-            ctrl.clock,
-            policy,
-            started,
-        )
-    except Exception as e:  # the watch only speeds things up: the tick itself has succeeded
-        _log("ERROR", "tail watch stopped", error=repr(e))
-
-
 @functions_framework.cloud_event
 def on_kick(cloud_event: CloudEvent) -> None:
     """An operator action (start, approve, pause, resume, scale, submit): reconcile the run.
@@ -222,21 +138,9 @@ def on_kick(cloud_event: CloudEvent) -> None:
     controller look now instead of at the next tick.
     """
     try:
-        payload, _ = pubsub_message(cloud_event)
-        body = _json_body(payload)
-        run_id = body.get("run_id")
-        if not isinstance(run_id, str) or not run_id:
-            raise BadMessageError("kick message needs a string `run_id`")
-        result = controller().reconcile(run_id)
+        controller().on_kick(*kick_message(pubsub_message(cloud_event)[0]))
     except (BadMessageError, RunNotFoundError) as e:
-        return _permanent("on_kick", cloud_event, e)
-    _reconciled(result, "kick", action=body.get("action"))
-
-
-@functools.lru_cache(maxsize=4)
-def _alerts_bus(project: str) -> PubSubBus:
-    """The Pub/Sub client for alerts (one per project; warm instances reuse it)."""
-    return PubSubBus(project)
+        _permanent("on_kick", cloud_event, e)
 
 
 @functions_framework.cloud_event
@@ -251,18 +155,4 @@ def on_dead_letter(cloud_event: CloudEvent) -> None:
         payload, attributes = pubsub_message(cloud_event)
     except BadMessageError as e:
         return _permanent("on_dead_letter", cloud_event, e)
-    body = dead_letters.alert_body(payload, attributes, cloud_event["id"], datetime.now(UTC))
-    _alerts_bus(project_from_env()).publish_json(
-        "alerts", body, **dead_letters.alert_attributes(body)
-    )
-    _log(
-        "WARNING",
-        "message dead-lettered: alert published",
-        kind=dead_letters.ALERT_KIND,
-        topic=body["topic"],
-        function=body["function"],
-        subscription=body["subscription"],
-        delivery_attempts=body["delivery_attempts"],
-        run=body["run_id"],
-        event_id=cloud_event["id"],
-    )
+    alert_dead_letter(alerts_bus().publish_json, payload, attributes, cloud_event["id"], _now())

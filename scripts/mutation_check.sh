@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the pure core (issue 9), NOT part of CI (about 15 minutes on 2 cores).
 #
-# mutmut 3 (config: [tool.mutmut] in pyproject.toml) mutates shared/reconcile.py,
+# mutmut 3 (config: [tool.mutmut] in pyproject.toml) mutates shared/decide.py,
 # pod_accounting.py, intervals.py, state.py, build_plan.py and setup_step.py in a copy under
 # mutants/, and runs, for each mutant, the fast table tests there that cover the mutated
 # function (no emulators, no simulator runs). Then prints the score per module and the surviving mutants;

@@ -31,7 +31,9 @@ and `at` (ISO time of the decision), plus the kind's details:
   MAX_BATCHES (shared.evictions)
 - `claim_lost`: `job`, `chunk_count`, `chunks` (chunk ids, the first MAX_CLAIM_LOST_CHUNKS),
   `pods` [{`pod`, `index`, `chunks`}] (the first MAX_BATCHES): workers whose chunk claim was
-  lost or could not be renewed (the fencing path: nothing marked done, the chunk redone)
+  lost or could not be renewed (the fencing path: nothing marked done, the chunk redone).
+  Committed as a check (`candidates`: the pods newly failed transient) and completed from
+  their logs when published; a check whose pods logged no lost claim is dropped unsent
 
 A batch's chunks are computed here (`shared.layer_spec`); its `log_tail` is empty in the
 committed body and filled by the controller when it publishes, best effort (the last
@@ -49,10 +51,10 @@ from typing import Any
 from shared import intervals
 from shared.completeness import run_verdict
 from shared.config import PipelineConfig
+from shared.decision import Alert, LayerPlan
 from shared.evictions import ALERT_KIND as EVICTED_REPEATEDLY
 from shared.forecast import forecast, forecast_inputs
 from shared.layer_spec import layer_spec
-from shared.reconcile import Alert
 from shared.state import RunState, layer_key
 
 LOG_TAIL_LINES = 30  # lines of a failed pod's log an alert carries
@@ -65,8 +67,15 @@ CLAIM_LOST_EVENT = "claim_lost"  # the `event` of a worker's record (worker.lock
 SUMMARIES = ("indexes", "failed_indexes")  # interval strings: cut last, and only if need be
 
 
-def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) -> dict[str, Any]:
-    """The body of one alert of `run` (its config `cfg`), decided at `now`."""
+def alert_body(
+    cfg: PipelineConfig,
+    run: RunState,
+    alert: Alert,
+    now: datetime,
+    plans: dict[str, LayerPlan] | None = None,
+) -> dict[str, Any]:
+    """The body of one alert of `run` (its config `cfg`), decided at `now`; `plans`: the
+    run's layer plans as the reconcile built them (None: built here when needed)."""
     body: dict[str, Any] = {
         "kind": alert.kind,
         "run_id": run.run_id,
@@ -107,19 +116,23 @@ def alert_body(cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime) 
         body["chunks"] = [list(c) for c in spec.batch_chunks(int(alert.details["index"]))]
         body["detail"] = f"pipeline inspect {run.run_id} {alert.stage} {alert.layer}"
     if alert.kind == "approval_needed":
-        body["forecast"] = approval_forecast(cfg, run, alert, now)
+        body["forecast"] = approval_forecast(cfg, run, alert, now, plans)
     if alert.kind == "run_finished":
         body["verify"] = run_verdict(cfg, run)
     return bounded(body)
 
 
 def approval_forecast(
-    cfg: PipelineConfig, run: RunState, alert: Alert, now: datetime
+    cfg: PipelineConfig,
+    run: RunState,
+    alert: Alert,
+    now: datetime,
+    plans: dict[str, LayerPlan] | None = None,
 ) -> dict[str, float]:
     """What the layer awaiting approval will take (the simulator's model, from the runtimes
     seen so far): its duration and cost, and the rest of the run's, so an operator approves
-    knowing what it commits to."""
-    fc = forecast(run, *forecast_inputs(cfg, run), now)
+    knowing what it commits to. `plans`: the reconcile's layer plans (None: built here)."""
+    fc = forecast(run, *forecast_inputs(cfg, run, plans), now)
     key = layer_key(alert.stage, alert.layer)
     layer = next((lf for lf in fc.layers if lf.key == key), None)
     return {
@@ -236,15 +249,22 @@ def claim_lost_body(
 ) -> dict[str, Any]:  # fmt: skip
     """One alert for the pods of a layer (name, Job index, chunk ids) whose workers lost a
     chunk claim: sent once per set of pods (each pod is recorded once), bounded."""
+    return _claim_lost(run.run_id, run.graph_id, stage, layer, job, pods, now.isoformat())
+
+
+def _claim_lost(
+    run_id: str, graph_id: str, stage: str, layer: int, job: str,
+    pods: list[tuple[str, int, list[int]]], at: str,
+) -> dict[str, Any]:  # fmt: skip
     chunks = sorted({c for _, _, ids in pods for c in ids})
     return bounded(
         {
             "kind": CLAIM_LOST_EVENT,
-            "run_id": run.run_id,
-            "graph_id": run.graph_id,
+            "run_id": run_id,
+            "graph_id": graph_id,
             "stage": stage,
             "layer": layer,
-            "at": now.isoformat(),
+            "at": at,
             "job": job,
             "chunk_count": len(chunks),
             "chunks": chunks[:MAX_CLAIM_LOST_CHUNKS],
@@ -253,6 +273,52 @@ def claim_lost_body(
                 for name, index, ids in pods[:MAX_BATCHES]
             ],
             "pods_omitted": max(0, len(pods) - MAX_BATCHES),
-            "detail": f"pipeline inspect {run.run_id} {stage} {layer}",
+            "detail": f"pipeline inspect {run_id} {stage} {layer}",
         }
     )
+
+
+def claim_lost_check(
+    run: RunState, stage: str, layer: int, job: str, candidates: list[tuple[str, int]],
+    now: datetime,
+) -> dict[str, Any]:  # fmt: skip
+    """The outbox entry committed for a layer's pods newly recorded as failed transient
+    (name, Job index): whether their workers lost a chunk claim is read from their logs when
+    the entry is published (`claim_lost_logs`, `with_claim_lost`), not at commit, so the
+    commit reads nothing. Each pod is recorded once, so each is checked once."""
+    return {
+        "kind": CLAIM_LOST_EVENT,
+        "run_id": run.run_id,
+        "graph_id": run.graph_id,
+        "stage": stage,
+        "layer": layer,
+        "at": now.isoformat(),
+        "job": job,
+        "candidates": [{"pod": name, "index": index} for name, index in candidates],
+    }
+
+
+def claim_lost_logs(body: dict[str, Any]) -> list[str]:
+    """The pods whose logs a `claim_lost_check` entry needs read before it is published;
+    [] for any other body (a `claim_lost` alert committed complete by an older controller
+    included)."""
+    if body.get("kind") != CLAIM_LOST_EVENT:
+        return []
+    return [str(c["pod"]) for c in body.get("candidates") or []]
+
+
+def with_claim_lost(body: dict[str, Any], logs: dict[str, str]) -> dict[str, Any] | None:
+    """The `claim_lost` alert of a check entry given its pods' logs (by pod name; a pod
+    missing: its log was unreadable), or None when no pod logged a lost claim (nothing to
+    publish)."""
+    pods = []
+    for c in body.get("candidates") or []:
+        chunks = claim_lost_chunks(logs.get(str(c["pod"]), ""))
+        if chunks:
+            pods.append((str(c["pod"]), int(c["index"]), chunks))
+    if not pods:
+        return None
+    return _claim_lost(
+        body["run_id"], body["graph_id"], body["stage"], body["layer"], body["job"], pods,
+        body["at"],
+    )  # fmt: skip

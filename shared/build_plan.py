@@ -15,12 +15,17 @@ from shared.autopilot import ResourceLimitError
 from shared.canary_plan import with_canary
 from shared.config import PipelineConfig
 from shared.costs import billing_for
+from shared.decision import LayerPlan, Plan, SetupPlan
 from shared.graph_table import GraphTable
 from shared.layer_spec import LayerRangeError, attempt_salt, job_name, layer_spec
 from shared.layers import layer_count
 from shared.manifest import ManifestError, render_job
-from shared.reconcile import LayerPlan, Plan, SetupPlan
-from shared.setup_job import has_setup, render_setup_job, setup_job_name
+from shared.setup_job import (
+    dataset_config_map_manifest,
+    has_setup,
+    render_setup_job,
+    setup_job_name,
+)
 from shared.stages import check_stages, runs_pcg_ingest_setup, top_layer
 from shared.state import LayerState, RunState, SetupState, build_layers
 
@@ -94,7 +99,10 @@ def setup_plan(
         )
     except ManifestError as e:
         return SetupPlan(name, refusal=str(e), layer2_shape=grid, layer_count=layers, **where)
-    return SetupPlan(name, manifest, layer2_shape=grid, layer_count=layers, **where)
+    config_map = dataset_config_map_manifest(cfg, run_id)
+    return SetupPlan(
+        name, manifest, layer2_shape=grid, layer_count=layers, config_map=config_map, **where
+    )
 
 
 def may_create(ls: LayerState) -> bool:

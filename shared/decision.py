@@ -1,6 +1,6 @@
 """What a reconcile reads and decides: the plan (what the config says about a run), the
 snapshot (what was observed of it), the actions to take after the commit and the decision
-that carries them with the new state. Pure data; `shared.reconcile` decides.
+that carries them with the new state. Pure data; `shared.decide` decides.
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ class SetupPlan:
     instance: str = ""
     # PyChunkedGraph's ingest setup: refused on a table without the graph's metadata.
     pcg_ingest: bool = False
+    # The run's dataset ConfigMap its pod mounts (PCG_DATASET), written before its Job is
+    # created; None where no Job renders.
+    config_map: dict[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,15 @@ class DeletePod:
 
 
 @dataclass(frozen=True)
+class ApplyConfigMap:
+    """Create or replace the ConfigMap the Job `job_name` mounts (a setup pass's dataset
+    file): emitted just before that Job's creation, dropped with it if it is refused."""
+
+    job_name: str
+    manifest: dict[str, Any] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Alert:
     """An alert for the `alerts` topic; `kind` becomes the message attribute."""
 
@@ -143,7 +155,7 @@ class Alert:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-Action = CreateJob | PatchJob | DeleteJob | DeletePod | Alert
+Action = CreateJob | PatchJob | DeleteJob | DeletePod | ApplyConfigMap | Alert
 
 
 @dataclass

@@ -25,10 +25,10 @@ from shared import intervals
 from shared.build_plan import layer_plan
 from shared.canary import canary_chunk_s
 from shared.config import PipelineConfig, Ramp
+from shared.decision import LayerPlan
 from shared.grid import layer_batch_size
 from shared.layers import layer_shape
 from shared.pricing import Rate, load_rates, pod_cost, rate_for
-from shared.reconcile import LayerPlan
 from shared.simulation.runtimes import Runtimes
 from shared.stages import dependencies_in
 from shared.state import LayerState, RunState
@@ -188,10 +188,12 @@ def run_forecast(cfg: PipelineConfig, run: RunState, now: datetime) -> RunForeca
 
 
 def forecast_inputs(
-    cfg: PipelineConfig, run: RunState
+    cfg: PipelineConfig, run: RunState, plans: dict[str, LayerPlan] | None = None
 ) -> tuple[dict[str, LayerPlan], dict[str, int], dict[str, Rate]]:
-    """(plans, chunks per pod, rate per stage) of a run, from its config."""
-    plans = {k: layer_plan(cfg, run.run_id, ls, render=False) for k, ls in run.layers.items()}
+    """(plans, chunks per pod, rate per stage) of a run, from its config; `plans`: the
+    layer plans already built for it (a reconcile's), else built here (not rendered)."""
+    if plans is None:
+        plans = {k: layer_plan(cfg, run.run_id, ls, render=False) for k, ls in run.layers.items()}
     chunks: dict[str, int] = {}
     for key, ls in run.layers.items():
         per_pod = layer_batch_size(cfg.job.for_stage(ls.stage).batch_size, ls.layer)

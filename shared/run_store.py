@@ -37,8 +37,8 @@ class StoredAlert:
     body: dict[str, Any]
     created_at: datetime
     sent: bool
-    # The store's version of the entry as read (Firestore: its update time): a claim is made
-    # under it, so of two flushers that read the same entry only one claims it.
+    # The store's version of the entry as read (Firestore: its update time): a take is made
+    # under it, so of two publishers that read the same entry only one takes it.
     read_version: Any = None
 
 
@@ -98,28 +98,32 @@ class AlertOutbox(Protocol):
     flusher has published them (at least once, never lost)."""
 
     def unsent_alerts(self, run_id: str) -> list[StoredAlert]:
-        """Outbox alerts not yet published and not claimed by a live flusher."""
+        """Outbox alerts not yet published and not taken by a live publisher."""
 
-    def claim_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
-        """Take an unsent alert to publish it, under a precondition on the entry as read;
-        False if another flusher changed it first."""
+    def take_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
+        """Take an unsent alert to publish it (the outbox take), under a precondition on the
+        entry as read; False if another publisher changed it first."""
 
-    def release_alert(self, run_id: str, alert_id: str) -> None:
-        """Give a claimed alert back (its publish failed): the next flush sends it."""
+    def give_back_alert(self, run_id: str, alert_id: str) -> None:
+        """Give a taken alert back (its publish failed): the next publish sends it."""
 
     def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
         """Record that alerts were published."""
+
+    def discard_alerts(self, run_id: str, alert_ids: list[str]) -> None:
+        """Remove taken entries that turned out to need no publish (a claim_lost check
+        whose pods logged no lost claim)."""
 
 
 class ReconcileLeases(Protocol):
     """The reconcile lease (shared.coalesce): at most one event-driven reconcile per run."""
 
-    def claim_reconcile(
+    def lease_for_event(
         self, run_id: str, event_time: datetime, holder: str, now: datetime
     ) -> tuple[Verdict, int]:
         """Covered, marked for the live holder, or acquired; with the requests counter."""
 
-    def finish_reconcile(
+    def renew_or_release_lease(
         self,
         run_id: str,
         holder: str,
@@ -130,7 +134,7 @@ class ReconcileLeases(Protocol):
     ) -> int | None:
         """Renew and return the counter to run once more for, or release (None)."""
 
-    def abandon_reconcile(self, run_id: str, holder: str) -> None:
+    def abandon_lease(self, run_id: str, holder: str) -> None:
         """Release the lease after a failed reconcile, covering nothing new."""
 
 
@@ -162,10 +166,10 @@ class EventSightings(Protocol):
 class WatchLeases(Protocol):
     """The tail watch's lease (shared.advance_watch): at most one tick watches at a time."""
 
-    def claim_watch(self, holder: str, expires_at: datetime, now: datetime) -> bool:
+    def acquire_watch_lease(self, holder: str, expires_at: datetime, now: datetime) -> bool:
         """Take the watch lease until `expires_at`; False if another holder's is live."""
 
-    def release_watch(self, holder: str) -> None:
+    def release_watch_lease(self, holder: str) -> None:
         """Let go of the watch lease if `holder` still has it."""
 
 

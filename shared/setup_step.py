@@ -1,7 +1,7 @@
 """A stage's setup pass in the reconcile: created once the stages it waits for are complete,
 succeeded when its Job completes and the graph's table holds the graph's metadata (fitting
 the planned grid when it can be read), failed with a `setup_failed` alert otherwise. Pure
-module (called by `shared.reconcile.decide`; docs/setup-passes.md).
+module (called by `shared.decide.decide`; docs/setup-passes.md).
 
 Before PyChunkedGraph's ingest setup starts, the graph's table as observed decides its
 command: absent, plain (it creates table and metadata); holding the graph's metadata, with
@@ -16,7 +16,7 @@ from datetime import datetime
 
 from shared.cluster import JobStatus
 from shared.config import PipelineConfig
-from shared.decision import Action, Alert, CreateJob, SetupPlan, Snapshot
+from shared.decision import Action, Alert, ApplyConfigMap, CreateJob, SetupPlan, Snapshot
 from shared.graph_meta import GraphMetaError, mismatch, parse_report
 from shared.graph_table import GraphTable, TableState, delete_table_fix, describe
 from shared.ownership import foreign_owner
@@ -74,13 +74,13 @@ def setup_step(
                 refuse_empty_table(run, setup, sp, table, now, out)
                 return
         setup.phase, setup.job_name, setup.started_at = "running", sp.job_name, now
-        out.append(CreateJob(setup.stage, SETUP_LAYER, sp.job_name, 1))
+        _create(setup, sp, out)
         return
     if setup.phase != "running":
         return
     job = seen.jobs.get(setup.job_name)
     if job is None:  # committed but not created (or deleted by hand): create it again
-        out.append(CreateJob(setup.stage, SETUP_LAYER, setup.job_name, 1))
+        _create(setup, sp, out)
         return
     reason = foreign_owner(job, run, setup)  # type: ignore[arg-type]
     if reason is None and job.condition == "Complete":
@@ -95,6 +95,13 @@ def setup_step(
     if reason is None:
         return  # still running
     fail_setup(run, setup, reason, now, out)
+
+
+def _create(setup: SetupState, sp: SetupPlan, out: list[Action]) -> None:
+    """Create the setup's Job, after the run's dataset ConfigMap its pod mounts."""
+    if sp.config_map is not None:
+        out.append(ApplyConfigMap(setup.job_name, sp.config_map))
+    out.append(CreateJob(setup.stage, SETUP_LAYER, setup.job_name, 1))
 
 
 def completed_setup_problem(sp: SetupPlan, table: GraphTable, log_text: str) -> str:

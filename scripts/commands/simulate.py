@@ -1,6 +1,6 @@
 """`pipeline simulate`: plan a build before running it (time, cost, controller load).
 
-Drives the real decision (shared.reconcile.decide: ramp, gating, approvals, budget guard)
+Drives the real decision (shared.decide.decide: ramp, gating, approvals, budget guard)
 against a simulated Autopilot cluster (shared.simulation). Only reads Firestore, and only
 with `--runtimes-from RUN_ID`."""
 

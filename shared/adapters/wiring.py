@@ -14,6 +14,7 @@ per use (docs/ports-and-wiring.md).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -172,3 +173,16 @@ def _bigtable_monitor_from_env() -> BigtableMonitor | None:
     from shared.adapters.google.monitoring import CloudMonitoring
 
     return CloudMonitoring()
+
+
+@functools.lru_cache(maxsize=4)
+def _bus(project: str) -> PubSubBus:
+    from shared.adapters.google.pubsub_bus import PubSubBus
+
+    return PubSubBus(project)
+
+
+def alerts_bus() -> PubSubBus:
+    """The Pub/Sub client alerts are published with (one per project; warm instances reuse
+    it)."""
+    return _bus(project_from_env())

@@ -21,10 +21,11 @@ from shared.bigtable_load import Overload
 from shared.build_plan import layer_plan, plan_for
 from shared.config import PipelineConfig
 from shared.costs import RunCost, estimate
+from shared.decide import decide
+from shared.decision import Alert, CreateJob, DeleteJob, PatchJob, Plan, Snapshot
 from shared.grid import layer_batch_size
 from shared.layers import layer_shape
 from shared.pricing import RateRow, load_rates
-from shared.reconcile import Alert, CreateJob, DeleteJob, PatchJob, Plan, Snapshot, decide
 from shared.simulation.cluster import ClusterParams, SimCluster, SimJob
 from shared.simulation.runtimes import Runtimes
 from shared.state import RunState, layer_key

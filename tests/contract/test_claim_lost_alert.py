@@ -100,3 +100,15 @@ def test_a_mass_claim_loss_is_one_bounded_alert(store, run):
     assert body_size(body) <= MAX_BODY_BYTES
     assert len(cluster.log_reads) == 20  # bounded reads per reconcile
     assert body["chunk_count"] == 20 * 300 and len(body["chunks"]) <= 200
+
+
+def test_a_check_that_finds_no_lost_claim_leaves_nothing_in_the_outbox(store, run):
+    cluster = LoggedPods()
+    controller, published = _controller(store, cluster)
+    controller.reconcile("r1")
+    job = store.load_run("r1").layers["ingest-L2"].job_name
+    cluster.add(job, 1, "Failed", 1, _line(message="transient: boom", exit_code=1))
+    controller.reconcile("r1")
+    assert cluster.log_reads == [f"{job}-1-p0"]  # read when the check was published
+    assert not [kind for kind, _ in published if kind == "claim_lost"]
+    assert not [a for a in store.all_alerts("r1") if a.kind == "claim_lost"]

@@ -358,7 +358,7 @@ def _outbox(store, n: int) -> None:
 
 def test_concurrent_flushes_publish_each_alert_once(store, run):
     """Four flushers of one outbox at once (job-events, ticks, kick and the tail watch):
-    each entry is claimed under a precondition, so each alert is published exactly once,
+    each entry is taken under a precondition, so each alert is published exactly once,
     and carries its outbox id for subscribers to dedupe on."""
     _outbox(store, 10)
     published: list[dict[str, Any]] = []
@@ -389,17 +389,17 @@ def test_concurrent_flushes_publish_each_alert_once(store, run):
     assert store.unsent_alerts("r1") == []
 
 
-def test_a_claim_whose_flusher_died_is_published_later(store, run, monkeypatch):
-    """At least once: an entry claimed by a flusher that never published is left alone while
-    the claim is fresh, and published once it expires."""
+def test_a_take_whose_publisher_died_is_published_later(store, run, monkeypatch):
+    """At least once: an entry taken by a publisher that never published is left alone while
+    the take is fresh, and published once it lapses."""
     import shared.adapters.google.firestore_outbox as fs
 
     _outbox(store, 1)
     [alert] = store.unsent_alerts("r1")
-    assert store.claim_alert("r1", alert, "dead-flusher")
+    assert store.take_alert("r1", alert, "dead-flusher")
     controller, published = _published(store, RecordingCluster())
     assert controller.flush_alerts("r1") == 0
-    monkeypatch.setattr(fs, "ALERT_CLAIM_S", -60.0)
+    monkeypatch.setattr(fs, "ALERT_TAKE_S", -60.0)
     assert controller.flush_alerts("r1") == 1
     assert [b["alert_id"] for _, b in published] == [alert.alert_id]
 

@@ -64,17 +64,17 @@ def test_active_runs_and_list(store, run):
 def test_reconcile_lease_coalesces_events(store):
     """Acquire, mark by a second instance, one follow-up, release, then covered/acquire."""
     t = lambda s: NOW + timedelta(seconds=s)  # noqa: E731
-    assert store.claim_reconcile("r9", t(0), "a", t(1)) == (Verdict.ACQUIRE, 0)
-    assert store.claim_reconcile("r9", t(1), "b", t(2)) == (Verdict.MARK, 1)
-    assert store.claim_reconcile("r9", t(2), "c", t(2)) == (Verdict.MARK, 2)
+    assert store.lease_for_event("r9", t(0), "a", t(1)) == (Verdict.ACQUIRE, 0)
+    assert store.lease_for_event("r9", t(1), "b", t(2)) == (Verdict.MARK, 1)
+    assert store.lease_for_event("r9", t(2), "c", t(2)) == (Verdict.MARK, 2)
     # a's first reconcile read at t(1.5): two marks since, so exactly one more run for both
-    seen = store.finish_reconcile("r9", "a", 0, t(1.5), 0, t(3))
+    seen = store.renew_or_release_lease("r9", "a", 0, t(1.5), 0, t(3))
     assert seen == 2
-    assert store.finish_reconcile("r9", "a", seen, t(3), 1, t(4)) is None
-    assert store.claim_reconcile("r9", t(0.5), "d", t(5))[0] is Verdict.COVERED
-    assert store.claim_reconcile("r9", t(4), "d", t(5))[0] is Verdict.ACQUIRE
-    store.abandon_reconcile("r9", "d")
-    assert store.claim_reconcile("r9", t(4), "e", t(6))[0] is Verdict.ACQUIRE
+    assert store.renew_or_release_lease("r9", "a", seen, t(3), 1, t(4)) is None
+    assert store.lease_for_event("r9", t(0.5), "d", t(5))[0] is Verdict.COVERED
+    assert store.lease_for_event("r9", t(4), "d", t(5))[0] is Verdict.ACQUIRE
+    store.abandon_lease("r9", "d")
+    assert store.lease_for_event("r9", t(4), "e", t(6))[0] is Verdict.ACQUIRE
 
 
 def test_pod_records_are_paged_and_read_back_once_per_uid(store, run):
@@ -116,11 +116,11 @@ def test_job_events_are_coalesced_by_the_controller(store, run):
     assert controller.on_job_event(event(19, "c")) is not None and len(calls) == 2
     # someone else holds the lease: the event marks it and is acknowledged
     assert (
-        store.claim_reconcile("r1", NOW + timedelta(seconds=25), "other", clock[0])[0].value
+        store.lease_for_event("r1", NOW + timedelta(seconds=25), "other", clock[0])[0].value
         == "acquire"
     )
     assert controller.on_job_event(event(26, "d")) is None and len(calls) == 2
-    assert store.finish_reconcile("r1", "other", 0, clock[0], 0, clock[0]) is not None
+    assert store.renew_or_release_lease("r1", "other", 0, clock[0], 0, clock[0]) is not None
 
 
 def test_each_role_adapter_reads_what_the_whole_store_wrote(store, run, firestore_project):
@@ -150,9 +150,9 @@ def test_each_role_adapter_reads_what_the_whole_store_wrote(store, run, firestor
     assert store.first_sighting("evt-r", expires) is False
 
     leases = FirestoreReconcileLeases(firestore_project)
-    verdict, _ = leases.claim_reconcile("r1", NOW, "a", NOW)
+    verdict, _ = leases.lease_for_event("r1", NOW, "a", NOW)
     assert verdict is Verdict.ACQUIRE
-    assert store.claim_reconcile("r1", NOW, "b", NOW)[0] is not Verdict.ACQUIRE
+    assert store.lease_for_event("r1", NOW, "b", NOW)[0] is not Verdict.ACQUIRE
     watch = FirestoreWatchLease(firestore_project)
-    assert watch.claim_watch("a", NOW + timedelta(minutes=1), NOW) is True
-    assert store.claim_watch("b", NOW + timedelta(minutes=1), NOW) is False
+    assert watch.acquire_watch_lease("a", NOW + timedelta(minutes=1), NOW) is True
+    assert store.acquire_watch_lease("b", NOW + timedelta(minutes=1), NOW) is False

@@ -187,7 +187,9 @@ def test_late_redelivered_and_doubled_ticks_never_watch_at_once(env, monkeypatch
     bus = PubSubBus(project)
     bus.ensure_subscription("ticks", "ticks-fn")
     log, faults = WatchLog(), TickFaults()
-    logger = logging.getLogger("cave_pipeline.functions")
+    # The functions log `reconciled` (cave_pipeline.functions), the triggers the tail watch
+    # (cave_pipeline.triggers): their parent hears both.
+    logger = logging.getLogger("cave_pipeline")
     logger.addHandler(log)
     monkeypatch.setattr(logger, "level", logging.INFO)
     disabled = logging.root.manager.disable  # the suite may silence INFO globally

@@ -13,23 +13,23 @@ LATER = NOW + timedelta(seconds=110)
 
 
 def test_one_tick_holds_the_watch_lease_until_it_lets_go(store: FirestoreRunStore) -> None:
-    assert store.claim_watch("a", LATER, NOW)
-    assert not store.claim_watch("b", LATER, NOW + timedelta(seconds=1))
-    store.release_watch("b")  # not the holder: nothing changes
-    assert not store.claim_watch("b", LATER, NOW + timedelta(seconds=2))
-    store.release_watch("a")
-    assert store.claim_watch("b", LATER, NOW + timedelta(seconds=3))
-    store.release_watch("b")
-    store.release_watch("b")  # twice is harmless
+    assert store.acquire_watch_lease("a", LATER, NOW)
+    assert not store.acquire_watch_lease("b", LATER, NOW + timedelta(seconds=1))
+    store.release_watch_lease("b")  # not the holder: nothing changes
+    assert not store.acquire_watch_lease("b", LATER, NOW + timedelta(seconds=2))
+    store.release_watch_lease("a")
+    assert store.acquire_watch_lease("b", LATER, NOW + timedelta(seconds=3))
+    store.release_watch_lease("b")
+    store.release_watch_lease("b")  # twice is harmless
 
 
 def test_a_lease_whose_holder_died_lapses_at_its_expiry(store: FirestoreRunStore) -> None:
-    assert store.claim_watch("dead", LATER, NOW)
-    assert not store.claim_watch("next", LATER, LATER - timedelta(seconds=1))
-    assert store.claim_watch("next", LATER + timedelta(seconds=60), LATER)
+    assert store.acquire_watch_lease("dead", LATER, NOW)
+    assert not store.acquire_watch_lease("next", LATER, LATER - timedelta(seconds=1))
+    assert store.acquire_watch_lease("next", LATER + timedelta(seconds=60), LATER)
 
 
 def test_the_watch_lease_is_not_a_runs_reconcile_lease(store: FirestoreRunStore, run) -> None:
-    assert store.claim_watch("tick", LATER, NOW)
-    verdict, _ = store.claim_reconcile(run.run_id, NOW, "event", NOW)
+    assert store.acquire_watch_lease("tick", LATER, NOW)
+    verdict, _ = store.lease_for_event(run.run_id, NOW, "event", NOW)
     assert verdict.value == "acquire"

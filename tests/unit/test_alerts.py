@@ -21,8 +21,8 @@ from shared.alerts import (
 )
 from shared.build_plan import new_run
 from shared.config import load_config
+from shared.decision import Alert
 from shared.layer_spec import layer_spec
-from shared.reconcile import Alert
 
 CFG = load_config(Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

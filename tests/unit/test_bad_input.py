@@ -205,6 +205,26 @@ def test_fuzzed_envelopes_raise_only_bad_message(data):
     assert isinstance(payload, bytes) and isinstance(attributes, dict)
 
 
+@pytest.mark.parametrize(
+    ("payload", "want"),
+    [
+        (b'{"run_id": "r1", "action": "approve"}', ("r1", "approve")),
+        (b'{"run_id": "r1"}', ("r1", None)),
+        (b"not json", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b"", "needs a string `run_id`"),
+        (b'{"run_id": 7}', "needs a string `run_id`"),
+        (b'{"run_id": ""}', "needs a string `run_id`"),
+    ],
+)
+def test_kick_messages_decode_or_say_what_is_wrong(payload, want):
+    if isinstance(want, tuple):
+        assert MAIN.kick_message(payload) == want
+        return
+    with pytest.raises(MAIN.BadMessageError, match=want):
+        MAIN.kick_message(payload)
+
+
 def _entry(**payload: Any) -> bytes:
     base = {
         "involvedObject": {"kind": "Job", "name": "j"},

@@ -12,11 +12,12 @@ import pytest
 from shared.bigtable_load import Overload, gate, parse_overload, reanchor, step_down, throttle
 from shared.build_plan import new_run
 from shared.config import ControllerSettings, Ramp
-from shared.reconcile import LayerPlan, PatchJob, Plan, Snapshot, decide, ramp_target
+from shared.decide import decide, ramp_target
+from shared.decision import LayerPlan, PatchJob, Plan, Snapshot
 from shared.simulation.engine import T0 as SIM_T0
 from shared.simulation.engine import SimSettings, simulate
 from shared.state import RunState, build_layers
-from tests.builders.reconcile_runs import job
+from tests.builders.decide_runs import job
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RAMP = Ramp(start=2, factor=2, period=60, max=64)

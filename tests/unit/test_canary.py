@@ -26,12 +26,13 @@ from shared.canary import (
 )
 from shared.canary_forecast import chunk_runtime, forecast_build
 from shared.config import LayerOverride, load_config
+from shared.decide import decide
+from shared.decision import Alert, CreateJob, LayerPlan, Plan, Snapshot
 from shared.grid import batch_coords
 from shared.layer_spec import layer_spec
-from shared.reconcile import Alert, CreateJob, LayerPlan, Plan, Snapshot, decide
 from shared.worker_contract import BATCH_SIZE
+from tests.builders.decide_runs import RAMP, job, make_run, name_for
 from tests.builders.pod_infos import T0, pod_info
-from tests.builders.reconcile_runs import RAMP, job, make_run, name_for
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 SUMMARY = (

@@ -71,11 +71,11 @@ def test_a_reordered_message_goes_after_the_next_one():
 
 
 def test_the_host_killer_fires_once_per_arming_and_only_with_actions():
-    from shared.controller import Controller
+    from shared.reconciler import Reconciler
 
-    original = Controller._act
+    original = Reconciler.act
     acted: list[object] = []
-    Controller._act = lambda self, decision, manifests: acted.append(decision)  # type: ignore
+    Reconciler.act = lambda self, decision, manifests: acted.append(decision)  # type: ignore
     killer = HostKiller()
     try:
         killer.install()
@@ -85,14 +85,14 @@ def test_the_host_killer_fires_once_per_arming_and_only_with_actions():
                 self.actions = actions
 
         killer.arm()
-        Controller._act(None, Decision([]), {})  # nothing to act on: not the moment
+        Reconciler.act(None, Decision([]), {})  # nothing to act on: not the moment
         with pytest.raises(RuntimeError, match="between commit and act"):
-            Controller._act(None, Decision(["create"]), {})
-        Controller._act(None, Decision(["create"]), {})  # disarmed: acts
+            Reconciler.act(None, Decision(["create"]), {})
+        Reconciler.act(None, Decision(["create"]), {})  # disarmed: acts
         assert len(acted) == 2 and killer.injected == 1
         killer.uninstall()
     finally:
-        Controller._act = original  # type: ignore[method-assign]
+        Reconciler.act = original  # type: ignore[method-assign]
 
 
 def test_each_armed_fault_goes_to_exactly_one_worker(tmp_path):

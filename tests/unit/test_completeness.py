@@ -212,8 +212,9 @@ def test_run_verdict_sums_what_the_layers_recorded():
     ("marked", "phase", "next_started"), [(24, "succeeded", True), (23, "failed", False)]
 )
 def test_decide_fails_a_completed_layer_with_chunks_unmarked(marked, phase, next_started):
-    from shared.reconcile import CreateJob, Snapshot, decide
-    from tests.builders.reconcile_runs import job, make_run, name_for, plans
+    from shared.decide import decide
+    from shared.decision import CreateJob, Snapshot
+    from tests.builders.decide_runs import job, make_run, name_for, plans
 
     run = make_run()
     l2 = run.layers["ingest-L2"]

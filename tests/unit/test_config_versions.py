@@ -20,9 +20,10 @@ from shared.config_versions import (
     apply_config,
     diff,
 )
+from shared.decide import decide
+from shared.decision import LayerPlan, PatchJob, Snapshot
 from shared.operator_actions import ActionError
-from shared.reconcile import LayerPlan, PatchJob, Snapshot, decide
-from tests.builders.reconcile_runs import RAMP, T0, job, make_run, name_for, plans
+from tests.builders.decide_runs import RAMP, T0, job, make_run, name_for, plans
 from tests.builders.stored_runs import NOW
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

@@ -15,6 +15,8 @@ from shared.alerts import alert_body
 from shared.build_plan import new_run, plan_for
 from shared.cluster import PodInfo
 from shared.config import JobOverride, load_config
+from shared.decide import decide
+from shared.decision import Alert, LayerPlan, Plan, Snapshot
 from shared.evictions import (
     ALERT_KIND,
     count_evictions,
@@ -25,10 +27,9 @@ from shared.evictions import (
 )
 from shared.layer_spec import layer_spec
 from shared.oom import next_memory_factor
-from shared.reconcile import Alert, LayerPlan, Plan, Snapshot, decide
 from shared.state import LayerState, RunState
+from tests.builders.decide_runs import RAMP, T0, job, make_run, name_for
 from tests.builders.pod_infos import pod_info
-from tests.builders.reconcile_runs import RAMP, T0, job, make_run, name_for
 
 PODS = Path(__file__).resolve().parents[1] / "fixtures" / "gke_pods"
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

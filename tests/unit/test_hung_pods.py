@@ -9,6 +9,8 @@ import pytest
 
 from shared.adapters.gke.cluster import log_line_time
 from shared.cluster import ClusterError
+from shared.decide import decide
+from shared.decision import Alert, DeletePod, Snapshot
 from shared.hung_pods import (
     HungPod,
     candidates,
@@ -20,10 +22,9 @@ from shared.hung_pods import (
     p95,
 )
 from shared.pod_accounting import PodRecord
-from shared.reconcile import Alert, DeletePod, Snapshot, decide
 from shared.state import LayerState
+from tests.builders.decide_runs import job, make_run, name_for, plans
 from tests.builders.pod_infos import T0, pod_info
-from tests.builders.reconcile_runs import job, make_run, name_for, plans
 
 
 def at(s: float):

@@ -13,9 +13,10 @@ import pytest
 from shared.build_plan import new_run, plan_for, setup_plan
 from shared.cluster import JobStatus
 from shared.config import load_config
+from shared.decide import decide
+from shared.decision import Alert, CreateJob, Snapshot
 from shared.graph_table import GraphTable, TableState
 from shared.ownership import RUN_ID
-from shared.reconcile import Alert, CreateJob, Snapshot, decide
 from shared.setup_job import setup_job_name
 from shared.state import SETUP_LAYER, SetupState
 

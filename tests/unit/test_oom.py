@@ -11,13 +11,14 @@ import pytest
 from shared.build_plan import new_run, plan_for
 from shared.cluster import PodInfo
 from shared.config import load_config
+from shared.decide import decide
+from shared.decision import Alert, LayerPlan, Plan, Snapshot
 from shared.oom import next_memory_factor, with_memory_factors
 from shared.operator_actions import resubmit
 from shared.progress import LayerPods, LayerSize, layer_progress
-from shared.reconcile import Alert, LayerPlan, Plan, Snapshot, decide
 from shared.state import LayerState, RunState
+from tests.builders.decide_runs import RAMP, T0, job, make_run, name_for
 from tests.builders.pod_infos import pod_info
-from tests.builders.reconcile_runs import RAMP, T0, job, make_run, name_for
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

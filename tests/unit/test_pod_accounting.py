@@ -9,6 +9,8 @@ import pytest
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing, layer_cost, run_cost
+from shared.decide import decide
+from shared.decision import Alert, LayerPlan, PatchJob, Plan, Snapshot
 from shared.pod_accounting import (
     OPEN_PAGE,
     close_layer,
@@ -18,7 +20,6 @@ from shared.pod_accounting import (
     unpack_open,
 )
 from shared.pricing import Rate, RateRow, load_rates
-from shared.reconcile import Alert, LayerPlan, PatchJob, Plan, Snapshot, decide
 from shared.state import LayerState, RunState, build_layers
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

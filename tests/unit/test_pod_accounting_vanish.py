@@ -102,7 +102,8 @@ def test_a_repeat_listing_with_the_jobs_record_adds_nothing() -> None:
 def test_reconcile_closes_a_vanished_pod_at_its_complete_jobs_completion_time() -> None:
     from shared.cluster import JobStatus
     from shared.config import Ramp
-    from shared.reconcile import LayerPlan, Plan, Snapshot, decide
+    from shared.decide import decide
+    from shared.decision import LayerPlan, Plan, Snapshot
     from shared.state import RunState, build_layers
 
     run = RunState(

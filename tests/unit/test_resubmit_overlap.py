@@ -10,11 +10,12 @@ import pytest
 
 from shared import operator_actions as ops
 from shared.config import load_config
+from shared.decide import decide
+from shared.decision import CreateJob, DeleteJob, Snapshot
 from shared.manifest import render_job
-from shared.reconcile import CreateJob, DeleteJob, Snapshot, decide
 from shared.worker_contract import JOB_ATTEMPT, WorkerEnv
+from tests.builders.decide_runs import T0, job, make_run, name_for, plans
 from tests.builders.pod_infos import pod_info
-from tests.builders.reconcile_runs import T0, job, make_run, name_for, plans
 from tests.builders.stored_runs import DEMO
 from worker.claim_tokens import lineage
 

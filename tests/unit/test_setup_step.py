@@ -13,10 +13,11 @@ import yaml
 from shared.build_plan import new_run, plan_for
 from shared.cluster import JobStatus
 from shared.config import load_config
+from shared.decide import decide, reject
+from shared.decision import Alert, CreateJob, Snapshot
 from shared.graph_meta import GraphMeta, report_line
 from shared.graph_table import GraphTable, TableState
 from shared.operator_actions import resubmit
-from shared.reconcile import Alert, CreateJob, Snapshot, decide, reject
 from shared.setup_job import (
     dataset_config_map_manifest,
     pcg_dataset,

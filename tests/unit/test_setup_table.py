@@ -15,10 +15,11 @@ from shared.adapters.bigtable.graph_meta_store import decode_meta_cell, meta_rec
 from shared.build_plan import new_run, plan_for
 from shared.cluster import JobStatus
 from shared.config import load_config
+from shared.decide import decide
+from shared.decision import Alert, CreateJob, Snapshot
 from shared.graph_meta import GraphMeta, report_line
 from shared.graph_table import GraphTable, TableState
 from shared.layers import layer_count
-from shared.reconcile import Alert, CreateJob, Snapshot, decide
 from shared.setup_step import needs_graph_table
 from shared.stages import image_owns_table, runs_pcg_ingest_setup, setup_command
 

@@ -9,8 +9,9 @@ import pytest
 
 from shared.build_plan import new_run, plan_for
 from shared.config import load_config
+from shared.decide import decide
+from shared.decision import CreateJob, Snapshot
 from shared.operator_actions import ActionError
-from shared.reconcile import CreateJob, Snapshot, decide
 from shared.start_from import (
     LayerNotDoneError,
     check_layer_done,

@@ -10,10 +10,11 @@ from datetime import timedelta
 import pytest
 
 from shared.config import Ramp
-from shared.reconcile import CreateJob, LayerPlan, PatchJob, Plan, Snapshot, decide
+from shared.decide import decide
+from shared.decision import CreateJob, LayerPlan, PatchJob, Plan, Snapshot
 from shared.state import RunState, build_layers
 from shared.vcpu_budget import running_vcpus
-from tests.builders.reconcile_runs import T0, job, name_for
+from tests.builders.decide_runs import T0, job, name_for
 
 RAMP = Ramp(start=2, factor=2, period=60, max=64)
 

@@ -1,6 +1,6 @@
 """The alert outbox role of the run store on Firestore (`runs/{run}/alerts/{id}`): alerts
 are added in the same write as the state change that raised them (`FirestoreRuns.commit`,
-`FirestoreRunHealth`), then claimed, published and marked sent by a flusher."""
+`FirestoreRunHealth`), then taken, published and marked sent by a publisher."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from google.cloud import firestore
 from shared.adapters.google.firestore_layout import ALERTS, FirestoreDocs
 from shared.run_store import StoredAlert
 
-# An outbox claim older than this is taken to be a flusher that died before publishing:
-# the alert is claimed again (at least once), never lost.
-ALERT_CLAIM_S = 300.0
+# An outbox take older than this is taken to be a publisher that died before publishing:
+# the alert is taken again (at least once), never lost. The take is stored in the entry's
+# `claimed_at` / `claimed_by` fields (their names kept: stored outboxes read on).
+ALERT_TAKE_S = 300.0
 
 
 class FirestoreOutbox(FirestoreDocs):
@@ -28,7 +29,7 @@ class FirestoreOutbox(FirestoreDocs):
             .collection(ALERTS)
             .where(filter=firestore.FieldFilter("sent", "==", False))
         )
-        stale = datetime.now(UTC) - timedelta(seconds=ALERT_CLAIM_S)
+        stale = datetime.now(UTC) - timedelta(seconds=ALERT_TAKE_S)
         out = [
             StoredAlert(
                 d.id,
@@ -43,7 +44,7 @@ class FirestoreOutbox(FirestoreDocs):
         ]
         return sorted(out, key=lambda a: a.created_at)
 
-    def claim_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
+    def take_alert(self, run_id: str, alert: StoredAlert, holder: str) -> bool:
         ref = self._run(run_id).collection(ALERTS).document(alert.alert_id)
         option = self.db.write_option(last_update_time=alert.read_version)
         try:
@@ -55,7 +56,7 @@ class FirestoreOutbox(FirestoreDocs):
             return False
         return True
 
-    def release_alert(self, run_id: str, alert_id: str) -> None:
+    def give_back_alert(self, run_id: str, alert_id: str) -> None:
         ref = self._run(run_id).collection(ALERTS).document(alert_id)
         ref.update({"claimed_at": None, "claimed_by": ""})
 
@@ -68,6 +69,13 @@ class FirestoreOutbox(FirestoreDocs):
             for d in docs
         ]
         return sorted(out, key=lambda a: a.created_at)
+
+    def discard_alerts(self, run_id: str, alert_ids: list[str]) -> None:
+        batch = self.db.batch()
+        for alert_id in alert_ids:
+            batch.delete(self._run(run_id).collection(ALERTS).document(alert_id))
+        if alert_ids:
+            batch.commit()
 
     def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
         batch = self.db.batch()

@@ -53,7 +53,7 @@ class ReconcileLeaseMixin:
         except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Aborted):
             return False
 
-    def claim_reconcile(
+    def lease_for_event(
         self, run_id: str, event_time: datetime, holder: str, now: datetime
     ) -> tuple[Verdict, int]:
         """Covered, marked for the live holder, or acquired by `holder`; with the requests
@@ -76,7 +76,7 @@ class ReconcileLeaseMixin:
             if self._put_lease(run_id, new, stamp):
                 return verdict, new.requests
 
-    def finish_reconcile(
+    def renew_or_release_lease(
         self,
         run_id: str,
         holder: str,
@@ -106,7 +106,7 @@ class ReconcileLeaseMixin:
                 )
                 return None
 
-    def abandon_reconcile(self, run_id: str, holder: str) -> None:
+    def abandon_lease(self, run_id: str, holder: str) -> None:
         """Let go of the lease after a failed reconcile, covering nothing new."""
         while True:
             lease, stamp = self._lease(run_id)

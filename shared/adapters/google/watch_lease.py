@@ -18,7 +18,7 @@ WATCH_LEASE_ID = "ticks"
 class WatchLeaseMixin:
     """Needs ReconcileLeaseMixin's `_lease` and `_put_lease` (same collection and shape)."""
 
-    def claim_watch(self, holder: str, expires_at: datetime, now: datetime) -> bool:
+    def acquire_watch_lease(self, holder: str, expires_at: datetime, now: datetime) -> bool:
         """Take the watch lease until `expires_at` unless another holder's is live; False if
         one is (that tick is watching: this one does not)."""
         while True:
@@ -29,7 +29,7 @@ class WatchLeaseMixin:
             if self._put_lease(WATCH_LEASE_ID, taken, stamp, WATCH_LEASES):  # type: ignore[attr-defined]
                 return True
 
-    def release_watch(self, holder: str) -> None:
+    def release_watch_lease(self, holder: str) -> None:
         """Let go of the watch lease if `holder` still has it."""
         while True:
             lease, stamp = self._lease(WATCH_LEASE_ID, WATCH_LEASES)  # type: ignore[attr-defined]

@@ -136,7 +136,7 @@ def _once(fn: Callable[[], None]) -> Callable[[], None]:
 
 class HostKiller:
     """Arms `host_killed`: the next reconcile with actions, after its commit, raises in
-    place of acting (wraps `Controller._act` in this process, where the local functions run)."""
+    place of acting (wraps `Reconciler.act` in this process, where the local functions run)."""
 
     def __init__(self) -> None:
         self._armed = 0
@@ -145,9 +145,9 @@ class HostKiller:
         self._original: Any = None
 
     def install(self) -> None:
-        from shared.controller import Controller
+        from shared.reconciler import Reconciler
 
-        self._original = original = Controller._act
+        self._original = original = Reconciler.act
         killer = self
 
         def act(ctrl: Any, decision: Any, manifests: Any) -> None:
@@ -156,13 +156,13 @@ class HostKiller:
                 raise HostKilledError("chaos: function host killed between commit and act")
             original(ctrl, decision, manifests)
 
-        Controller._act = act  # type: ignore[method-assign]
+        Reconciler.act = act  # type: ignore[method-assign]
 
     def uninstall(self) -> None:
         if self._original is not None:
-            from shared.controller import Controller
+            from shared.reconciler import Reconciler
 
-            Controller._act = self._original  # type: ignore[method-assign]
+            Reconciler.act = self._original  # type: ignore[method-assign]
             self._original = None
 
     def arm(self) -> None:

@@ -1,4 +1,4 @@
-"""Runs, plans and Job statuses for the pure reconcile tests of steering (OOM kills, the vCPU
+"""Runs, plans and Job statuses for the pure decision tests of steering (OOM kills, the vCPU
 cap, config versions)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from shared.cluster import JobStatus
 from shared.config import Ramp
-from shared.reconcile import LayerPlan, Plan
+from shared.decision import LayerPlan, Plan
 from shared.state import LayerState, RunState, build_layers
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

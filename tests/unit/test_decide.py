@@ -12,18 +12,8 @@ from hypothesis import strategies as st
 
 from shared.cluster import JobStatus
 from shared.config import Ramp
-from shared.reconcile import (
-    Alert,
-    CreateJob,
-    Decision,
-    LayerPlan,
-    PatchJob,
-    Plan,
-    Snapshot,
-    decide,
-    ramp_target,
-    reject,
-)
+from shared.decide import decide, ramp_target, reject
+from shared.decision import Alert, CreateJob, Decision, LayerPlan, PatchJob, Plan, Snapshot
 from shared.state import RunState, build_layers
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -298,7 +288,7 @@ def test_decide_does_not_mutate_its_input():
 
 def test_operator_delete_removes_the_job_once_and_blocks_the_layer():
     from shared import operator_actions as ops
-    from shared.reconcile import DeleteJob
+    from shared.decision import DeleteJob
 
     run = running(make_run(), "ingest-L2")
     ops.cancel(run, "ingest", 2, "ana", T0)

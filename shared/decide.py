@@ -1,10 +1,12 @@
-"""The reconcile decision: what was observed + the plan + rates + clock -> new state + actions.
+"""The decision of a reconcile: what was observed + the plan + rates + clock -> new state +
+actions (:func:`decide`), and the refused Job creations taken back (:func:`reject`).
 
-Pure: no I/O, no clock (`now` is an argument). `shared.controller` observes the run and its
+Pure: no I/O, no clock (`now` is an argument). `shared.reconciler` observes the run and its
 Jobs, builds the plan (`shared.build_plan.plan_for`), asks :func:`decide`, dry-runs the Jobs it
 creates, lets :func:`reject` fail the layers whose manifest was refused, commits the new state
-under a precondition on the run's version, and only then acts. Every trigger (Job event, tick,
-operator kick) ends here, so the outcome never depends on which event was seen, or how often.
+under a precondition on the run's version, and only then acts (docs/controller.md). Every
+trigger (Job event, tick, operator kick) ends here, so the outcome never depends on which
+event was seen, or how often. Its vocabulary (plan, snapshot, actions) is `shared.decision`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from shared.costs import Billing, run_cost
 from shared.decision import (
     Action,
     Alert,
+    ApplyConfigMap,
     CreateJob,
     Decision,
     DeleteJob,
@@ -29,7 +32,6 @@ from shared.decision import (
     LayerPlan,
     PatchJob,
     Plan,
-    SetupPlan,
     Snapshot,
 )
 from shared.evictions import ALERT_KIND as EVICTED_REPEATEDLY
@@ -45,24 +47,7 @@ from shared.setup_step import fail_setup, setup_step
 from shared.state import SETUP_LAYER, LayerState, RunState, layer_key
 from shared.vcpu_budget import VcpuBudget
 
-# The plan, snapshot and actions live in shared.decision; they are named here too because
-# callers read a reconcile as one module's vocabulary.
-__all__ = [
-    "Action",
-    "Alert",
-    "CreateJob",
-    "Decision",
-    "DeleteJob",
-    "DeletePod",
-    "LayerPlan",
-    "PatchJob",
-    "Plan",
-    "SetupPlan",
-    "Snapshot",
-    "decide",
-    "ramp_target",
-    "reject",
-]
+__all__ = ["decide", "ramp_target", "reject"]
 
 
 def _job_progress(ls: LayerState, job: JobStatus, now: datetime, out: list[Action]) -> None:
@@ -326,7 +311,12 @@ def reject(decision: Decision, refusals: dict[str, str]) -> Decision:
     if not refused:
         return decision
     state = copy.deepcopy(decision.state)
-    actions = [a for a in decision.actions if a not in refused]
+    # A refused Job's ConfigMap goes with it: nothing will mount it.
+    actions = [
+        a
+        for a in decision.actions
+        if a not in refused and not (isinstance(a, ApplyConfigMap) and a.job_name in refusals)
+    ]
     for action in refused:
         if action.layer == SETUP_LAYER:
             reason = f"rejected: {refusals[action.job_name]}"

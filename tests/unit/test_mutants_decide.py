@@ -1,4 +1,4 @@
-"""Behaviour of `shared.reconcile.decide` that the mutation run found unchecked (issue 9):
+"""Behaviour of `shared.decide.decide` that the mutation run found unchecked (issue 9):
 what a reconcile copies from the Job, the alerts' fields, when it acts at all, the pods it
 records and whether it reports a change. Table-driven where the cases share a shape."""
 
@@ -11,20 +11,10 @@ import pytest
 from shared.cluster import JobStatus, PodInfo
 from shared.config import Ramp
 from shared.costs import Billing
+from shared.decide import decide, ramp_target, reject
+from shared.decision import Alert, CreateJob, Decision, LayerPlan, PatchJob, Plan, Snapshot
 from shared.pod_accounting import PodRecord
 from shared.pricing import RateRow
-from shared.reconcile import (
-    Alert,
-    CreateJob,
-    Decision,
-    LayerPlan,
-    PatchJob,
-    Plan,
-    Snapshot,
-    decide,
-    ramp_target,
-    reject,
-)
 from shared.state import RunState, build_layers
 from tests.builders.pod_infos import pod_info
 
