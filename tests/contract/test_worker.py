@@ -248,8 +248,6 @@ def test_a_chunk_held_by_another_pod_is_waited_for(
     bigtable_table, bigtable_client, demo, holder_renews
 ):
     _, table_id = bigtable_table
-    # The expiry must outlast the worker's start-up (2-5 s of imports on a loaded machine), or
-    # the claim lapses before the worker ever sees it held.
     holder = BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY_S)))
     _, cid = _first_chunk(1)
     token = random_token()
@@ -260,21 +258,29 @@ def test_a_chunk_held_by_another_pod_is_waited_for(
         while not stop.wait(0.4):
             holder.renew(cid, token)
 
+    # The holder renews until the worker has seen the chunk held (its start-up may take
+    # longer than the expiry on a loaded machine); then, in "lapses", it stops, like a pod
+    # that died holding the claim.
     renewer = threading.Thread(target=renew, daemon=True)
-    if holder_renews:
-        renewer.start()
-    try:
-        run = _run(
-            _env(
-                table_id,
-                demo,
-                PCG_WORKLOAD="tests.builders.plugins:ok",
-                PCG_BATCH_SIZE="1",
-                PCG_LOCK_EXPIRY_S=str(EXPIRY_S),
-            )
+    renewer.start()
+    started = time.monotonic()
+    proc = _start(
+        _env(
+            table_id,
+            demo,
+            PCG_WORKLOAD="tests.builders.plugins:ok",
+            PCG_BATCH_SIZE="1",
+            PCG_LOCK_EXPIRY_S=str(EXPIRY_S),
         )
+    )
+    try:
+        head = _wait_for(proc, "held by another worker")
+        if not holder_renews:
+            stop.set()
+        run = _finish(proc, started)
     finally:
         stop.set()
+    run.lines = _parse("".join(head)) + run.lines
     assert "held by another worker" in run.messages()
     if holder_renews:
         assert run.code == 1
