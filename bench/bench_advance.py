@@ -36,7 +36,7 @@ from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.stack import LocalStack
 from shared.adapters.local.termination import run_script
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.state import RunState
 
 ROOT = Path(__file__).resolve().parents[1]

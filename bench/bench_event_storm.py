@@ -36,7 +36,7 @@ from shared.adapters.local.emulators import EmulatorSet
 from shared.adapters.local.termination import run_script
 from shared.build_plan import new_run
 from shared.cluster import JobStatus, PodInfo
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller
 from shared.job_events import JobEvent
 from shared.run_store import StaleStateError

@@ -26,7 +26,8 @@ import numpy as np
 from scripts.demo_run import prepare_config
 from shared import intervals
 from shared.build_plan import new_run
-from shared.config import PipelineConfig, load_config
+from shared.config import PipelineConfig
+from shared.config_files import load_config
 from shared.forecast import run_forecast
 from shared.state import RunState, layer_key
 

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.build_plan import new_run, plan_for
-from shared.config import PipelineConfig, config_from_dict, load_config
+from shared.config import PipelineConfig
+from shared.config_files import config_from_dict, load_config
 from shared.decide import decide
 from shared.decision import Snapshot
 

@@ -51,7 +51,7 @@ from shared.adapters.local.emulators import EmulatorSet
 from shared.adapters.local.termination import run_script
 from shared.build_plan import new_run
 from shared.cluster import JobStatus, PodInfo
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller
 
 COUNTS: Counter[str] = Counter()

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from scripts.commands.simulate import report_dict, run_simulation
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.simulation.cluster import ClusterParams
 from shared.simulation.engine import SimSettings
 from shared.simulation.runtimes import Runtimes, recorded_runtimes

@@ -9,8 +9,8 @@ import yaml
 
 from demo.volume import generate_volume, save_volume
 from shared.build_plan import check_stages
-from shared.config import load_config
-from shared.manifest import validate_config_renders
+from shared.config_files import load_config
+from shared.render_check import validate_config_renders
 
 VOLUME_SEED = 7  # as `pipeline demo`
 PASS_BLOCKS = {"l2cache": "l2cache_config", "meshing": "mesh_config"}

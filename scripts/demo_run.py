@@ -45,10 +45,11 @@ from shared.costs import spend
 from shared.forecast import run_forecast
 from shared.layer_spec import layer_spec
 from shared.layers import layer_count
-from shared.manifest import validate_config_renders
 from shared.pricing import load_rates
+from shared.render_check import validate_config_renders
 from shared.rightsize_run import run_suggestions
-from shared.stages import check_stages, dependencies, image_owns_table
+from shared.stage_selection import check_stages, image_owns_table
+from shared.stages import dependencies
 from shared.state import RunState
 
 

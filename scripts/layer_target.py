@@ -11,7 +11,8 @@ import click
 from scripts.options import TARGET
 from scripts.services import connect
 from shared import grid
-from shared.config import PipelineConfig, config_from_dict
+from shared.config import PipelineConfig
+from shared.config_files import config_from_dict
 from shared.layer_spec import layer_spec
 from shared.operator_actions import layer_of
 from shared.state import LayerState, RunState

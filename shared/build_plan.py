@@ -26,7 +26,7 @@ from shared.setup_job import (
     render_setup_job,
     setup_job_name,
 )
-from shared.stages import check_stages, runs_pcg_ingest_setup, top_layer
+from shared.stage_selection import check_stages, runs_pcg_ingest_setup, top_layer
 from shared.state import LayerState, RunState, SetupState, build_layers
 
 # The parallelism a planned manifest is rendered with; `manifest.for_create` writes the

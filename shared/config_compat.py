@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config import JobSettings, Ramp, Resources, WorkloadIdentity
 from shared.stages import SETUP_SUFFIX, STAGE_NAMES, writes_done_markers
 
 
@@ -332,8 +333,6 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
 
 def _new_defaults() -> dict[str, Any]:
     """This project's defaults the predecessor's differ from, read from the config models."""
-    from shared.config import JobSettings, Ramp, Resources, WorkloadIdentity  # it imports this
-
     ramp, resources = Ramp(), Resources()
     return {
         "max_failed_tasks": JobSettings.model_fields["max_failed_tasks"].default,

@@ -12,9 +12,8 @@ from typing import Any
 from shared.canary import CanaryPlan
 from shared.cluster import JobStatus, PodInfo
 from shared.completeness import LayerVerdict
-from shared.config import Ramp
+from shared.config import DEFAULT_MAX_EVICTIONS_PER_INDEX, Ramp
 from shared.costs import Billing
-from shared.evictions import DEFAULT_MAX_EVICTIONS_PER_INDEX
 from shared.graph_table import GraphTable
 from shared.hung_pods import HungPod
 from shared.pod_accounting import PodRecord

@@ -35,7 +35,6 @@ from shared.state import LayerState
 DISRUPTION_TARGET = "DisruptionTarget"
 TERMINATION_BY_KUBELET = "TerminationByKubelet"  # the condition's reason: the kubelet ended it
 EVICTED = "Evicted"  # the pod's status.reason after the kubelet's eviction manager
-DEFAULT_MAX_EVICTIONS_PER_INDEX = 3
 ALERT_KIND = "index_evicted_repeatedly"
 
 

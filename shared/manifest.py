@@ -10,7 +10,6 @@ is refused here, naming the config field to fix, so a bad config fails when it i
 from __future__ import annotations
 
 import copy
-import logging
 import re
 from typing import Any
 
@@ -19,7 +18,8 @@ from shared.autopilot import Requests, ResourceLimitError
 from shared.config import JobSettings, PipelineConfig
 from shared.env_overrides import OVERRIDABLE
 from shared.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
-from shared.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError, default_stages, stage_layers
+from shared.stage_selection import stage_layers
+from shared.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError
 from shared.worker_contract import (
     L2CACHE_ENV,
     LOCK_EXPIRY_SCALE,
@@ -27,8 +27,6 @@ from shared.worker_contract import (
     RESERVED,
     WorkerEnv,
 )
-
-log = logging.getLogger(__name__)
 
 MANAGED_BY = "cave-pipeline"
 PREFIX = "cave-pipeline/"
@@ -358,29 +356,3 @@ def for_create(manifest: dict[str, Any], parallelism: int, suspend: bool) -> dic
     spec["parallelism"] = min(parallelism, completions, parallelism_cap(completions))
     spec["suspend"] = suspend
     return out
-
-
-def implied_renders(cfg: PipelineConfig) -> list[tuple[str, int]]:
-    """(stage, layer) pairs the config implies: every layer of the build DAG's stages
-    (`shared.stages`)."""
-    try:
-        return [(s, n) for s in default_stages(cfg) for n in stage_layers(cfg, s)]
-    except PlanError as e:
-        raise ManifestError(str(e)) from None
-
-
-def validate_config_renders(cfg: PipelineConfig) -> None:
-    """Render every implied (stage, layer) and each stage's setup Job; raise the first
-    ManifestError (config load time). An unsafe `env.PCG_LOCK_EXPIRY_SCALE` is logged as a
-    warning (the CLI also prints `lock_scale_warning`)."""
-    from shared.setup_job import has_setup, render_setup_job  # it builds on this module
-
-    warning = lock_scale_warning(cfg)
-    if warning:
-        log.warning("%s", warning)
-
-    for stage, layer in implied_renders(cfg):
-        render_job(cfg, stage, layer, run_id="validate", parallelism=1)
-    for stage in default_stages(cfg):
-        if has_setup(cfg, stage):
-            render_setup_job(cfg, stage, run_id="validate")

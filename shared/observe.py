@@ -26,7 +26,8 @@ from shared.completeness import (
     marker_coverage,
     verify_layer,
 )
-from shared.config import PipelineConfig, config_from_dict
+from shared.config import PipelineConfig
+from shared.config_files import config_from_dict
 from shared.controller_log import log_json
 from shared.decision import Snapshot
 from shared.graph_table import GraphTableReader, NoGraphTableReader

@@ -21,7 +21,6 @@ from typing import Any
 from shared import intervals
 from shared.forecast import LayerForecast, RunForecast
 from shared.stages import dependencies_in
-from shared.start_from import describe_start
 from shared.state import LayerState, RunState, layer_key
 
 FORECAST = "forecast"  # ETAs from shared.forecast
@@ -123,6 +122,19 @@ class RunProgress:
     # Right-size suggestions (shared.rightsize.Suggestion.to_dict), in build order.
     rightsize: tuple[dict[str, Any], ...] = ()
     canaries: tuple[dict[str, Any], ...] = ()  # shared.canary.canary_summary
+
+
+def describe_start(stage: str, start: dict[str, Any]) -> str:
+    """One line for `pipeline start` and `pipeline status` on a recorded mid-graph start."""
+    layer, by, at = start.get("layer"), start.get("by", "?"), start.get("at")
+    when = at.strftime("%Y-%m-%d %H:%M UTC") if isinstance(at, datetime) else str(at or "?")
+    below = f"layers 2..{int(layer) - 1}" if isinstance(layer, int) else "the layers below"
+    if start.get("verified", True):
+        return f"{stage} started at layer {layer} by {by} at {when}: {below} found marked done"
+    return (
+        f"{stage} started at layer {layer} by {by} at {when}: {below} NOT verified (its pods "
+        "write no done markers; trusted as the predecessor trusted start_layer)"
+    )
 
 
 def chunks_done(completed_indexes: str, size: LayerSize) -> int:

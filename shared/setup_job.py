@@ -6,7 +6,7 @@ graph's table and metadata (with `--exist-ok` when the controller found the grap
 in the table already: docs/setup-passes.md), its meshing setup the mesh metadata, the
 l2cache setup its cache table; the demo's setup (through `python -m worker.setup`) writes the
 graph metadata its workers read their grid from. The command is
-`shared.stages.setup_command`. The Job is an Indexed Job of one completion, so the clusters
+`shared.stage_selection.setup_command`. The Job is an Indexed Job of one completion, so the clusters
 treat it like a layer's; it gets no retries
 (a setup fails fast, with its log tail in the alert) and the pods get the same mounts,
 scheduling and operator env as the stage's workers.
@@ -36,7 +36,8 @@ from shared.manifest import (
     label_value,
     pod_spec,
 )
-from shared.stages import PlanError, setup_command
+from shared.stage_selection import setup_command
+from shared.stages import PlanError
 from shared.state import SETUP_LAYER
 from shared.worker_contract import CAVE_SECRET, DATASET_FILE, setup_env
 

@@ -20,7 +20,7 @@ from shared.decision import Action, Alert, ApplyConfigMap, CreateJob, SetupPlan,
 from shared.graph_meta import GraphMetaError, mismatch, parse_report
 from shared.graph_table import GraphTable, TableState, delete_table_fix, describe
 from shared.ownership import foreign_owner
-from shared.stages import runs_pcg_ingest_setup
+from shared.stage_selection import runs_pcg_ingest_setup
 from shared.state import SETUP_LAYER, RunState, SetupState
 
 

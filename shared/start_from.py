@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
 
 from shared.config import PipelineConfig
 from shared.layer_spec import layer_spec
@@ -100,16 +99,3 @@ def skip_below(
         ls.completions = 0
         keys.append(ls.key)
     return keys
-
-
-def describe_start(stage: str, start: dict[str, Any]) -> str:
-    """One line for `pipeline start` and `pipeline status` on a recorded mid-graph start."""
-    layer, by, at = start.get("layer"), start.get("by", "?"), start.get("at")
-    when = at.strftime("%Y-%m-%d %H:%M UTC") if isinstance(at, datetime) else str(at or "?")
-    below = f"layers 2..{int(layer) - 1}" if isinstance(layer, int) else "the layers below"
-    if start.get("verified", True):
-        return f"{stage} started at layer {layer} by {by} at {when}: {below} found marked done"
-    return (
-        f"{stage} started at layer {layer} by {by} at {when}: {below} NOT verified (its pods "
-        "write no done markers; trusted as the predecessor trusted start_layer)"
-    )

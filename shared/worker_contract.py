@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import lock_renewal
-from shared.layers import layer2_shape_of
+from shared.layers import layer2_shape_of, layer_shape
 
 # The worker imports this module (for LOG) before it blocks SIGTERM in every thread; numpy,
 # which the layer geometry needs, starts OpenBLAS threads at import that would not inherit
@@ -321,9 +321,7 @@ def _check_grid(grid: tuple[int, int, int], layer: int, dataset: dict[str, Any])
         l2 = layer2_shape_of(tuple(size), tuple(chunk))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return  # a dataset without geometry: trust PCG_GRID_SHAPE
-    from shared.layer_spec import layer_geometry  # numpy: see the imports
-
-    expected = layer_geometry(l2, layer, 1).grid_shape
+    expected = layer_shape(l2, layer)
     if tuple(grid) != tuple(expected):
         raise WorkerEnvError(
             f"{GRID_SHAPE}={','.join(map(str, grid))} disagrees with {DATASET_JSON} "

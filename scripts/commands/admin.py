@@ -21,7 +21,8 @@ from scripts.options import CONFIG_OPTION
 from scripts.services import Services, connect, operator_name
 from scripts.views.terminal import console, titled_table
 from shared import operator_actions as ops
-from shared.config import JobOverride, PipelineConfig, load_config
+from shared.config import JobOverride, PipelineConfig
+from shared.config_files import load_config
 from shared.manifest import MANAGED_BY, PREFIX, render_job
 from shared.run_store import RunNotFoundError
 from shared.state import RunState, layer_key

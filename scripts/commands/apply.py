@@ -10,9 +10,9 @@ import click
 from scripts.layer_target import run_config
 from scripts.services import connect, operator_name
 from shared import config_versions as versions
-from shared.config import load_config
-from shared.manifest import validate_config_renders
+from shared.config_files import load_config
 from shared.operator_actions import ActionError
+from shared.render_check import validate_config_renders
 from shared.state import RunState
 
 

@@ -14,8 +14,9 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from shared.config import ConfigError, load_config, meaning_notes, read_yaml
+from shared.config import ConfigError
 from shared.config_compat import CompatError, Note, map_dataset, map_pipeline
+from shared.config_files import load_config, meaning_notes, read_yaml
 
 
 def _new_name(path: Path) -> Path:

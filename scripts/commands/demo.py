@@ -17,7 +17,7 @@ from rich.live import Live
 from scripts.run_progress import gather
 from scripts.views.status import status_view
 from shared.adapters.local.cluster.view import LocalClusterView
-from shared.config import load_config
+from shared.config_files import load_config
 
 
 def _now() -> datetime:
@@ -132,7 +132,8 @@ def demo(
     if ctx.invoked_subcommand is not None:
         return
     from scripts.demo_run import prepare_config, run_demo
-    from shared.stages import PlanError, check_stages
+    from shared.stage_selection import check_stages
+    from shared.stages import PlanError
 
     if approve_after_s is not None and advance != "approve":
         raise click.UsageError("--approve-after needs --advance approve")

@@ -13,7 +13,8 @@ import click
 
 from scripts.options import CONFIG_OPTION, JSON_OPTION
 from scripts.services import load_stack_env
-from shared.config import PipelineConfig, load_config
+from shared.config import PipelineConfig
+from shared.config_files import load_config
 from shared.doctor import checks as doctor_checks
 from shared.doctor import needs
 from shared.doctor.deployment import Deployment, deployment_of

@@ -8,9 +8,11 @@ import yaml
 from scripts.layer_target import Geometry, batch_chunks, layer_geometry
 from scripts.options import CONFIG_OPTION, STAGE_OPTION
 from shared import grid
-from shared.config import PipelineConfig, load_config
+from shared.config import PipelineConfig
+from shared.config_files import load_config
 from shared.layers import layer_count
-from shared.manifest import lock_scale_warning, render_job, validate_config_renders
+from shared.manifest import lock_scale_warning, render_job
+from shared.render_check import validate_config_renders
 
 
 def _checked_geometry(cfg: PipelineConfig, stage: str, layer: int) -> Geometry:

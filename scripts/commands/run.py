@@ -27,11 +27,13 @@ from shared import operator_actions as ops
 from shared import start_from
 from shared.build_plan import new_run
 from shared.cluster import ClusterError, ClusterReader
-from shared.config import PipelineConfig, load_config
+from shared.config import PipelineConfig
+from shared.config_files import load_config
 from shared.graph_table import GraphTable
-from shared.manifest import lock_scale_warning, validate_config_renders
-from shared.progress import RunProgress
-from shared.stages import default_stages
+from shared.manifest import lock_scale_warning
+from shared.progress import RunProgress, describe_start
+from shared.render_check import validate_config_renders
+from shared.stage_selection import default_stages
 from shared.state import RUN_ENDED, RunState
 
 ADVANCE = click.Choice(["manual", "approve", "auto"])
@@ -144,7 +146,7 @@ def _setup_table(cfg: PipelineConfig) -> str:
     """Create the graph's table for our worker, or leave it to the image's ingest setup
     (saying what that setup will find)."""
     from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
-    from shared.stages import image_owns_table
+    from shared.stage_selection import image_owns_table
 
     project, instance = cfg.bigtable.project, cfg.bigtable.instance
     if not image_owns_table(cfg):
@@ -248,7 +250,7 @@ def start(
     if checked:
         click.echo(f"built before (done markers checked): {', '.join(checked)}")
     for stage in sorted(unverified):
-        line = start_from.describe_start(stage, run.mid_graph_starts[stage])
+        line = describe_start(stage, run.mid_graph_starts[stage])
         click.echo(f"warning: {line} (recorded on the run)", err=True)
     if run.forced_start:
         past = ", ".join(run.forced_start["past_runs"])

@@ -16,7 +16,8 @@ import click
 from shared.bigtable_load import Overload, parse_overload
 from shared.bill import LOG_BYTES_PER_RECONCILE, Bill, planned_bill
 from shared.build_plan import new_run
-from shared.config import PipelineConfig, load_config
+from shared.config import PipelineConfig
+from shared.config_files import load_config
 from shared.controller_usage import ControllerUsage
 from shared.costs import RunCost
 from shared.pricing import load_cloud_prices
@@ -24,7 +25,7 @@ from shared.simulation.cluster import ClusterParams
 from shared.simulation.controller_cost import controller_cost
 from shared.simulation.engine import T0, SimReport, SimSettings, simulate
 from shared.simulation.runtimes import Runtimes, recorded_runtimes
-from shared.stages import default_stages
+from shared.stage_selection import default_stages
 from shared.state import RunState
 
 

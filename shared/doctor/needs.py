@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from shared.config import PipelineConfig
 from shared.layer_spec import layer_spec
-from shared.stages import default_stages, stage_layers
+from shared.stage_selection import default_stages, stage_layers
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import functions_framework
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.local.eventarc import functions_source
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.state import RunState
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

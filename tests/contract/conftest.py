@@ -14,7 +14,7 @@ from scripts.cli import main
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from tests.builders.stored_runs import DEMO, NOW
 from tests.builders.worker_runs import CHUNK, N_LAYERS, SIZE, Demo
 

@@ -10,7 +10,7 @@ import pytest
 from scripts.approve import main as approve_main
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller
 from tests.builders.fakes import RecordingCluster
 

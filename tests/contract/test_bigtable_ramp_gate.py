@@ -13,7 +13,7 @@ import pytest
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller
 from shared.controller_usage import ControllerUsage
 from tests.builders.fakes import RecordingCluster

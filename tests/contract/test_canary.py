@@ -16,7 +16,7 @@ from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.local.cluster.events import EventSettings
 from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller, utcnow
 from shared.operator_actions import approve
 from tests.builders.local_jobs import wait_for

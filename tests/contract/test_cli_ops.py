@@ -30,7 +30,7 @@ from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.cluster.local_cluster import LocalCluster, LocalClusterView
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.layer_spec import layer_spec
 from shared.layers import layer_count, layer_shape
 from shared.manifest import render_job

@@ -14,7 +14,7 @@ import pytest
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.build_plan import new_run
 from shared.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError, PodInfo
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller
 from shared.pricing import RateRow
 from tests.builders.fakes import RecordingCluster

@@ -20,7 +20,7 @@ from shared.adapters.bigtable.chunk_ledger import (
 from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables, write_graph_meta
 from shared.build_plan import new_run
 from shared.cluster import PodInfo
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller
 from shared.graph_meta import GraphMeta, report_line
 from shared.layers import layer_count

@@ -12,7 +12,7 @@ import pytest
 
 from shared.adapters.bigtable.ledger_scan import done_chunk_ids
 from shared.completeness import layer_grid
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller
 from tests.builders.done_rows import write_done_markers
 from tests.builders.fakes import RecordingCluster

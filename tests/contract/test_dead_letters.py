@@ -26,7 +26,7 @@ from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
 from shared.adapters.local.eventarc import functions_source
 from shared.build_plan import new_run
 from shared.cluster import ClusterUnreachableError
-from shared.config import load_config
+from shared.config_files import load_config
 from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

@@ -15,7 +15,7 @@ import yaml
 
 from shared.adapters.bigtable.graph_meta_store import write_graph_meta
 from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.doctor.checks import CHECKS
 from shared.graph_meta import GraphMeta
 from shared.layers import layer_count

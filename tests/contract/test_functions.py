@@ -13,7 +13,7 @@ import pytest
 from shared.adapters import wiring
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
-from shared.job_events import make_log_entry
+from shared.adapters.local.cluster.log_export import make_log_entry
 from tests.builders.cloud_events import client, envelope, kick, start_run
 from tests.builders.fakes import RecordingCluster
 

@@ -21,7 +21,7 @@ from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.emulators import EmulatorSet, sdk_root
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.run_store import StaleStateError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ from shared.adapters.bigtable.done_times import BigtableDoneTimes
 from shared.adapters.local.cluster.local_cluster import LocalCluster
 from shared.build_plan import new_run
 from shared.cluster import PodInfo
-from shared.config import Bigtable, Dataset, load_config
+from shared.config import Bigtable, Dataset
+from shared.config_files import load_config
 from shared.controller import Controller, utcnow
 from shared.worker_contract import COMPLETION_INDEX
 from tests.builders.fakes import RecordingCluster

@@ -19,7 +19,7 @@ import pytest
 
 from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from tests.builders.stall_proxy import StallProxy
 from tests.builders.terminal_session import TerminalSession
 

@@ -11,7 +11,7 @@ import pytest
 
 from shared.build_plan import new_run
 from shared.cluster import PodInfo
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.controller import Controller
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW

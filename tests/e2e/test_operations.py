@@ -29,7 +29,8 @@ from shared.adapters.google.firestore_store import FirestoreRunStore
 from shared.adapters.google.pubsub_bus import PubSubBus
 from shared.adapters.local.stack import LocalStack
 from shared.build_plan import new_run
-from shared.config import PipelineConfig, load_config
+from shared.config import PipelineConfig
+from shared.config_files import load_config
 from shared.layers import layer_count
 from shared.state import RunState
 

@@ -20,7 +20,7 @@ from shared.alerts import (
     with_log_tails,
 )
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decision import Alert
 from shared.layer_spec import layer_spec
 

@@ -19,7 +19,8 @@ from cloudevents.http import CloudEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.config import ConfigError, load_config
+from shared.config import ConfigError
+from shared.config_files import load_config
 from shared.job_events import BadEventError, parse_log_entry
 
 PIPELINE = {

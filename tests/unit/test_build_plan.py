@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from shared.build_plan import new_run, plan_for
-from shared.config import config_from_dict, load_config
+from shared.config_files import config_from_dict, load_config
 from shared.layer_spec import layer_spec
 from shared.manifest import render_job
 

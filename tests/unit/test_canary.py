@@ -25,7 +25,8 @@ from shared.canary import (
     with_canary_sizes,
 )
 from shared.canary_forecast import chunk_runtime, forecast_build
-from shared.config import LayerOverride, load_config
+from shared.config import LayerOverride
+from shared.config_files import load_config
 from shared.decide import decide
 from shared.decision import Alert, CreateJob, LayerPlan, Plan, Snapshot
 from shared.grid import batch_coords

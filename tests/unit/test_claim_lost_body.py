@@ -10,7 +10,7 @@ import pytest
 
 from shared.alerts import MAX_BODY_BYTES, body_size, claim_lost_body, claim_lost_chunks
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from tests.builders.stored_runs import DEMO
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -21,7 +21,7 @@ from shared.completeness import (
     verify_layer,
     verify_run,
 )
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decision import Alert
 from shared.layer_verify import apply_ledger_check
 from shared.layers import chunk_id

@@ -8,8 +8,10 @@ import pytest
 import yaml
 
 from shared.build_plan import new_run
-from shared.config import ConfigError, load_config
-from shared.stages import PlanError, check_stages, default_stages, top_layer
+from shared.config import ConfigError
+from shared.config_files import load_config
+from shared.stage_selection import check_stages, default_stages, top_layer
+from shared.stages import PlanError
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.config import ConfigError, load_config
+from shared.config import ConfigError
 from shared.config_compat import is_predecessor_pipeline, map_dataset, map_pipeline
-from shared.manifest import render_job, validate_config_renders
+from shared.config_files import load_config
+from shared.manifest import render_job
 from shared.precomputed_info import GridUnreadable, local_info_path, size_from_info
+from shared.render_check import validate_config_renders
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "predecessor" / "pipeline.yml"
 NEW = {"graph_id": "g", "dataset": "d.yml", "bigtable": {"project": "p", "instance": "i"}}

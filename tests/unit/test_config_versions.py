@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.config_versions import (
     AT_ONCE,
     NEXT_ATTEMPT,

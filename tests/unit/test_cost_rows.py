@@ -13,7 +13,7 @@ from rich.console import Console
 from scripts.commands.costs import cost_report, costs_table
 from scripts.commands.describe import breakdown
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.state import RunState
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from shared import dead_letters as dl
-from shared.job_events import make_log_entry
+from shared.adapters.local.cluster.log_export import make_log_entry
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 

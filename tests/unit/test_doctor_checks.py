@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.doctor import checks as c
 from shared.doctor import needs
 from shared.doctor.deployment import common_name_of, deployment_of

@@ -18,7 +18,7 @@ from scripts.commands.doctor import Diagnosis, render
 from shared.adapters.doctor.cloud import CloudFacts
 from shared.adapters.doctor.rest import RestApi
 from shared.adapters.doctor.runner import run_checks
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.doctor.checks import CHECKS, select
 from shared.doctor.deployment import deployment_of
 from shared.doctor.verdicts import Verdict

@@ -10,7 +10,7 @@ import pytest
 
 from scripts.demo_run import EtaRecorder
 from shared.build_plan import new_run
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.simulation.engine import T0
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

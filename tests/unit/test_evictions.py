@@ -14,7 +14,8 @@ from shared.adapters.gke.wire import pod_info as wire_pod_info
 from shared.alerts import alert_body
 from shared.build_plan import new_run, plan_for
 from shared.cluster import PodInfo
-from shared.config import JobOverride, load_config
+from shared.config import JobOverride
+from shared.config_files import load_config
 from shared.decide import decide
 from shared.decision import Alert, LayerPlan, Plan, Snapshot
 from shared.evictions import (

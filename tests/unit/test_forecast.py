@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from shared.build_plan import new_run
-from shared.config import Ramp, load_config
+from shared.config import Ramp
+from shared.config_files import load_config
 from shared.forecast import (
     POD_OVERHEAD_S,
     drain_seconds,

@@ -79,7 +79,8 @@ def test_failures_say_what_happened(transport, match):
 def test_a_gs_watershed_that_cannot_be_read_names_data_source_size(tmp_path, monkeypatch):
     """The config loader's message, through the real dispatch (stubbed: a 403)."""
     from shared.adapters.google import info_reader
-    from shared.config import ConfigError, load_config
+    from shared.config import ConfigError
+    from shared.config_files import load_config
 
     monkeypatch.setattr(info_reader, "default_session", lambda: session(StubTransport(403)))
     (tmp_path / "dataset.yml").write_text(

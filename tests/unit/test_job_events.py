@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from shared.job_events import (
-    BadEventError,
+from shared.adapters.local.cluster.log_export import (
     exported_log_entry,
     job_event,
     logging_received,
     make_log_entry,
-    parse_log_entry,
 )
+from shared.job_events import BadEventError, parse_log_entry
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gke_log_entries"
 

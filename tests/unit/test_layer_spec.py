@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from shared.autopilot import ResourceLimitError
-from shared.config import PipelineConfig, config_from_dict
+from shared.config import PipelineConfig
+from shared.config_files import config_from_dict
 from shared.layer_spec import (
     LayerRangeError,
     attempt_salt,

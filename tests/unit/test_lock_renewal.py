@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from scripts.cli import main
 from shared import lock_renewal as lr
 from shared import worker_contract as wc
-from shared.config import config_from_dict
-from shared.manifest import ManifestError, lock_scale_warning, render_job, validate_config_renders
+from shared.config_files import config_from_dict
+from shared.manifest import ManifestError, lock_scale_warning, render_job
+from shared.render_check import validate_config_renders
 from tests.builders.contract_examples import CONFIG, DATASET, ENV
 
 
@@ -152,7 +153,7 @@ def test_an_unsafe_operator_scale_is_kept_with_a_warning_naming_the_layers(caplo
     assert "L3 renews every 120 s, L4 renews every 180 s, L5 renews every 240 s" in warning
     assert "L2" not in warning
     assert "at L4, L5 a live claim lapses" in warning
-    with caplog.at_level(logging.WARNING, logger="shared.manifest"):
+    with caplog.at_level(logging.WARNING, logger="shared.render_check"):
         validate_config_renders(cfg)
     assert [r.getMessage() for r in caplog.records] == [warning]
 

@@ -17,15 +17,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from shared.config import ConfigError, PipelineConfig, load_config
+from shared.config import ConfigError, PipelineConfig
+from shared.config_files import load_config
 from shared.layer_spec import MAX_JOB_NAME, job_name
-from shared.manifest import (
-    ManifestError,
-    implied_renders,
-    label_value,
-    render_job,
-    validate_config_renders,
-)
+from shared.manifest import ManifestError, label_value, render_job
+from shared.render_check import implied_renders, validate_config_renders
 
 K8S_VERSION = "1.33"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shared.build_plan import layer_plan, new_run, plan_for
-from shared.config import config_from_dict, load_config
+from shared.config_files import config_from_dict, load_config
 from shared.layer_spec import attempt_salt, job_name, layer_spec
 from shared.manifest import ManifestError, render_job
 from shared.state import LayerState

@@ -12,7 +12,7 @@ import pytest
 
 from shared.build_plan import new_run, plan_for, setup_plan
 from shared.cluster import JobStatus
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decide import decide
 from shared.decision import Alert, CreateJob, Snapshot
 from shared.graph_table import GraphTable, TableState

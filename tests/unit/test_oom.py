@@ -10,7 +10,7 @@ import pytest
 
 from shared.build_plan import new_run, plan_for
 from shared.cluster import PodInfo
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decide import decide
 from shared.decision import Alert, LayerPlan, Plan, Snapshot
 from shared.oom import next_memory_factor, with_memory_factors

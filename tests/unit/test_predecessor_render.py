@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from shared.autopilot import snap_requests
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decide import ramp_target
 from shared.layer_spec import layer_spec
 from shared.manifest import render_job
-from shared.stages import STAGE_NAMES, stage_layers
+from shared.stage_selection import stage_layers
+from shared.stages import STAGE_NAMES
 from tests.builders.pcg_harness import HarnessUnavailable
 from tests.builders.predecessor_pkg import predecessor_module
 

@@ -18,15 +18,16 @@ from rich.console import Console
 
 from scripts.secret_files import read_secret_files
 from scripts.views.status import status_view
-from shared.config import ConfigError, PipelineConfig, config_from_dict, load_config
+from shared.config import ConfigError, PipelineConfig
 from shared.config_compat import CompatError, check_image_floor, image_version, map_pipeline
+from shared.config_files import config_from_dict, load_config
 from shared.config_versions import snapshot
 from shared.layer_spec import job_name
 from shared.manifest import job_labels, render_job
-from shared.progress import run_progress
+from shared.progress import describe_start, run_progress
 from shared.setup_job import dataset_config_map_manifest, setup_job_name
-from shared.stages import top_layer
-from shared.start_from import describe_start, needs_marker_check, skip_below
+from shared.stage_selection import top_layer
+from shared.start_from import needs_marker_check, skip_below
 from shared.state import RunState, build_layers
 from shared.worker_pod import dataset_config_map
 from tests.builders.pcg_harness import HarnessUnavailable

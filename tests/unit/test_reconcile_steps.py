@@ -19,7 +19,7 @@ from shared.alerts import (
 )
 from shared.build_plan import new_run, plan_for
 from shared.commit_record import claim_lost_checks, commit_record
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decide import decide, reject
 from shared.decision import Alert, ApplyConfigMap, CreateJob, Decision, LayerPlan, Snapshot
 from shared.graph_table import GraphTable, TableState

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from shared import operator_actions as ops
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decide import decide
 from shared.decision import CreateJob, DeleteJob, Snapshot
 from shared.manifest import render_job

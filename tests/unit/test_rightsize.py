@@ -17,7 +17,8 @@ from shared.adapters.local.cluster.metrics import (
     parse_status_hwm_bytes,
 )
 from shared.autopilot import Requests
-from shared.config import ConfigError, LayerOverride, load_config
+from shared.config import ConfigError, LayerOverride
+from shared.config_files import load_config
 from shared.pod_accounting import record_pods
 from shared.pricing import load_rates, pod_cost, rate_for
 from shared.rightsize import (

@@ -12,7 +12,7 @@ import yaml
 
 from shared.build_plan import new_run, plan_for
 from shared.cluster import JobStatus
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decide import decide, reject
 from shared.decision import Alert, CreateJob, Snapshot
 from shared.graph_meta import GraphMeta, report_line
@@ -24,7 +24,8 @@ from shared.setup_job import (
     render_setup_job,
     setup_job_name,
 )
-from shared.stages import SetupConfigError, setup_command
+from shared.stage_selection import setup_command
+from shared.stages import SetupConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = load_config(ROOT / "examples" / "demo" / "pipeline.yml")
@@ -278,7 +279,8 @@ def test_status_shows_layer_2_waiting_on_the_setup():
 
 
 def test_validate_refuses_a_setup_that_cannot_be_rendered():
-    from shared.manifest import ManifestError, validate_config_renders
+    from shared.manifest import ManifestError
+    from shared.render_check import validate_config_renders
 
     validate_config_renders(DEMO)
     cfg = pcg_cfg(l2cache_config={"table_id": "t"})  # no cv_path for the l2cache setup

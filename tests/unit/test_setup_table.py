@@ -14,14 +14,14 @@ import pytest
 from shared.adapters.bigtable.graph_meta_store import decode_meta_cell, meta_record
 from shared.build_plan import new_run, plan_for
 from shared.cluster import JobStatus
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decide import decide
 from shared.decision import Alert, CreateJob, Snapshot
 from shared.graph_meta import GraphMeta, report_line
 from shared.graph_table import GraphTable, TableState
 from shared.layers import layer_count
 from shared.setup_step import needs_graph_table
-from shared.stages import image_owns_table, runs_pcg_ingest_setup, setup_command
+from shared.stage_selection import image_owns_table, runs_pcg_ingest_setup, setup_command
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = load_config(ROOT / "examples" / "demo" / "pipeline.yml")

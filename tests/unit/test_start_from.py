@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from shared.build_plan import new_run, plan_for
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.decide import decide
 from shared.decision import CreateJob, Snapshot
 from shared.operator_actions import ActionError

@@ -14,7 +14,7 @@ import pytest
 
 from scripts.worker_logs import failing_chunk, render_log
 from shared import worker_contract as wc
-from shared.config import config_from_dict
+from shared.config_files import config_from_dict
 from shared.manifest import render_job
 from shared.worker_contract import LOG, WorkerEnv, WorkerEnvError
 from tests.builders.contract_examples import CONFIG, DATASET, ENV

@@ -17,8 +17,9 @@ import pytest
 from shared import intervals
 from shared.adapters.gke.wire import job_status
 from shared.adapters.local.cluster.local_cluster import LocalCluster
+from shared.adapters.local.cluster.log_export import make_log_entry
 from shared.cluster import JobStatus
-from shared.job_events import make_log_entry, parse_log_entry
+from shared.job_events import parse_log_entry
 from tests.builders.k8s_objects import job as k8s_job
 from tests.builders.local_jobs import finished, manifest, reasons, running, wait_for
 

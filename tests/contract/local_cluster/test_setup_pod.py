@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.setup_job import dataset_config_map_manifest, render_setup_job, secret_manifest
 from tests.builders.local_jobs import wait_for
 

@@ -13,7 +13,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from shared.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.manifest import render_job
 from tests.builders.gke_api import (
     ALREADY_EXISTS,

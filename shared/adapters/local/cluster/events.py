@@ -5,7 +5,7 @@ Failed reasons; a pod's FailedScheduling or Killing) goes through Kubernetes' re
 (`shared.event_recorder`: aggregation, dedupe, the per-source-and-object token bucket of 25
 and one per 5 minutes) unless `EventSettings.recorder` is None. What survives is kept on its
 Job for `job_events` (as `kubectl get events` would show it). Job events are then written as
-GKE's exporter writes them (`shared.job_events.exported_log_entry`), given an `insertId` as
+GKE's exporter writes them (`log_export.exported_log_entry`), given an `insertId` as
 Cloud Logging does, and handed to `on_event`, the stand-in for the log sink whose filter
 passes Job events only, after the sink's delay (drawn from `sink_delay_s`, 5 to 60 s by
 default; entries may therefore arrive out of order, as they do on GKE).
@@ -27,9 +27,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.adapters.local.cluster.jobs import LocalJob
+from shared.adapters.local.cluster.log_export import (
+    exported_log_entry,
+    job_event,
+    logging_received,
+)
 from shared.adapters.local.cluster.pods import LocalPod
 from shared.event_recorder import EventRecorderModel, RecorderSettings
-from shared.job_events import exported_log_entry, job_event, logging_received
 
 log = logging.getLogger("cave_pipeline.local_cluster")
 
