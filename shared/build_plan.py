@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.autopilot import ResourceLimitError
+from shared.canary import BuildForecaster
 from shared.canary_plan import with_canary
 from shared.config import PipelineConfig
 from shared.costs import billing_for
@@ -112,13 +113,21 @@ def may_create(ls: LayerState) -> bool:
     return ls.phase in ("waiting", "running")
 
 
-def plan_for(cfg: PipelineConfig, run: RunState, table: GraphTable | None = None) -> Plan:
+def plan_for(
+    cfg: PipelineConfig,
+    run: RunState,
+    table: GraphTable | None = None,
+    canary_forecast: BuildForecaster | None = None,
+) -> Plan:
     """The plan of every layer of a run, with the controller settings and billing. Only the
     layers a reconcile may create get a rendered manifest (rendering is the costly part).
-    `table`: the graph's table as observed for its setup passes (None: not read)."""
+    `table`: the graph's table as observed for its setup passes (None: not read);
+    `canary_forecast`: what forecasts the build from a canary (None: canaries forecast nothing)."""
     return Plan(
         layers={
-            key: with_canary(cfg, run, ls, layer_plan(cfg, run.run_id, ls, may_create(ls)))
+            key: with_canary(
+                cfg, run, ls, layer_plan(cfg, run.run_id, ls, may_create(ls)), canary_forecast
+            )
             for key, ls in run.layers.items()
         },
         stall_after_s=cfg.controller.stall_after_s,

@@ -163,6 +163,10 @@ def size_layer(figures: CanaryFigures, job: JobSettings, layer: int, margin: flo
 # shared.canary_forecast.forecast_build over the run's config).
 # Called with the figures, the requests the canary ran at, the layer's sized requests and now.
 Forecaster = Callable[[CanaryFigures, Requests, Requests, datetime], dict[str, float]]
+# What makes a layer's Forecaster: called with the config, the run, the stage and the layer
+# first. The controller hands shared.canary_forecast.forecast_build to the plan, so the plan
+# (below the simulator in the house) never imports the simulator.
+BuildForecaster = Callable[..., dict[str, float]]
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,13 @@ import math
 from datetime import datetime
 
 from shared.autopilot import Requests
+from shared.build_plan import new_run
 from shared.canary import CanaryFigures, with_layer_requests
 from shared.config import PipelineConfig
 from shared.pricing import load_rates, pod_cost, rate_for
+from shared.simulation.cluster import ClusterParams
+from shared.simulation.engine import T0, SimSettings, simulate
+from shared.simulation.runtimes import Runtimes
 from shared.state import RunState
 
 POD_OVERHEAD_S = 10.0  # the simulator's start-up per pod (shared.simulation.runtimes)
@@ -55,10 +59,6 @@ def forecast_build(
     not yet complete simulated from now (advancing on their own, the layer at its `sized`
     requests, every chunk at the canary's runtime), plus the time and money spent so far.
     Keys: wall_s (from the run's start), remaining_s, pods, cost_usd."""
-    from shared.build_plan import new_run  # the plan builds forecasters: import when used
-    from shared.simulation.cluster import ClusterParams
-    from shared.simulation.engine import T0, SimSettings, simulate
-    from shared.simulation.runtimes import Runtimes
 
     controller = cfg.controller.model_copy(update={"canary_chunks": None, "advance": "auto"})
     sim_cfg = with_layer_requests(cfg, {(stage, layer): (sized.cpu, sized.memory_gib)})

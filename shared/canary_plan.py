@@ -1,16 +1,14 @@
 """The canary's plan for a layer, from the run's config (shared.canary): its Job, rendered
-from the layer's own, its size, margin and forecaster. Pure."""
+from the layer's own, its size, margin and forecaster (made from the build forecaster the
+controller hands the plan). Pure."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from datetime import datetime
 from functools import partial
 
-from shared.autopilot import Requests
-from shared.canary import CanaryFigures, CanaryPlan, canary_job_name, canary_manifest, canary_size
-from shared.canary_forecast import forecast_build
+from shared.canary import BuildForecaster, CanaryPlan, canary_job_name, canary_manifest, canary_size
 from shared.config import PipelineConfig
 from shared.decision import LayerPlan
 from shared.layers import layer_shape
@@ -18,21 +16,16 @@ from shared.stages import FIRST_LAYER
 from shared.state import LayerState, RunState
 
 
-def _forecaster(
+def with_canary(
     cfg: PipelineConfig,
     run: RunState,
     ls: LayerState,
-    figures: CanaryFigures,
-    planned: Requests,
-    sized: Requests,
-    now: datetime,
-) -> dict[str, float]:
-    return forecast_build(cfg, run, ls.stage, ls.layer, figures, planned, sized, now)
-
-
-def with_canary(cfg: PipelineConfig, run: RunState, ls: LayerState, lp: LayerPlan) -> LayerPlan:
+    lp: LayerPlan,
+    build_forecaster: BuildForecaster | None = None,
+) -> LayerPlan:
     """`lp` with its canary's plan when the config asks for one (controller.canary_chunks)
-    and the layer is a stage's layer 2 still to be built whose canary has not ended."""
+    and the layer is a stage's layer 2 still to be built whose canary has not ended.
+    `build_forecaster` forecasts the build from the canary's figures (None: no forecast)."""
     wanted = cfg.controller.canary_chunks
     if (
         not wanted
@@ -53,6 +46,8 @@ def with_canary(cfg: PipelineConfig, run: RunState, ls: LayerState, lp: LayerPla
         job=job,
         manifest=manifest,
         refusal=lp.refusal,
-        forecaster=partial(_forecaster, cfg, run, ls),
+        forecaster=(
+            partial(build_forecaster, cfg, run, ls.stage, ls.layer) if build_forecaster else None
+        ),
     )
     return replace(lp, canary=plan)

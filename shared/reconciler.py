@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.build_plan import plan_for
+from shared.canary_forecast import forecast_build
 from shared.cluster import Cluster, ManifestRejectedError
 from shared.commit_record import CommitRecord, commit_record
 from shared.controller_log import log_json, take_log_bytes
@@ -79,7 +80,7 @@ class Reconciler:
         for attempt in range(STALE_RETRIES):
             started = time.monotonic()  # the reconcile's wall time, for its own bill
             obs = self.observer.observe(run_id)
-            plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table)
+            plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table, forecast_build)
             decision = decide(obs.seen, plan, self.rates, obs.now)
             manifests, refusals = self.dry_run(decision, plan)
             decision = reject(decision, refusals)
