@@ -32,6 +32,16 @@ TARGET_ARGS = click.argument("args", nargs=-1, metavar=TARGET)
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 YES_OPTION = click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 ONCE_OPTION = click.option("-o", "--once", is_flag=True, help="One snapshot, then exit.")
+# `pipeline start` and `pipeline demo`: a canary before each stage's layer 2, for one run.
+CANARY_OPTION = click.option(
+    "--canary",
+    "canary_n",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Build N scattered chunks of each stage's layer 2 first, size the layer from them "
+    "and forecast the build (controller.canary_chunks; docs/canary-and-rightsize.md).",
+)
 
 
 def interval_option(default: float) -> Callable[[F], F]:

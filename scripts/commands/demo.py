@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 
+from scripts.options import CANARY_OPTION
 from scripts.run_progress import gather
 from scripts.views.status import status_view
 from shared.adapters.local.cluster.view import LocalClusterView
@@ -99,15 +100,7 @@ DEMO_CONFIG_OPTION = click.option(
     metavar="FILE.html",
     help="Write the run's HTML report here (needs the `report` extra).",
 )
-@click.option(
-    "--canary",
-    "canary_n",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Build N scattered chunks of each stage's layer 2 first, size the layer from them "
-    "and forecast the build (controller.canary_chunks; docs/canary-and-rightsize.md).",
-)
+@CANARY_OPTION
 @click.pass_context
 def demo(
     ctx: click.Context,

@@ -12,6 +12,7 @@ from rich.console import RenderableType
 from scripts import cluster_access
 from scripts.layer_target import run_config
 from scripts.options import (
+    CANARY_OPTION,
     CONFIG_OPTION,
     JSON_OPTION,
     ONCE_OPTION,
@@ -197,14 +198,7 @@ def image_table_note(table: GraphTable, project: str = "", instance: str = "") -
 @click.option(
     "--no-preflight", is_flag=True, help="Skip the cheap `pipeline doctor` checks run first."
 )
-@click.option(
-    "--canary",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Build N scattered chunks of each stage's layer 2 first: size the layer and "
-    "forecast the build from them (controller.canary_chunks).",
-)
+@CANARY_OPTION
 def start(
     config_path: str,
     run_id: str | None,
@@ -216,7 +210,7 @@ def start(
     from_layer: int | None,
     from_stage: str | None,
     no_preflight: bool,
-    canary: int | None,
+    canary_n: int | None,
 ) -> None:
     """Start a build; the controller runs it from here, no terminal needed. One active run
     per graph: a second is refused (naming the first) unless --force. --from-layer L
@@ -238,7 +232,7 @@ def start(
             reason=reason,
             from_layer=from_layer,
             from_stage=from_stage,
-            canary=canary,
+            canary=canary_n,
         )
     except ops.ActionError as e:
         raise click.ClickException(str(e)) from None
