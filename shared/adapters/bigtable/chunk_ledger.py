@@ -12,8 +12,9 @@ Fencing (DESIGN 4.2): the done marker, the attempt record, the note, renewals an
 each one conditional mutation on "the newest lock cell carries our token", so a worker whose
 claim was lost writes nothing. The done marker also requires the claim to be live (not
 expired). A lapsed claim of a predecessor's worker is taken as kvdbclient does (no live lock
-cell); a live claim of an earlier attempt of the same Job index is taken over at once
-(:meth:`ChunkLedger.claim` with ``lineage``).
+cell); a claim of an earlier attempt of the same Job index is taken over before it expires,
+once its claimant has stopped renewing it (:meth:`ChunkLedger.claim` with ``lineage``; the
+window is ``shared.claim_timing.takeover_after_s``, docs/zombies.md).
 
 Lock expiry lives on the kvdbclient client (``lock_expiry=``); build it per layer with
 :func:`open_bigtable_client` so expiry exceeds the renewal interval with margin.
@@ -49,6 +50,7 @@ from shared.adapters.bigtable.ledger_filters import (
     latest_cell,
 )
 from shared.chunk_keys import chunk_id_from_row_key, chunk_row_key
+from shared.claim_timing import takeover_after_s
 
 __all__ = [
     "CHUNK_DONE",
@@ -57,6 +59,7 @@ __all__ = [
     "STARTED",
     "ChunkLedger",
     "ClaimResult",
+    "Holder",
     "PriorAttempt",
     "chunk_row_key",
     "DEFAULT_TABLE_VERSION",
@@ -88,8 +91,9 @@ class ClaimResult(enum.Enum):
     """Outcome of :meth:`ChunkLedger.claim`."""
 
     ACQUIRED = "acquired"
-    #: Acquired from a live claim of an earlier attempt of the same Job index (see
-    #: ``worker.claim_tokens``): that attempt's pod is terminal, so the claim is ours at once.
+    #: Acquired from an unexpired claim of an earlier attempt of the same Job index (see
+    #: ``worker.claim_tokens``) that was not renewed within the takeover window: that attempt
+    #: stopped renewing (its pod is terminal), so the claim is ours before it expires.
     TAKEN_OVER = "taken_over"
     ALREADY_DONE = "already_done"
     HELD_BY_OTHER = "held_by_other"
@@ -106,6 +110,15 @@ class PriorAttempt:
 
     token: int | None
     note: bytes | None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A chunk's newest lock cell: whose token, and when it was written (the writer's
+    clock; a lapsed claim is still reported)."""
+
+    token: int
+    written_at: datetime
 
 
 def random_token() -> int:
@@ -142,6 +155,12 @@ class ChunkLedger:
         """The client's lock expiry: renew well within it."""
         return self.client._lock_expiry
 
+    @property
+    def takeover_after(self) -> timedelta:
+        """How long a same-lineage claim must have gone unrenewed before :meth:`claim` takes
+        it over (``shared.claim_timing.takeover_after_s`` of the lock expiry)."""
+        return timedelta(seconds=takeover_after_s(self.lock_expiry.total_seconds()))
+
     def _fenced(self, chunk_id: int, token: int, mutations: list, live: bool = False) -> bool:
         """Apply ``mutations`` iff ``token`` holds the newest lock cell (and, with ``live``, it
         has not expired); one atomic check-and-mutate."""
@@ -161,9 +180,12 @@ class ChunkLedger:
         """Try to take ``chunk_id`` for ``token``.
 
         A chunk already marked done is not locked. With ``lineage`` (the inclusive token range
-        of this Job index's attempts), a live claim whose token is in that range is taken over
-        at once: it belongs to an earlier attempt of the same index, which is terminal
-        (``podReplacementPolicy: Failed``). After acquiring, the done marker is read again,
+        of this Job index's attempts), an unexpired claim whose token is in that range is taken
+        over once its newest lock cell is older than :attr:`takeover_after`: it belongs to an
+        earlier attempt of the same index that stopped renewing (Kubernetes replaced it,
+        ``podReplacementPolicy: Failed``). A claim of this lineage that is still renewed is
+        left alone: its claimant is alive, e.g. our own replacement while we are a zombie of
+        a lost node (docs/zombies.md). After acquiring, the done marker is read again,
         because another worker may have finished the chunk and released it between our first
         check and our lock; in that case the lock is released again.
         """
@@ -186,11 +208,13 @@ class ChunkLedger:
         return result
 
     def _take_over(self, key: bytes, token: int, lineage: tuple[int, int]) -> bool:
+        """Take a same-lineage claim whose claimant stopped renewing: one check-and-mutate,
+        so no renewal can slip between the check and the take."""
         low, high = lineage
         return bool(
             self.client._table.check_and_mutate_row(
                 key,
-                predicate=held_in_range(low, high),
+                predicate=held_in_range(low, high, older_than=self.takeover_after),
                 true_case_mutations=self.client._set_lock_mutation(LOCK, token),
                 operation_timeout=30.0,
             )
@@ -255,6 +279,14 @@ class ChunkLedger:
         """Release ``token``'s claim on ``chunk_id``; another holder's claim is left alone (see
         :mod:`~shared.adapters.bigtable.ledger_filters`). Returns whether one was released."""
         return self._fenced(chunk_id, token, [DeleteRangeFromColumn(LOCK.family_id, LOCK.key)])
+
+    def holder(self, chunk_id: int) -> Holder | None:
+        """The chunk's newest lock cell (None: no claim, e.g. released or done)."""
+        row = self.client._table.read_row(self._key(chunk_id), row_filter=latest_cell(LOCK))
+        for cell in row.cells if row is not None else []:
+            when = datetime.fromtimestamp(cell.timestamp_micros / 1e6, UTC)
+            return Holder(int(LOCK.deserialize(cell.value)), when)
+        return None
 
     def is_done(self, chunk_id: int) -> bool:
         """Whether ``chunk_id`` carries the done marker (whatever its value)."""
