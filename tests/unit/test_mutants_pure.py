@@ -247,3 +247,54 @@ def test_verify_run_of_one_stage_reads_every_layer_with_the_config():
     assert [v.layer for v in verdicts["ingest"].layers] == list(
         range(2, run.top_layers["ingest"] + 1)
     )
+
+
+@pytest.mark.parametrize(
+    ("commands", "stage", "why"),
+    [
+        ({}, "ingest", "its pods run the worker, which marks each chunk done"),
+        (
+            {"ingest": ["python", "-m", "pychunkedgraph.pipeline.ingest"]},
+            "ingest",
+            "its image's ingest marks each chunk done in the ledger",
+        ),
+        (
+            {"meshing": ["python", "-m", "pychunkedgraph.pipeline.meshing"]},
+            "meshing",
+            "its pods run the image's own command (python -m pychunkedgraph.pipeline.meshing), "
+            "which writes no done markers: only the Job's completed indexes vouch for its chunks",
+        ),
+    ],
+)
+def test_marker_coverage_says_why(commands, stage, why):
+    from shared.completeness import marker_coverage
+
+    cfg = load_config(DEMO).model_copy(update={"commands": commands})
+    assert marker_coverage(cfg, stage).why == why
+
+
+@pytest.mark.parametrize("readable", [True, False])
+def test_a_stage_verdict_names_its_stage(readable):
+    cfg = load_config(DEMO)
+    done = np.array([], np.uint64) if readable else None
+    assert verify_stage(cfg, "ingest", range(2, 3), done).stage == "ingest"
+
+
+def test_chunk_times_per_pod_and_short_runs():
+    from shared.hung_pods import note_chunk_times
+    from shared.pod_accounting import PodRecord
+
+    def rec(uid, seconds, phase="Succeeded"):
+        end = T0 + timedelta(seconds=seconds)
+        return PodRecord(uid, f"p-{uid}", 0, phase, 1.0, 2.0, T0, T0, end, 0, None, "n")
+
+    ls = LayerState(stage="ingest", layer=2)
+    note_chunk_times(ls, [rec("a", 0.5), rec("b", 0.0), rec("c", 9.0, "Failed")], 1)
+    assert ls.chunk_s_samples == [0.5]  # one chunk per pod: its whole runtime; 0 s skipped
+
+
+def test_eviction_counts_text_skips_empty_parts_and_zero_counts():
+    from shared.evictions import format_counts, parse_counts
+
+    assert parse_counts("1:2,,3:4") == {1: 2, 3: 4}
+    assert format_counts({3: 0, 4: 1}) == "4:1"
