@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -94,15 +93,19 @@ def test_another_index_is_waited_for_until_its_claim_lapses(client):
 def test_after_one_chunk_waited_out_later_held_chunks_are_not_waited_for(client):
     out = io.StringIO()
     runner = _runner(client, out)
+    runner.clock = lambda: 100.0  # frozen: no time left at all, and none passes
     runner.ledger.claim(4, OTHER)  # live, another index
     runner._waited_out = True
-    t0 = time.monotonic()
-    result, _ = runner._claim(4, "2_(1, 0, 0)", runner.log)
-    assert result is None and runner._waited_out
-    assert time.monotonic() - t0 < EXPIRY_S  # given up without waiting it out
+    result, sent = runner._claim(4, "2_(1, 0, 0)", runner.log)
+    assert result is None and runner._waited_out and sent == 100.0
     messages = _messages(out)
     assert messages[0] == "chunk 2_(1, 0, 0) is held by another worker; waiting up to 0 s"
-    assert messages[1].startswith("chunk 2_(1, 0, 0) is still held by another worker after")
+    assert messages[1] == (
+        "chunk 2_(1, 0, 0) is still held by another worker after the lock expiry (3 s); "
+        "leaving it for a retry (transient)"
+    )
+    gave_up = json.loads(out.getvalue().splitlines()[1])
+    assert gave_up["severity"] == "ERROR" and gave_up["exit_code"] == 1
     assert runner.ledger.holder(4).token == OTHER
 
 
