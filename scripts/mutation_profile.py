@@ -27,7 +27,7 @@ from pathlib import Path
 # mutmut 3's exit codes (mutmut/stats.py): 1/3 killed, 0 survived, timeouts, no tests
 KILLED, SURVIVED, NO_TESTS = {1, 3}, {0}, {5, 33}
 TIMEOUT = {36, 24, -24, 152, 255}
-COLUMNS = ("killed", "total", "survived", "timeout", "no tests", "other")
+COLUMNS = ("killed", "total", "survived", "timeout", "no tests", "other", "not run")
 
 
 def profile_pyproject(pyproject: str, profile: str) -> str:
@@ -71,6 +71,9 @@ def score(patterns: list[str]) -> str:
         count: Counter[str] = Counter()
         for name, code in meta["exit_code_by_key"].items():
             if patterns and not any(fnmatch.fnmatch(name, p) for p in patterns):
+                continue
+            if code is None:  # a run stopped before it (not in the total)
+                count["not run"] += 1
                 continue
             if code in KILLED:
                 count["killed"] += 1
