@@ -28,7 +28,7 @@ from shared.adapters.bigtable.chunk_ledger import CHUNK_DONE, BigtableChunkLedge
 from shared.adapters.bigtable.ledger_filters import column_filter
 from shared.adapters.local import chaos_mailbox as mb
 from shared.adapters.local.chaos import ChaosInjector
-from shared.chaos_audit import audit_chunks, lost_chunks
+from shared.chaos_audit import audit_chunks, lost_chunks, zombie_claims
 from shared.chunk_keys import chunk_id_from_row_key
 from shared.config import PipelineConfig
 from shared.layer_spec import layer_spec
@@ -79,6 +79,9 @@ class ChaosSession:
     partial_writes_left: int = 0
     zombies: int = 0
     zombie_writes_fenced: int = 0
+    zombie_chunks_finished: int = 0  # a zombie kept its live claim and marked its chunk done
+    zombie_takeovers_refused: int = 0  # a zombie's claim refused: the holder was live
+    zombie_takeovers_of_live_claims: int = 0  # must stay 0 (docs/zombies.md)
     hung_pods_replaced: int = 0  # pods the controller deleted as hung (the layers' pods_hung)
     audit_basis: dict[str, str] = field(default_factory=dict)
     _saved_env: str | None = None
@@ -164,6 +167,9 @@ class ChaosSession:
             done_cells.update(cells)
             done_by.update(tokens)
         records = mb.audit_records(self.root)
+        claims = zombie_claims(records)
+        self.zombie_takeovers_refused = claims.refused
+        self.zombie_takeovers_of_live_claims = claims.live_taken
         verdict = audit_chunks(records, done_cells)
         self.redone = verdict.redone
 
@@ -208,27 +214,32 @@ class ChaosSession:
         done_by: dict[tuple[str, int], int],
     ) -> None:
         """Partial writes recovered (the rows a mid-write kill left are gone from the final
-        table, the chunk right) and zombies fenced (resumed after their claim was taken
-        over, the chunk marked done by another attempt)."""
+        table, the chunk right); zombies that finished their chunk under their own live
+        claim, and zombies fenced (resumed, the chunk marked done by another attempt: their
+        claim was lost, e.g. not renewed within the takeover window)."""
         struck = self.injector.struck if self.injector is not None else []
         bad = {(f.layer, f.coord) for f in findings}
         resumed = {
-            (r["token"], int(r["chunk_id"]))
-            for r in records
-            if r["event"] == "zombie_resumed" and r.get("fenced")
+            (r["token"], int(r["chunk_id"])) for r in records if r["event"] == "zombie_resumed"
         }
         root = _root_layer(self.cfg) if self.cfg is not None else 0
         bits = self.cfg.ds.graph_config.SPATIAL_BITS if self.cfg is not None else 10
         for s in struck:
             rows, cid = set(s.get("rows_at_kill", ())), int(s["chunk_id"])
             layer, _, coord = chunk_coord(cid, root, bits)
+            done = done_by.get((str(s["stage"]), cid))
+            if s.get("zombie") and done is not None and done == s["token"]:
+                # The zombie kept its live claim (nobody may take it over, docs/zombies.md)
+                # and finished the chunk itself: its rows at the kill are the chunk's rows.
+                self.zombies += 1
+                self.zombie_chunks_finished += 1
+                continue
             if rows and rows & final_ids:
                 self.partial_writes_left += 1
             elif rows and (layer, tuple(int(c) for c in coord)) not in bad:
                 self.partial_writes_recovered += 1
             if s.get("zombie"):
                 self.zombies += 1
-                done = done_by.get((str(s["stage"]), cid))
                 if (s["token"], cid) in resumed and done is not None and done != s["token"]:
                     self.zombie_writes_fenced += 1
 
@@ -253,6 +264,9 @@ class ChaosSession:
             "partial_writes_left": self.partial_writes_left,
             "zombies": self.zombies,
             "zombie_writes_fenced": self.zombie_writes_fenced,
+            "zombie_chunks_finished": self.zombie_chunks_finished,
+            "zombie_takeovers_refused": self.zombie_takeovers_refused,
+            "zombie_takeovers_of_live_claims": self.zombie_takeovers_of_live_claims,
             "hung_pods_replaced": self.hung_pods_replaced,
             "audit_basis": self.audit_basis,
             "operator_resubmits": self.resubmits,
@@ -337,5 +351,6 @@ def run_chaos_demo(
         and session.unsafe == 0
         and not session.unmarked_detail
         and session.partial_writes_left == 0
+        and session.zombie_takeovers_of_live_claims == 0
     )
     return result

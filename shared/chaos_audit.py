@@ -114,3 +114,22 @@ def audit_chunks(
 def lost_chunks(expected: Iterable[int], done: set[int]) -> list[int]:
     """The expected chunk ids without a done marker."""
     return sorted(set(expected) - done)
+
+
+@dataclass(frozen=True)
+class ZombieClaims:
+    """What zombies met when they claimed a chunk after their own was taken over
+    (``zombie_claim`` records of ``worker.chaos_points.claim``; docs/zombies.md)."""
+
+    refused: int = 0  # claims refused: the holder was live (a zombie's replacement)
+    live_taken: int = 0  # live claims taken over anyway: the bug the takeover window prevents
+
+
+def zombie_claims(records: Iterable[dict[str, Any]]) -> ZombieClaims:
+    """Count the zombies' claims refused, and the live claims they took over (``result``
+    ``taken_over`` while the holder was ``live``)."""
+    claims = [r for r in records if r.get("event") == "zombie_claim"]
+    return ZombieClaims(
+        refused=sum(r.get("result") == "held_by_other" for r in claims),
+        live_taken=sum(r.get("result") == "taken_over" and bool(r.get("live")) for r in claims),
+    )

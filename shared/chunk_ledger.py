@@ -18,8 +18,9 @@ class ClaimResult(enum.Enum):
     """Outcome of :meth:`ChunkLedger.claim`."""
 
     ACQUIRED = "acquired"
-    #: Acquired from a live claim of an earlier attempt of the same Job index (see
-    #: ``worker.claim_tokens``): that attempt's pod is terminal, so the claim is ours at once.
+    #: Acquired from an unexpired claim of an earlier attempt of the same Job index (see
+    #: ``worker.claim_tokens``) that was not renewed within the takeover window: that attempt
+    #: stopped renewing (its pod is terminal), so the claim is ours before it expires.
     TAKEN_OVER = "taken_over"
     ALREADY_DONE = "already_done"
     HELD_BY_OTHER = "held_by_other"
@@ -36,6 +37,15 @@ class PriorAttempt:
 
     token: int | None
     note: bytes | None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A chunk's newest lock cell: whose token, and when it was written (the writer's
+    clock; a lapsed claim is still reported)."""
+
+    token: int
+    written_at: datetime
 
 
 class ChunkLedger(Protocol):
@@ -78,6 +88,13 @@ class ChunkLedger(Protocol):
 
     def newest_done_at(self, chunk_ids: Iterable[int]) -> datetime | None:
         """When the newest done marker among ``chunk_ids`` was written (None: none)."""
+
+    def holder(self, chunk_id: int) -> Holder | None:
+        """The chunk's newest lock cell, lapsed or not (None: never claimed)."""
+
+    @property
+    def takeover_after(self) -> timedelta:
+        """How long a same-lineage claim must go unrenewed before it is taken over."""
 
     def table_missing(self, exc: BaseException) -> bool:
         """Whether ``exc`` (from the ledger, or from a workload's reads of the same table)

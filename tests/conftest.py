@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,6 +31,8 @@ EMULATOR_FIXTURES = {
     "firestore_project",
     "pubsub_project",
 }
+#: JSON of the emulators' client env vars: use those emulators instead of starting a set.
+REUSE_EMULATORS_ENV = "PCG_TEST_EMULATOR_ENV"
 BIGTABLE_PROJECT = "emulator-project"
 BIGTABLE_INSTANCE = "emulator-instance"
 
@@ -63,6 +68,14 @@ def need_emulators() -> None:
 def emulators(need_emulators: None) -> Iterator[EmulatorSet]:
     """Pub/Sub, Firestore and Bigtable emulators for the session, with the client env vars
     (PUBSUB_EMULATOR_HOST, ...) set in os.environ. Skips if the binaries are missing."""
+    reuse = os.environ.get(REUSE_EMULATORS_ENV)
+    if reuse:  # emulators started once by scripts/mutation_check.sh for many short sessions
+        with pytest.MonkeyPatch.context() as mp:
+            env = json.loads(reuse)
+            for key, value in env.items():
+                mp.setenv(key, value)
+            yield SimpleNamespace(env=env)  # type: ignore[misc]
+        return
     with EmulatorSet() as emus, pytest.MonkeyPatch.context() as mp:
         for key, value in emus.env.items():
             mp.setenv(key, value)

@@ -22,9 +22,13 @@ holds there, rows written and no done marker, while the injector acts on the pod
   until the harness gives up the chunk at the end of its grace period or the kubelet's
   SIGKILL comes;
 - ``node_lost``: the pod deleted from the API with its node; the process is SIGKILLed, or
-  (a *zombie*, a node cut off from the API but not from Bigtable) released: it waits until
-  its claim is taken over by the replacement pod (or ``ZOMBIE_WAIT_S``), records
-  ``zombie_resumed``, goes on with its chunk, and exits at its next chunk.
+  (a *zombie*, a node cut off from the API but not from Bigtable) released: it records
+  ``zombie_resumed`` and goes on with its chunk at once, as a real one would. Its lock keeper
+  still renews its claim, so the replacement pod may not take it over (docs/zombies.md): it
+  waits, and finds the chunk done by the zombie. The zombie exits at its next chunk. Its claims from
+  then on go through :func:`claim`, which records each (``zombie_claim``: the result, the
+  holder it met and whether that holder's claim was live); a claim refused because the
+  holder is live (our replacement) ends the zombie there (docs/zombies.md).
 
 ``pod_hung`` (opt-in) takes the same point and hangs there for good: alive, its claim renewed,
 no progress, until the controller's hung-worker detection deletes the pod.
@@ -37,19 +41,20 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.adapters.bigtable.chunk_ledger import ClaimResult
 from shared.adapters.local import chaos_mailbox as mb
 from worker.errors import EXIT_TRANSIENT, FatalChunkError
 
-__all__ = ["ChaosTransientError", "after_done", "after_plugin", "before_plugin"]
+__all__ = ["ChaosTransientError", "after_done", "after_plugin", "before_plugin", "claim"]
 
 HOLD_KINDS = ("pod_sigkill", "pod_preempted", "node_lost")
 HUNG = "pod_hung"  # opt-in: hangs mid-write, its lock keeper still renewing
 CHUNK_KINDS = ("chunk_transient", "chunk_fatal", "bigtable_cut_off")
 HOLD_TIMEOUT_S = 60.0  # an injector that never acts leaves the chunk to go on
-ZOMBIE_WAIT_S = 60.0  # a zombie resumes once its claim is taken over, or after this long
 
 _zombie = False  # this process is a lost node's zombie: it ends at its next chunk
 
@@ -81,6 +86,52 @@ def _record(root: Path, event: str, ctx: Any, **extra: Any) -> None:
             **extra,
         },
     )
+
+
+def claim(
+    ledger: Any, cid: int, token: int, lineage: tuple[int, int] | None, log: Any
+) -> ClaimResult:
+    """``ledger.claim(cid, token, lineage)``; in a zombie, also record what the claim met
+    (``zombie_claim``: ``result``, ``holder_token``, ``holder_age_s``, and ``live``: the
+    holder was another attempt of this Job index that renewed within the takeover window),
+    and leave when a live holder refused it: a zombie goes no further."""
+    root = _root() if _zombie else None
+    if root is None:
+        return ledger.claim(cid, token, lineage)
+    holder = ledger.holder(cid)
+    result = ledger.claim(cid, token, lineage)
+    age = None if holder is None else (_now() - holder.written_at).total_seconds()
+    live = (
+        holder is not None
+        and age is not None
+        and lineage is not None
+        and holder.token != token
+        and lineage[0] <= holder.token <= lineage[1]
+        and age < ledger.takeover_after.total_seconds()
+    )
+    mb.audit(
+        root,
+        _pod(),
+        {
+            "event": "zombie_claim",
+            "stage": ledger.stage,
+            "chunk_id": cid,
+            "token": token,
+            "result": result.value,
+            "holder_token": None if holder is None else holder.token,
+            "holder_age_s": None if age is None else round(age, 3),
+            "live": live,
+        },
+    )
+    if result is ClaimResult.HELD_BY_OTHER:
+        log.warning("chaos: zombie refused a live claim; leaving")
+        log.flush()
+        os._exit(EXIT_TRANSIENT)
+    return result
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def before_plugin(ctx: Any, ledger: Any, log: Any) -> None:
@@ -156,8 +207,9 @@ class _ChaosWrites:
         attempt = {"stage": ctx.stage, "layer": ctx.layer, "chunk_id": ctx.chunk_id}
         released = mb.hold(self.root, fault, HOLD_TIMEOUT_S, token=ctx.token, **attempt)
         if released and fault.get("zombie"):
+            # It does not know it is a zombie: it goes on at once, its claim still renewed.
             _zombie = True
-            fenced = ctx.cancelled is not None and ctx.cancelled.wait(ZOMBIE_WAIT_S)
+            fenced = ctx.cancelled is not None and ctx.cancelled.is_set()
             _record(self.root, "zombie_resumed", ctx, fenced=bool(fenced))
 
     def _hang(self, fault: dict[str, Any], rows: int) -> None:

@@ -8,8 +8,9 @@ harness owns everything else (docs/job-and-worker-contract.md#the-worker):
   and the next one started; the pod then exits 1 if any chunk was transient, else 42 if any
   was fatal, else 0 (as the predecessor's harness);
 - one claim per chunk in the ledger: done chunks skipped; a chunk held by another pod waited
-  for up to the lock expiry (once per window: later held chunks are left for a retry); a live
-  claim of an earlier attempt of this Job index taken over at once (``worker.claim_tokens``);
+  for up to the lock expiry (once per window: later held chunks are left for a retry); a
+  claim of an earlier attempt of this Job index taken over once it went unrenewed for the
+  takeover window (``worker.claim_tokens``, docs/zombies.md), never while it is renewed;
 - crash safety: before the plugin runs, the chunk's prior unfinished attempt is read and this
   attempt recorded (``chunk_started``); the plugin learns of the prior one through
   ``ctx.recovering``/``previous_token``/``note`` and cleans up after it;
@@ -33,6 +34,7 @@ from typing import Any
 
 from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger
 from shared.chunk_ledger import ChunkLedger, ClaimResult
+from shared.claim_timing import claim_poll_cap_s
 from shared.grid import batch_coords
 from shared.layers import chunk_id
 from worker import chaos_points
@@ -334,10 +336,12 @@ class BatchRunner:
         expiry = self.env.lock_expiry_s
         patience = 0.0 if self._waited_out else expiry * 1.05 + 1.0
         deadline = self.clock() + patience
-        delay, waited = 0.2, False
+        # Polled often enough to meet a dead attempt's claim between the takeover window and
+        # its expiry (docs/zombies.md).
+        delay, waited, cap = 0.2, False, claim_poll_cap_s(expiry)
         while True:
             sent = self.clock()
-            result = self.ledger.claim(cid, self.token, self.lineage)
+            result = chaos_points.claim(self.ledger, cid, self.token, self.lineage, clog)
             if result is not ClaimResult.HELD_BY_OTHER:
                 if waited:
                     clog.info(f"chunk {name} claimed after waiting for another worker")
@@ -356,7 +360,7 @@ class BatchRunner:
                 return None, sent
             if self.stop.wait(min(delay, left)):
                 return None, sent
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, cap)
 
     def _release(self, cid: int, clog: JsonLogger) -> None:
         self.keeper.drop(cid)

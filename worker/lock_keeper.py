@@ -3,8 +3,11 @@
 Two daemon threads, so a renewal stuck in a slow or unreachable Bigtable never delays the
 deadline checks:
 
-- the *renewer* renews each held claim every ``expiry / 3`` (retrying sooner, every
-  ``expiry / 20``, after a failure);
+- the *renewer* renews each held claim every ``expiry / 3``, at most every 10 s (retrying
+  sooner, every ``expiry / 20`` or a third of that interval, after a failure;
+  ``shared.claim_timing``). The cap keeps a live claim's newest lock cell younger than the
+  takeover window, so a zombie of this Job index cannot take over the claim of a live
+  replacement (docs/zombies.md);
 - the *watchdog* checks every claim against its deadline. A claim's age is counted from the
   moment the last successful renewal (or the claim itself) was *sent*, which is no later than
   the lock cell's time stamp, so the age is never under-estimated.
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shared.chunk_ledger import ChunkLedger
+from shared.claim_timing import renew_interval_s, retry_interval_s
 from worker.logs import JsonLogger
 
 __all__ = ["CLAIM_LOST", "LockKeeper"]
@@ -69,8 +73,8 @@ class LockKeeper:
     ) -> None:
         self.ledger, self.token, self.log, self.clock = ledger, token, log, clock
         self.expiry = float(expiry_s)
-        self.renew_every = self.expiry / 3
-        self.retry_every = self.expiry / 20
+        self.renew_every = renew_interval_s(self.expiry)
+        self.retry_every = retry_interval_s(self.expiry)
         self.margin = self.expiry / 4
         self.on_expiring, self.on_overdue = on_expiring, on_overdue
         self._claims: dict[int, _Claim] = {}

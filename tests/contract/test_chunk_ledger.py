@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from google.cloud.bigtable.data.mutations import SetCell
 
 from shared.adapters.bigtable.chunk_ledger import (
     CHUNK_DONE,
@@ -182,7 +183,12 @@ def test_a_lapsed_holder_cannot_release_the_new_holders_claim(
 def test_takeover_only_within_the_lineage(ledger: BigtableChunkLedger) -> None:
     lineage = (A & ~0xFFFFFF, A | 0xFFFFFF)  # A's index (worker.claim_tokens: 24 bits)
     sibling = (A & ~0xFFFFFF) | 0x42  # another attempt of A's index
-    assert ledger.claim(30, A) is ClaimResult.ACQUIRED
+    # A claimed 25 s ago and stopped renewing: past the 22 s takeover window of the 30 s
+    # expiry, not yet expired (docs/zombies.md; tests/contract/test_zombie_takeover.py)
+    old = (int(time.time() * 1e6) - 25_000_000) // 1000 * 1000
+    ledger.client._table.mutate_row(
+        chunk_row_key(30), [SetCell(LOCK.family_id, LOCK.key, LOCK.serialize(A), old)]
+    )
     b_lineage = (B & ~0xFFFFFF, B | 0xFFFFFF)
     assert ledger.claim(30, B, b_lineage) is ClaimResult.HELD_BY_OTHER  # another index
     assert ledger.claim(30, sibling) is ClaimResult.HELD_BY_OTHER  # no lineage: waits

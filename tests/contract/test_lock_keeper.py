@@ -101,6 +101,15 @@ def test_renewals_that_raise_end_the_attempt_before_the_claim_lapses(
         keeper.stop()
     lost = [r for r in _records(out) if r.get("event") == CLAIM_LOST]
     assert lost and lost[0]["severity"] == "ERROR" and lost[0]["chunk_id"] == 2
+    # each failed renewal is a warning naming the chunk, the error, the retry and the age
+    failed = [r for r in _records(out) if r["severity"] == "WARNING"]
+    assert failed and all(r["chunk_id"] == 2 for r in failed)
+    assert failed[0]["message"] == (
+        "lock renewal of chunk 2 failed: ConnectionError('Bigtable unreachable'); "
+        f"retrying in {keeper.retry_every:g} s"
+    )
+    ages = [r["claim_age_s"] for r in failed]
+    assert ages == sorted(ages) and 0 < ages[0] < EXPIRY  # counted from the claim
 
 
 def test_a_chunk_that_returns_after_the_cancel_is_not_ended(bigtable_table, bigtable_client):

@@ -13,8 +13,9 @@ Fencing (docs/job-and-worker-contract.md#fencing): the done marker, the attempt 
 note, renewals and releases are each one conditional mutation on "the newest lock cell carries
 our token", so a worker whose claim was lost writes nothing. The done marker also requires the
 claim to be live (not expired). A lapsed claim of a predecessor's worker is taken as kvdbclient
-does (no live lock cell); a live claim of an earlier attempt of the same Job index is taken over
-at once (:meth:`BigtableChunkLedger.claim` with ``lineage``).
+does (no live lock cell); a claim of an earlier attempt of the same Job index is taken over
+before it expires, once its claimant has stopped renewing it (:meth:`BigtableChunkLedger.claim`
+with ``lineage``; the window is ``shared.claim_timing.takeover_after_s``, docs/zombies.md).
 
 Lock expiry lives on the kvdbclient client (``lock_expiry=``); build it per layer with
 :func:`open_bigtable_client` so expiry exceeds the renewal interval with margin.
@@ -49,7 +50,8 @@ from shared.adapters.bigtable.ledger_filters import (
     latest_cell,
 )
 from shared.chunk_keys import chunk_id_from_row_key, chunk_row_key
-from shared.chunk_ledger import ClaimResult, PriorAttempt
+from shared.chunk_ledger import ClaimResult, Holder, PriorAttempt
+from shared.claim_timing import takeover_after_s
 
 __all__ = [
     "CHUNK_DONE",
@@ -58,6 +60,7 @@ __all__ = [
     "STARTED",
     "BigtableChunkLedger",
     "ClaimResult",
+    "Holder",
     "PriorAttempt",
     "chunk_row_key",
     "DEFAULT_TABLE_VERSION",
@@ -119,6 +122,12 @@ class BigtableChunkLedger:
         """The client's lock expiry: renew well within it."""
         return self.client._lock_expiry
 
+    @property
+    def takeover_after(self) -> timedelta:
+        """How long a same-lineage claim must have gone unrenewed before :meth:`claim` takes
+        it over (``shared.claim_timing.takeover_after_s`` of the lock expiry)."""
+        return timedelta(seconds=takeover_after_s(self.lock_expiry.total_seconds()))
+
     def _fenced(self, chunk_id: int, token: int, mutations: list, live: bool = False) -> bool:
         """Apply ``mutations`` iff ``token`` holds the newest lock cell (and, with ``live``, it
         has not expired); one atomic check-and-mutate."""
@@ -138,9 +147,12 @@ class BigtableChunkLedger:
         """Try to take ``chunk_id`` for ``token``.
 
         A chunk already marked done is not locked. With ``lineage`` (the inclusive token range
-        of this Job index's attempts), a live claim whose token is in that range is taken over
-        at once: it belongs to an earlier attempt of the same index, which is terminal
-        (``podReplacementPolicy: Failed``). After acquiring, the done marker is read again,
+        of this Job index's attempts), an unexpired claim whose token is in that range is taken
+        over once its newest lock cell is older than :attr:`takeover_after`: it belongs to an
+        earlier attempt of the same index that stopped renewing (Kubernetes replaced it,
+        ``podReplacementPolicy: Failed``). A claim of this lineage that is still renewed is
+        left alone: its claimant is alive, e.g. our own replacement while we are a zombie of
+        a lost node (docs/zombies.md). After acquiring, the done marker is read again,
         because another worker may have finished the chunk and released it between our first
         check and our lock; in that case the lock is released again.
         """
@@ -163,11 +175,13 @@ class BigtableChunkLedger:
         return result
 
     def _take_over(self, key: bytes, token: int, lineage: tuple[int, int]) -> bool:
+        """Take a same-lineage claim whose claimant stopped renewing: one check-and-mutate,
+        so no renewal can slip between the check and the take."""
         low, high = lineage
         return bool(
             self.client._table.check_and_mutate_row(
                 key,
-                predicate=held_in_range(low, high),
+                predicate=held_in_range(low, high, older_than=self.takeover_after),
                 true_case_mutations=self.client._set_lock_mutation(LOCK, token),
                 operation_timeout=30.0,
             )
@@ -232,6 +246,14 @@ class BigtableChunkLedger:
         """Release ``token``'s claim on ``chunk_id``; another holder's claim is left alone (see
         :mod:`~shared.adapters.bigtable.ledger_filters`). Returns whether one was released."""
         return self._fenced(chunk_id, token, [DeleteRangeFromColumn(LOCK.family_id, LOCK.key)])
+
+    def holder(self, chunk_id: int) -> Holder | None:
+        """The chunk's newest lock cell (None: no claim, e.g. released or done)."""
+        row = self.client._table.read_row(self._key(chunk_id), row_filter=latest_cell(LOCK))
+        for cell in row.cells if row is not None else []:
+            when = datetime.fromtimestamp(cell.timestamp_micros / 1e6, UTC)
+            return Holder(int(LOCK.deserialize(cell.value)), when)
+        return None
 
     def is_done(self, chunk_id: int) -> bool:
         """Whether ``chunk_id`` carries the done marker (whatever its value)."""

@@ -47,13 +47,22 @@ def _cutoff(expiry: timedelta) -> datetime:
     return cutoff - timedelta(microseconds=cutoff.microsecond % 1000)
 
 
-def held_in_range(low: int, high: int, expiry: timedelta | None = None) -> RowFilterChain:
+def held_in_range(
+    low: int,
+    high: int,
+    expiry: timedelta | None = None,
+    older_than: timedelta | None = None,
+) -> RowFilterChain:
     """Matches iff the newest lock cell's token is in ``[low, high]`` (and, with ``expiry``,
-    was written less than ``expiry`` ago: the claim has not lapsed). Tokens are stored as
-    20-digit zero-padded decimals, so byte order is numeric order."""
+    was written less than ``expiry`` ago: the claim has not lapsed; with ``older_than``, was
+    written at least that long ago: its claimant stopped renewing). Tokens are stored as
+    20-digit zero-padded decimals, so byte order is numeric order. Both times compare the
+    cell's time stamp (the writer's clock) with this host's clock (docs/zombies.md)."""
     chain = [latest_cell(LOCK)]
     if expiry is not None:
         chain.append(TimestampRangeFilter(start=_cutoff(expiry)))
+    if older_than is not None:
+        chain.append(TimestampRangeFilter(end=_cutoff(older_than)))
     chain.append(
         ValueRangeFilter(
             start_value=LOCK.serialize(low),
