@@ -41,7 +41,13 @@ from shared.layer_verify import apply_ledger_check
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.parallelism import parallelism_target, ramp_target
-from shared.pod_accounting import FINISHED, PodRecord, close_layer, record_pods
+from shared.pod_accounting import (
+    FINISHED,
+    PodRecord,
+    close_layer,
+    note_earlier_usage,
+    record_pods,
+)
 from shared.pricing import RateRow
 from shared.setup_step import fail_setup, setup_step
 from shared.state import SETUP_LAYER, LayerState, RunState, layer_key
@@ -225,6 +231,8 @@ def decide(
             _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus, bigtable)
             apply_ledger_check(state.run_id, ls, seen.ledger_checks.get(ls.key), now, out)
             if ls.phase != "running":
+                if ls.job_name in seen.usage_read:  # read from monitoring as the Job ended
+                    note_earlier_usage(ls, pods[ls.job_name], records.get(ls.key, []))
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
             if canary_step(ls, lp, seen, now, out):

@@ -18,7 +18,10 @@ from shared.adapters.local.cluster.metrics import (
 )
 from shared.autopilot import Requests
 from shared.config import ConfigError, LayerOverride, load_config
+from shared.decide import decide
+from shared.decision import Snapshot
 from shared.pod_accounting import record_pods
+from shared.pod_usage import PodLifeUsage, with_usage
 from shared.pricing import load_rates, pod_cost, rate_for
 from shared.rightsize import (
     SAMPLES_KEPT,
@@ -32,6 +35,7 @@ from shared.rightsize import (
     suggest,
 )
 from shared.state import LayerState
+from tests.builders.decide_runs import job, make_run, name_for, plans
 from tests.builders.pod_infos import T0, pod_info
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
@@ -255,3 +259,56 @@ def test_with_run_sizes_applies_auto_and_keeps_pins(tmp_path: Path) -> None:
         update={"job": cfg.job.model_copy(update={"rightsize": "suggest"})}
     )
     assert with_run_sizes(suggest_only, run) == suggest_only
+
+
+# -- usage read from monitoring once a layer's Job finished (GKE; shared.pod_usage) ----------
+
+
+@pytest.mark.parametrize("read_from_monitoring", [True, False])
+def test_a_finished_layer_keeps_the_usage_read_for_pods_recorded_before(
+    read_from_monitoring: bool,
+) -> None:
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    name = name_for(ls)
+    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", name, 2, 2
+    ls.cpu_request, ls.memory_request_gib = 1.0, 2.0
+    end = T0 + timedelta(seconds=90)
+    pods = [
+        pod_info(f"u{i}", "Succeeded", name=f"{name}-{i}-x", job_name=name, index=i, finished=end)
+        for i in range(2)
+    ]
+    plan = plans(run, completions=2)
+    # the pods finished while the Job ran: recorded without figures (the cluster has none)
+    first = decide(Snapshot(run, {name: job(name, completions=2)}, {name: pods}), plan, None, end)
+    assert first.state.layers["ingest-L2"].used_cpu == []
+    # the Job completes: its pods' lifetime usage is read once and the layer keeps it
+    usage = {f"{name}-0-x": PodLifeUsage(1.5, 0.75), f"{name}-1-x": PodLifeUsage(0.5, 0.25)}
+    complete = {name: job(name, completions=2, succeeded=2, condition="Complete")}
+    seen = Snapshot(
+        first.state,
+        complete,
+        {name: with_usage(pods, usage)},
+        usage_read=frozenset({name} if read_from_monitoring else ()),
+    )
+    done = decide(seen, plan, None, end + timedelta(seconds=5)).state.layers["ingest-L2"]
+    assert done.phase == "succeeded"
+    if read_from_monitoring:
+        assert (done.used_cpu, done.used_memory_gib) == ([0.75, 0.25], [1.5, 0.5])
+    else:  # the cluster's own figures are noted as pods finish, never twice
+        assert done.used_cpu == []
+
+
+@pytest.mark.parametrize(
+    ("cluster", "read", "expected"),
+    [
+        ((None, None), PodLifeUsage(1.5, 0.75), (1.5, 0.75)),  # GKE: filled from monitoring
+        ((0.3, 0.2), PodLifeUsage(1.5, 0.75), (0.3, 0.2)),  # the cluster's own figures stay
+        ((None, None), PodLifeUsage(0.5, None), (0.5, None)),  # one point: no CPU span
+        ((None, None), None, (None, None)),  # no point at all: nothing to size from
+    ],
+)
+def test_with_usage_fills_only_what_the_cluster_left_empty(cluster, read, expected) -> None:
+    pod = pod_info("a", "Succeeded", peak_memory_gib=cluster[0], cpu_used=cluster[1])
+    (got,) = with_usage([pod], {} if read is None else {pod.name: read})
+    assert (got.peak_memory_gib, got.cpu_used) == expected

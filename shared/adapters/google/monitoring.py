@@ -115,6 +115,11 @@ class CloudMonitoring:
             if not token:
                 return pages
 
+    def time_series(self, project: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        """Every page of one `timeSeries.list` with `query` (filter, interval, aggregation):
+        the raw responses; MonitoringError names the role on a refusal."""
+        return self._list(project, query)
+
     def _query(
         self, metric: str, labels: dict[str, str], start: datetime, end: datetime
     ) -> dict[str, str]:
