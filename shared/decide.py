@@ -18,7 +18,7 @@ from datetime import datetime
 from shared import intervals
 from shared.bigtable_load import FREE, RampGate, gate, throttle
 from shared.canary import canary_details
-from shared.canary_step import canary_step
+from shared.canary_step import canary_run_control, canary_step
 from shared.cluster import JobStatus
 from shared.costs import Billing, run_cost
 from shared.decision import (
@@ -177,6 +177,8 @@ def _budget_guard(
             job = jobs.get(ls.job_name)
             if ls.phase == "running" and job is not None and not job.suspended:
                 out.append(PatchJob(ls.job_name, suspend=True))
+            if (patch := canary_run_control(ls, jobs, paused=True)) is not None:
+                out.append(patch)
     details = {
         "spend_usd": round(spend, 4),
         "budget_usd": state.budget_usd,
@@ -214,6 +216,9 @@ def decide(
             continue
         if ls.retire_job and not _retired(ls, seen, out):
             continue  # the earlier attempt's pods still run: never overlap them
+        # A running canary is paused and resumed with its run, as layer Jobs are.
+        if (patch := canary_run_control(ls, jobs, state.status == "paused")) is not None:
+            out.append(patch)
         if ls.phase == "running":
             job = jobs.get(ls.job_name)
             if ls.job_name in pods:
@@ -235,7 +240,7 @@ def decide(
                     note_earlier_usage(ls, pods[ls.job_name], records.get(ls.key, []))
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
-            if canary_step(ls, lp, seen, now, out):
+            if canary_step(ls, lp, seen, now, out, vcpus):
                 continue
             if state.advance == "auto" or ls.approved:
                 ls.held_by_vcpu_cap = vcpus is not None and not vcpus.room_for_one(lp.cpu)
