@@ -6,11 +6,9 @@ paged through, a refusal names the role to grant."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -24,7 +22,7 @@ from shared.adapters.google.monitoring import (
 from shared.adapters.google.pod_usage import CPU_USAGE, MEMORY_USED, CloudPodUsage
 from shared.cluster import PodInfo
 from shared.pod_usage import PodLifeUsage
-from tests.builders.recorded_http import RecordedResponse
+from tests.builders.recorded_http import MonitoringSession
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "monitoring"
 NOW = datetime(2026, 12, 1, 22, 4, tzinfo=UTC)
@@ -32,24 +30,6 @@ NOW = datetime(2026, 12, 1, 22, 4, tzinfo=UTC)
 
 def fixture(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / f"{name}.json").read_text())
-
-
-@dataclass
-class MonitoringSession:
-    """Answers `timeSeries.list` by the metric in its filter (and page token) from the
-    recordings; keeps each call's query."""
-
-    answers: dict[tuple[str, str], tuple[int, str]]
-    queries: list[dict[str, list[str]]] = field(default_factory=list)
-
-    def request(self, method: str, url: str, **kwargs: Any) -> RecordedResponse:
-        parts = urlsplit(url)
-        assert method == "GET" and parts.path == "/v3/projects/my-project/timeSeries"
-        query = parse_qs(parts.query)
-        self.queries.append(query)
-        metric = query["filter"][0].split('"')[1]
-        status, name = self.answers[(metric, query.get("pageToken", [""])[0])]
-        return RecordedResponse(status, json.dumps(fixture(name)).encode())
 
 
 def monitoring() -> tuple[CloudMonitoring, MonitoringSession]:
