@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.adapters.doctor.rest import HttpSession
-from shared.adapters.google.monitoring import CloudMonitoring, _rfc3339, _stamp, _value
+from shared.adapters.google.monitoring import CloudMonitoring, point_value, rfc3339, stamp
 from shared.cluster import PodInfo
 from shared.pod_usage import PodLifeUsage
 
@@ -92,8 +92,8 @@ class CloudPodUsage:
             where.append('metric.labels.memory_type="non-evictable"')
         query = {
             "filter": " AND ".join(where),
-            "interval.startTime": _rfc3339(start),
-            "interval.endTime": _rfc3339(end),
+            "interval.startTime": rfc3339(start),
+            "interval.endTime": rfc3339(end),
             "view": "FULL",
         }
         out: dict[str, float] = {}
@@ -107,7 +107,7 @@ class CloudPodUsage:
 
 
 def _peak(points: list[dict[str, Any]]) -> float | None:
-    values = [v for p in points if (v := _value(p)) is not None]
+    values = [v for p in points if (v := point_value(p)) is not None]
     return max(values) if values else None
 
 
@@ -116,10 +116,10 @@ def _mean_rate(points: list[dict[str, Any]]) -> float | None:
     newest: datetime | None = None
     rate = None
     for point in points:
-        value, interval = _value(point), point.get("interval") or {}
+        value, interval = point_value(point), point.get("interval") or {}
         if value is None or "startTime" not in interval:
             continue
-        begin, finish = _stamp(interval["startTime"]), _stamp(interval["endTime"])
+        begin, finish = stamp(interval["startTime"]), stamp(interval["endTime"])
         span = (finish - begin).total_seconds()
         if span > 0 and (newest is None or finish > newest):
             newest, rate = finish, value / span
