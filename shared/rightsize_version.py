@@ -34,6 +34,8 @@ def with_rightsize_version(decision: Decision) -> Decision:
         if isinstance(a, CreateJob)
         and (key := layer_key(a.stage, a.layer)) in state.layers
         and state.layers[key].job_name == a.job_name
+        # started now (a Job re-created after a crash between commit and create is not)
+        and state.layers[key].submitted_at == decision.at
     ]
     if not started or not state.config:
         return decision

@@ -331,7 +331,7 @@ def _started_l3(tmp_path: Path, mode: str, requests: tuple[float, float] | None 
     note_usage(l2, [PodFigures(0.4, 1.6)])
     l3.phase, l3.job_name = "running", "job-ingest-3"
     l3.cpu_request, l3.memory_request_gib = requests or (0.5, 1.75)
-    at = T0 + timedelta(minutes=5)
+    at = l3.submitted_at = T0 + timedelta(minutes=5)
     return cfg, Decision(run, [CreateJob("ingest", 3, "job-ingest-3", 2)], at, changed=True)
 
 
@@ -360,6 +360,7 @@ def test_auto_records_a_config_version_by_rightsize(tmp_path: Path) -> None:
         ("suggest", None, "job-ingest-3"),  # shown, never applied: no version
         ("auto", "configured", "job-ingest-3"),  # sized to what the config asks: no change
         ("auto", None, "job-ingest-3-canary"),  # another Job (a canary): not the layer's
+        ("auto", "re-created", "job-ingest-3"),  # its Job re-created later: recorded already
     ],
 )
 def test_no_config_version_without_a_right_sized_change(
@@ -374,6 +375,8 @@ def test_no_config_version_without_a_right_sized_change(
         tmp_path, mode, (own.cpu, own.memory_gib) if requests == "configured" else None
     )
     decision.actions[0] = CreateJob("ingest", 3, job_name, 2)
+    if requests == "re-created":
+        decision.state.layers["ingest-L3"].submitted_at = T0
     version = decision.state.config_version
     got = with_rightsize_version(decision)
     assert got.config_versions == [] and got.state.config_version == version
