@@ -191,6 +191,7 @@ def canary_holds(
     planned: Requests,
     now: datetime,
     logs: Mapping[str, str] | None = None,
+    parallelism: int | None = None,
 ) -> tuple[bool, list[tuple[str, Any]]]:
     """One reconcile of a layer that may start: whether its canary still holds it back, and
     what to do: ("create", (job name, parallelism)) or ("alert", (kind, details)).
@@ -199,15 +200,24 @@ def canary_holds(
     layer waits. When it ends the layer keeps its figures, sized requests and forecast in
     `ls.canary`; the layer then waits one more reconcile if the size changed (the next one
     plans its Job at the new size), else goes on. A canary with no succeeded pod is recorded
-    as failed and alerted; the layer goes on as configured."""
+    as failed and alerted; the layer goes on as configured. `parallelism`: the pods the new
+    canary Job may run at once (controller.max_vcpus; default all its chunks)."""
+    if parallelism is None and plan is not None:
+        parallelism = plan.chunks
     if plan is None or ls.canary_phase in ("done", "failed"):
         return False, []
     if not ls.canary_phase:
         ls.canary_phase, ls.canary_job = "running", plan.job_name
-        ls.canary = {"chunks": plan.chunks, "started_at": now.isoformat()}
-        return True, [("create", (plan.job_name, plan.chunks))]
+        # Its pods' vCPU, counted against controller.max_vcpus while it runs (canary_vcpus).
+        ls.canary = {
+            "chunks": plan.chunks,
+            "parallelism": parallelism,
+            "cpu": planned.cpu,
+            "started_at": now.isoformat(),
+        }
+        return True, [("create", (plan.job_name, parallelism))]
     if job is None:  # committed but not created (a crash in between): the name is idempotent
-        return True, [("create", (ls.canary_job, plan.chunks))]
+        return True, [("create", (ls.canary_job, ls.canary.get("parallelism", plan.chunks)))]
     if not job.finished:
         return True, []
     figures = canary_figures(pods, logs)
@@ -243,6 +253,15 @@ def canary_holds(
             record["forecast_error"] = str(e).splitlines()[0]
     ls.canary, ls.canary_phase = record, "done"
     return (sized.cpu, sized.memory_gib) != (planned.cpu, planned.memory_gib), []
+
+
+def canary_vcpus(ls: LayerState) -> float:
+    """The vCPUs a layer's running canary requests (its parallelism x its pods' vCPU),
+    counted against controller.max_vcpus like a running layer's (shared.vcpu_budget)."""
+    if ls.canary_phase != "running":
+        return 0.0
+    c = ls.canary
+    return float(c.get("parallelism", c.get("chunks", 0))) * float(c.get("cpu", 0.0))
 
 
 def canary_details(ls: LayerState) -> dict[str, Any]:

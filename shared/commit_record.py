@@ -21,12 +21,14 @@ class CommitRecord:
 
     alerts: list[dict[str, Any]] = field(default_factory=list)
     pod_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Config history entries (shared.rightsize_version), as `pipeline apply` records them.
+    config_versions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def commit_record(cfg: PipelineConfig, plan: Plan, decision: Decision) -> CommitRecord:
     """The record of `decision` (its run's config `cfg`, the plan it was decided by): a body
     per alert action, a `claim_lost` check per layer with pods newly failed transient, and
-    the pod records."""
+    the pod records, and the config versions it records."""
     state = decision.state
     alerts = [
         alert_body(cfg, state, a, decision.at, plan.layers)
@@ -35,7 +37,7 @@ def commit_record(cfg: PipelineConfig, plan: Plan, decision: Decision) -> Commit
     ]
     alerts += claim_lost_checks(decision)
     records = {k: [r.to_doc() for r in v] for k, v in decision.pod_records.items()}
-    return CommitRecord(alerts, records)
+    return CommitRecord(alerts, records, list(decision.config_versions))
 
 
 def claim_lost_checks(decision: Decision, budget: int = CLAIM_LOST_PODS) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from shared.graph_table import GraphTableReader
 from shared.hung_pods import DoneMarkerTimes
 from shared.observe import Observer
 from shared.outbox import AlertPublisher, Outbox
+from shared.pod_usage import PodUsageReader
 from shared.pricing import RateRow, load_rates
 from shared.reconciler import Reconciler
 from shared.run_store import RunStore
@@ -35,7 +36,9 @@ class Controller(Triggers):
     around its setup passes (docs/setup-passes.md); `done_times` reads the graph table's done
     markers for the hung-pod check; `done_markers` a stage's done markers for a completed
     layer's check (docs/verify.md; None: no check); `bigtable_monitor` the graph's Bigtable
-    load, the ramp's gate (docs/bigtable-ramp-and-bill.md; None: no gate)."""
+    load, the ramp's gate (docs/bigtable-ramp-and-bill.md; None: no gate); `pod_usage` the
+    lifetime usage of finished Jobs' pods where the cluster does not report it
+    (docs/canary-and-rightsize.md; None: the cluster's figures only)."""
 
     def __init__(
         self,
@@ -48,9 +51,17 @@ class Controller(Triggers):
         done_times: DoneMarkerTimes | None = None,
         done_markers: DoneMarkerScan | None = None,
         bigtable_monitor: BigtableMonitor | None = None,
+        pod_usage: PodUsageReader | None = None,
     ) -> None:
         observer = Observer(
-            store, cluster, clock, graph_tables, done_times, done_markers, bigtable_monitor
+            store,
+            cluster,
+            clock,
+            graph_tables,
+            done_times,
+            done_markers,
+            bigtable_monitor,
+            pod_usage,
         )
         outbox = Outbox(store, cluster, publish_alert)
         rates = rates if rates is not None else load_rates()

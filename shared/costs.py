@@ -107,6 +107,8 @@ def run_cost(run: RunState, rates: tuple[RateRow, ...], billing: Billing, now: d
             spans.append((setup.started_at, setup.finished_at or now))
     for ls in run.ordered_layers():
         if ls.submitted_at is None:
+            if ls.cpu_seconds or ls.memory_gib_seconds:  # its canary's pods, billed already
+                layers.append(layer_cost(ls, rate_of(ls.stage)))
             continue
         layers.append(layer_cost(ls, rate_of(ls.stage)))
         spans.append((ls.submitted_at, ls.finished_at or now))

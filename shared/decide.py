@@ -18,7 +18,7 @@ from datetime import datetime
 from shared import intervals
 from shared.bigtable_load import FREE, RampGate, gate, throttle
 from shared.canary import canary_details
-from shared.canary_step import canary_step
+from shared.canary_step import canary_run_control, canary_step
 from shared.cluster import JobStatus
 from shared.costs import Billing, run_cost
 from shared.decision import (
@@ -41,7 +41,13 @@ from shared.layer_verify import apply_ledger_check
 from shared.oom import oom_alert_details
 from shared.ownership import foreign_owner
 from shared.parallelism import parallelism_target, ramp_target
-from shared.pod_accounting import FINISHED, PodRecord, close_layer, record_pods
+from shared.pod_accounting import (
+    FINISHED,
+    PodRecord,
+    close_layer,
+    note_earlier_usage,
+    record_pods,
+)
 from shared.pricing import RateRow
 from shared.setup_step import fail_setup, setup_step
 from shared.state import SETUP_LAYER, LayerState, RunState, layer_key
@@ -171,6 +177,8 @@ def _budget_guard(
             job = jobs.get(ls.job_name)
             if ls.phase == "running" and job is not None and not job.suspended:
                 out.append(PatchJob(ls.job_name, suspend=True))
+            if (patch := canary_run_control(ls, jobs, paused=True)) is not None:
+                out.append(patch)
     details = {
         "spend_usd": round(spend, 4),
         "budget_usd": state.budget_usd,
@@ -208,6 +216,9 @@ def decide(
             continue
         if ls.retire_job and not _retired(ls, seen, out):
             continue  # the earlier attempt's pods still run: never overlap them
+        # A running canary is paused and resumed with its run, as layer Jobs are.
+        if (patch := canary_run_control(ls, jobs, state.status == "paused")) is not None:
+            out.append(patch)
         if ls.phase == "running":
             job = jobs.get(ls.job_name)
             if ls.job_name in pods:
@@ -225,9 +236,11 @@ def decide(
             _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus, bigtable)
             apply_ledger_check(state.run_id, ls, seen.ledger_checks.get(ls.key), now, out)
             if ls.phase != "running":
+                if ls.job_name in seen.usage_read:  # read from monitoring as the Job ended
+                    note_earlier_usage(ls, pods[ls.job_name], records.get(ls.key, []))
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
-            if canary_step(ls, lp, seen, now, out):
+            if canary_step(ls, lp, seen, now, out, vcpus):
                 continue
             if state.advance == "auto" or ls.approved:
                 ls.held_by_vcpu_cap = vcpus is not None and not vcpus.room_for_one(lp.cpu)

@@ -104,6 +104,10 @@ class Snapshot:
     bigtable_load: float | None = None
     # The log tails of a finished canary's succeeded pods, by pod name (shared.canary).
     canary_logs: dict[str, str] = field(default_factory=dict)
+    # The finished Jobs whose pods' lifetime usage was read from monitoring this reconcile
+    # (shared.pod_usage; GKE): their earlier-recorded pods' figures are kept as the layer
+    # closes.
+    usage_read: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -167,3 +171,5 @@ class Decision:
     at: datetime  # the `now` it was decided at
     pod_records: dict[str, list[PodRecord]] = field(default_factory=dict)
     changed: bool = False
+    # Config versions to record with the commit (shared.rightsize_version).
+    config_versions: list[dict[str, Any]] = field(default_factory=list)

@@ -41,6 +41,7 @@ from shared.hung_pods import (
     window_chunk_ids,
 )
 from shared.oom import with_memory_factors
+from shared.pod_usage import PodUsageReader, needs_usage, with_usage
 from shared.rightsize_run import with_run_sizes
 from shared.run_store import RunNotFoundError, RunStore
 from shared.setup_step import needs_graph_table
@@ -67,7 +68,9 @@ class Observer:
     markers for the hung-pod check (None: pod logs only); `done_markers` a stage's done
     markers for a completed layer's check (None: the Job's Complete condition is trusted);
     `bigtable_monitor` the graph's Bigtable instance load, the ramp's gate (None: no gate;
-    docs/bigtable-ramp-and-bill.md)."""
+    docs/bigtable-ramp-and-bill.md); `pod_usage` the lifetime usage of a finished Job's pods
+    where the cluster does not report it (None: the cluster's own figures only;
+    docs/canary-and-rightsize.md)."""
 
     def __init__(
         self,
@@ -78,8 +81,10 @@ class Observer:
         done_times: DoneMarkerTimes | None = None,
         done_markers: DoneMarkerScan | None = None,
         bigtable_monitor: BigtableMonitor | None = None,
+        pod_usage: PodUsageReader | None = None,
     ) -> None:
         self.store, self.cluster, self.clock = store, cluster, clock
+        self.pod_usage = pod_usage
         self.bigtable_monitor = bigtable_monitor
         self.graph_tables = graph_tables or NoGraphTableReader()
         self.done_times = done_times
@@ -109,8 +114,18 @@ class Observer:
             jobs[name] = self.cluster.get_job(name)
             pods[name] = self.cluster.list_pods(name)
             if (job := jobs[name]) is not None and job.finished:
+                pods[name], _ = self._with_life_usage(name, pods[name])
                 done = [p.name for p in pods[name] if p.phase == "Succeeded"]
                 canary_logs.update({pod: self._pod_tail(pod) for pod in done})
+        # A finished layer's pods' usage over their lives, once, when the cluster does not
+        # report it (GKE): right-sizing keeps it on the layer as it closes.
+        usage_read = set()
+        for ls in run.layers.values():
+            job = jobs.get(ls.job_name) if ls.phase == "running" else None
+            if job is not None and job.finished and ls.job_name in pods:
+                pods[ls.job_name], read = self._with_life_usage(ls.job_name, pods[ls.job_name])
+                if read:
+                    usage_read.add(ls.job_name)
         others = 0.0
         if cfg.controller.max_vcpus is not None:
             # The cap is the project's: what the other running runs hold counts against it.
@@ -148,8 +163,23 @@ class Observer:
             ledger_checks=self._ledger_checks(run, cfg, jobs),
             bigtable_load=self._bigtable_load(cfg) if running else None,
             canary_logs=canary_logs,
+            usage_read=frozenset(usage_read),
         )
         return Observation(snap, cfg, now)
+
+    def _with_life_usage(self, job_name: str, pods: list[PodInfo]) -> tuple[list[PodInfo], bool]:
+        """A finished Job's pods with their lifetime usage filled in by the reader, and
+        whether it was read. Unreadable usage leaves the fields empty: the sizing then keeps
+        the config's requests (never a build stopped for a figure)."""
+        missing = needs_usage(pods)
+        if self.pod_usage is None or not missing:
+            return pods, False
+        try:
+            usage = self.pod_usage.life_usage(job_name, missing)
+        except Exception as e:  # noqa: BLE001 - Monitoring down must not stop a build
+            _log("WARNING", "pod usage not read", job=job_name, error=f"{type(e).__name__}: {e}")
+            return pods, False
+        return with_usage(pods, usage), True
 
     def _bigtable_load(self, cfg: PipelineConfig) -> float | None:
         """The graph's instance CPU load; None when there is no monitor or it cannot answer

@@ -179,6 +179,17 @@ def measured(records: Iterable[PodRecord]) -> list[PodFigures]:
     ]
 
 
+def note_earlier_usage(
+    ls: LayerState, pods: Iterable[PodInfo], records: Iterable[PodRecord]
+) -> None:
+    """Keep the figures of the layer's succeeded pods recorded in earlier reconciles (before
+    their usage was known: monitoring's, read once the Job finished; shared.pod_usage). The
+    pods in `records` were recorded now, with their figures noted by record_pods."""
+    now_recorded = {r.uid for r in records}
+    earlier = [PodRecord.of(p) for p in pods if p.uid not in now_recorded]
+    note_usage(ls, measured(earlier))
+
+
 def _close_vanished(
     ls: LayerState,
     pods: list[PodInfo],

@@ -41,6 +41,7 @@ from shared.observe import Observation, Observer
 from shared.outbox import Outbox
 from shared.ownership import stamped
 from shared.pricing import RateRow
+from shared.rightsize_version import with_rightsize_version
 from shared.run_store import RunStore, StaleStateError
 from shared.state import SETUP_LAYER, layer_key
 
@@ -83,7 +84,7 @@ class Reconciler:
             plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table, forecast_build)
             decision = decide(obs.seen, plan, self.rates, obs.now)
             manifests, refusals = self.dry_run(decision, plan)
-            decision = reject(decision, refusals)
+            decision = with_rightsize_version(reject(decision, refusals))
             self._count_usage(obs, decision, started)  # docs/bigtable-ramp-and-bill.md
             if not self.commit(obs, decision, commit_record(obs.cfg, plan, decision)):
                 continue  # someone else moved the run on: decide again from fresh state
@@ -165,7 +166,13 @@ class Reconciler:
                 return True
             return self.store.run_version(obs.seen.run.run_id) == obs.seen.run.version
         try:
-            self.store.commit(obs.seen.run, decision.state, record.alerts, record.pod_records)
+            self.store.commit(
+                obs.seen.run,
+                decision.state,
+                record.alerts,
+                record.pod_records,
+                record.config_versions,
+            )
         except StaleStateError:
             return False
         return True

@@ -69,10 +69,13 @@ class RunRecords(Protocol):
         after: RunState,
         alerts: list[dict[str, Any]] = (),
         pod_records: dict[str, list[dict[str, Any]]] | None = None,
+        config_versions: list[dict[str, Any]] = (),
     ) -> None:
         """Write `after` if the stored version is still `before.version` (else
         StaleStateError), bumping the version; `alerts` are added to the run's outbox in the
-        same atomic write; `pod_records` (layer key -> pod attempt docs) are stored too."""
+        same atomic write; `pod_records` (layer key -> pod attempt docs) are stored too, and
+        `config_versions` (history entries, as `add_config_version` takes them) in the same
+        atomic write."""
 
     def run_version(self, run_id: str) -> int:
         """The run's stored version (one small read); RunNotFoundError if unknown."""

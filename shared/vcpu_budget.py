@@ -8,7 +8,9 @@ running layers already have, so a layer that becomes eligible never takes the po
 already running: running layers keep theirs (and ramp up, in build order, as far as the
 cap leaves room); a new layer starts only when one pod fits. Every running layer keeps at
 least one pod, so the cap is exceeded only by an operator lowering it (by at most a pod
-per layer) or by two runs' reconciles deciding at the same moment.
+per layer) or by two runs' reconciles deciding at the same moment. A layer's running canary
+(shared.canary) holds its pods' vCPU too: it starts only when one of its pods fits, with as
+many pods at once as there is room for, and keeps that parallelism until it ends.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from shared.canary import canary_vcpus
 from shared.state import LayerState, RunState
 
 _EPS = 1e-9  # float sums of 0.25 vCPU steps
@@ -38,7 +41,8 @@ class VcpuBudget:
             for ls in run.layers.values()
             if ls.phase == "running"
         }
-        return cls(max_vcpus - others - sum(held.values()), held)
+        canaries = sum(canary_vcpus(ls) for ls in run.layers.values())
+        return cls(max_vcpus - others - canaries - sum(held.values()), held)
 
     def take_running(self, ls: LayerState, cpu: float, target: int) -> int:
         """The parallelism a running layer gets: `target` as far as the cap leaves room,
@@ -66,12 +70,11 @@ def _pods(vcpus: float, cpu: float) -> int:
 
 
 def running_vcpus(runs: list[RunState]) -> float:
-    """vCPUs requested by the running layers of the given runs (paused runs' Jobs are
-    suspended: they hold none)."""
+    """vCPUs requested by the running layers and canaries of the given runs (paused runs'
+    Jobs are suspended: they hold none)."""
     return sum(
-        ls.parallelism * ls.cpu_request
+        (ls.parallelism * ls.cpu_request if ls.phase == "running" else 0.0) + canary_vcpus(ls)
         for run in runs
         if run.status == "running"
         for ls in run.layers.values()
-        if ls.phase == "running"
     )

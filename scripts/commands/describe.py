@@ -145,7 +145,9 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
     preemptions, vCPU-h, GiB-h, cost (estimate) and wall time, with stage subtotals; while it
     runs, the forecast ETA and projected cost of each layer and of the run."""
     now = datetime.now(UTC)
-    run = connect().store.load_run(run_id)
+    store = connect().store
+    run = store.load_run(run_id)
+    history = store.config_versions(run_id)  # `pipeline apply`'s and `rightsize`'s versions
     rows = breakdown(run, now)
     progress, _ = gather(run, now, None)  # the forecast, as `pipeline status` shows it
     forecast = {lp.key: lp for lp in progress.layers}
@@ -162,7 +164,8 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
         doc.update(eta_s=progress.eta_s, eta_basis=progress.eta_basis)
         doc["projected_usd"] = progress.projected_usd
         doc["assumed_chunk_s"] = progress.assumed_chunk_s
-        click.echo(json.dumps(doc, indent=2))
+        doc["config_versions"] = history
+        click.echo(json.dumps(doc, indent=2, default=str))
         return
     table = titled_table(
         f"run {run_id} · {run.graph_id} · {run.status} (cost: estimate)",
@@ -194,6 +197,19 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
         table.caption, table.caption_justify = f"forecast: {outlook}", "left"
     console().print(table)
     console().print(bill_table(run_id, bill, projected))
+    for line in history_lines(history):
+        console().print(line, markup=False, highlight=False)
+
+
+def history_lines(versions: list[dict[str, Any]]) -> list[str]:
+    """One line per config version of a run (`pipeline apply`'s, `job.rightsize: auto`'s):
+    its number, who, when and the keys it changed."""
+    out = []
+    for v in versions:
+        keys = ", ".join(f"{c['key']} {c['old']!r} -> {c['new']!r}" for c in v["changes"])
+        at = v["at"].isoformat(timespec="seconds") if hasattr(v["at"], "isoformat") else v["at"]
+        out.append(f"config v{v['version']} by {v['by']} at {at}: {keys}")
+    return out
 
 
 COMMANDS = (describe, run_breakdown)

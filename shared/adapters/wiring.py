@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # loaded by the entries that build them (approve.py needs onl
     from shared.bigtable_monitor import BigtableMonitor
     from shared.controller import Controller
     from shared.hung_pods import DoneMarkerTimes
+    from shared.pod_usage import PodUsageReader
 
 # The default ledger read of a completed layer's check: the graph table's done markers.
 LEDGER = "ledger"
@@ -87,6 +89,7 @@ def build_controller(
         done_times=_done_times(),
         done_markers=done_markers,
         bigtable_monitor=bigtable_monitor or _bigtable_monitor_from_env(),
+        pod_usage=_pod_usage_for(project, cluster),
     )
 
 
@@ -173,6 +176,18 @@ def _bigtable_monitor_from_env() -> BigtableMonitor | None:
     from shared.adapters.google.monitoring import CloudMonitoring
 
     return CloudMonitoring()
+
+
+def _pod_usage_for(project: str, cluster: Cluster) -> PodUsageReader | None:
+    """Cloud Monitoring's container metrics for a GKE cluster's pods (in the project of the
+    controller, which terraform grants roles/monitoring.viewer); none for a cluster that
+    reports its pods' usage itself (the local cluster, from /proc)."""
+    gke = sys.modules.get("shared.adapters.gke.cluster")  # loaded only where a GKE cluster is
+    if gke is None or not isinstance(cluster, gke.GkeCluster):
+        return None
+    from shared.adapters.google.pod_usage import CloudPodUsage
+
+    return CloudPodUsage(project, cluster.namespace)
 
 
 @functools.lru_cache(maxsize=4)

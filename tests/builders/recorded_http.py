@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "doctor"
 CONFIG = FIXTURES / "pipeline.yml"
@@ -48,3 +49,29 @@ def recorded(name: str, **changes: dict[str, Any]) -> dict[str, dict[str, Any]]:
     routes = json.loads((FIXTURES / f"{name}.json").read_text())
     routes.update(changes)
     return routes
+
+
+MONITORING = Path(__file__).resolve().parents[1] / "fixtures" / "monitoring"
+
+
+def monitoring_fixture(name: str) -> dict[str, Any]:
+    """One recorded `timeSeries.list` response (tests/fixtures/monitoring/NAME.json)."""
+    return json.loads((MONITORING / f"{name}.json").read_text())
+
+
+@dataclass
+class MonitoringSession:
+    """Answers `timeSeries.list` by the metric in its filter (and page token) from the
+    recordings; keeps each call's query."""
+
+    answers: dict[tuple[str, str], tuple[int, str]]
+    queries: list[dict[str, list[str]]] = field(default_factory=list)
+
+    def request(self, method: str, url: str, **kwargs: Any) -> RecordedResponse:
+        parts = urlsplit(url)
+        assert method == "GET" and parts.path == "/v3/projects/my-project/timeSeries"
+        query = parse_qs(parts.query)
+        self.queries.append(query)
+        metric = query["filter"][0].split('"')[1]
+        status, name = self.answers[(metric, query.get("pageToken", [""])[0])]
+        return RecordedResponse(status, json.dumps(monitoring_fixture(name)).encode())

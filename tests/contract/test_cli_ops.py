@@ -156,7 +156,17 @@ def run(store: FirestoreRunStore, cluster: dict[str, Any]) -> RunState:
         "batches": [],
     }
     pod = {"uid": "u-1", "name": "p-1", "index": 3, "phase": "Failed", "seconds": 3.0}
-    store.commit(before, after, [alert], {"ingest-L2": [pod]})
+    after.config_version += 1
+    version = {
+        "version": after.config_version,
+        "by": "rightsize",
+        "at": NOW - timedelta(minutes=30),
+        "forced": False,
+        "changes": [{"key": "config.job.workloads.ingest.resources.overrides.3.cpu",
+                     "old": 0.25, "new": 0.5, "when": "this layer's Job"}],
+        "changes_omitted": 0,
+    }  # fmt: skip
+    store.commit(before, after, [alert], {"ingest-L2": [pod]}, [version])
     return store.load_run("r1")
 
 
@@ -407,3 +417,7 @@ def test_run_breaks_a_run_down_by_stage_and_layer(cli, run):
     rows = {r["layer"]: r for r in doc["layers"]}
     assert rows[2]["chunks"] == math.prod(SHAPE) and rows[2]["retries"] >= 0
     assert rows[4]["wall_s"] is None  # never submitted
+    # who changed the config and when: here `job.rightsize: auto` sized L3
+    assert "config v2 by rightsize at " in out
+    assert "overrides.3.cpu 0.25 -> 0.5" in out.replace("\n", "")
+    assert [v["by"] for v in doc["config_versions"]] == ["rightsize"]

@@ -49,3 +49,26 @@ def test_apply_stores_the_version_and_its_history(cli, firestore_project, tmp_pa
     assert store.load_run("r1").config["job"]["perm_seed"] == 7
     last = store.config_versions("r1")[-1]
     assert (last["version"], last["by"], last["forced"]) == (3, "alice", True)
+
+
+def test_a_reconcile_commit_records_a_config_version_with_the_state(cli, firestore_project):
+    """`job.rightsize: auto`'s version (shared.rightsize_version) rides on the reconcile's
+    commit: stored with the run's bumped version in the same write, read back as apply's."""
+    store = FirestoreRunStore(firestore_project)
+    assert cli("start", "-c", str(DEMO), "--run-id", "r1").exit_code == 0
+    before = store.load_run("r1")
+    after = store.load_run("r1")
+    after.config_version += 1
+    change = {"key": "config.job.workloads.ingest.resources.overrides.3.cpu", "old": 0.25}
+    entry = {
+        "version": after.config_version,
+        "by": "rightsize",
+        "at": None,
+        "forced": False,
+        "changes": [{**change, "new": 0.5, "when": "this layer's Job"}],
+        "changes_omitted": 0,
+    }
+    store.commit(before, after, config_versions=[entry])
+    assert store.load_run("r1").config_version == entry["version"]
+    (got,) = store.config_versions("r1")
+    assert (got["by"], got["version"], got["changes"]) == ("rightsize", 2, entry["changes"])

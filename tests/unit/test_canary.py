@@ -28,9 +28,11 @@ from shared.canary_forecast import chunk_runtime, forecast_build
 from shared.config import LayerOverride
 from shared.config_files import load_config
 from shared.decide import decide
-from shared.decision import Alert, CreateJob, LayerPlan, Plan, Snapshot
+from shared.decision import Alert, Billing, CreateJob, LayerPlan, PatchJob, Plan, Snapshot
 from shared.grid import batch_coords
 from shared.layer_spec import layer_spec
+from shared.pricing import RateRow
+from shared.vcpu_budget import VcpuBudget, running_vcpus
 from shared.worker_contract import BATCH_SIZE
 from tests.builders.decide_runs import RAMP, job, make_run, name_for
 from tests.builders.pod_infos import T0, pod_info
@@ -333,3 +335,78 @@ def test_a_canary_past_the_class_ceiling_keeps_the_plan_and_says_why() -> None:
     ls2 = d.state.layers["ingest-L2"]
     assert "ceiling" in ls2.canary["size_error"]
     assert ls2.canary["sized"] == ls2.canary["planned"] and ls2.phase == "running"
+
+
+# -- run controls: pause/resume and controller.max_vcpus cover the canary --------------------
+
+
+def _canary_running(status: str, **job_kw):
+    run = make_run("auto")
+    run.status = status
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary_job = "running", "job-ingest-2-0-canary"
+    ls.canary = {"chunks": 4, "parallelism": 4, "cpu": 0.25}
+    jobs = {ls.canary_job: job(ls.canary_job, completions=4, parallelism=4, **job_kw)}
+    return run, jobs
+
+
+@pytest.mark.parametrize(
+    ("status", "job_kw", "expected"),
+    [
+        ("paused", {}, [PatchJob("job-ingest-2-0-canary", suspend=True)]),  # pipeline pause
+        ("paused", {"suspended": True}, []),  # already suspended
+        ("running", {"suspended": True}, [PatchJob("job-ingest-2-0-canary", suspend=False)]),
+        ("running", {}, []),  # running as it should: the layer waits for it
+        ("paused", {"condition": "Complete"}, []),  # ended: nothing to suspend
+    ],
+)
+def test_pause_and_resume_suspend_a_running_canary(status, job_kw, expected) -> None:
+    run, jobs = _canary_running(status, **job_kw)
+    d = decide(
+        Snapshot(run, jobs, {"job-ingest-2-0-canary": []}), _plan(run, _canary_plan()), None, T0
+    )
+    assert [a for a in d.actions if isinstance(a, PatchJob)] == expected
+    assert d.state.layers["ingest-L2"].phase == "waiting"
+
+
+# $1 per vCPU-second on Spot, nothing else.
+DOLLAR_PER_CPU_S = (RateRow("test", "general-purpose", 0.0, 3600.0, 0.0, 0.0, 0.0),)
+
+
+def test_the_budget_guard_suspends_a_running_canary() -> None:
+    run, jobs = _canary_running("running")
+    run.budget_usd = 1.0
+    # an earlier canary's pods, billed to its layer before it started: $2, over the budget
+    run.layers["ingest-L2"].cpu_seconds = 2.0
+    plan = replace(_plan(run, _canary_plan()), billing=Billing("test"))
+    d = decide(Snapshot(run, jobs, {"job-ingest-2-0-canary": []}), plan, DOLLAR_PER_CPU_S, T0)
+    assert d.state.status == "paused"
+    assert PatchJob("job-ingest-2-0-canary", suspend=True) in d.actions
+
+
+@pytest.mark.parametrize(
+    ("max_vcpus", "others", "expected"),
+    [
+        (None, 0.0, CreateJob("ingest", 2, "job-ingest-2-0-canary", 4)),  # no cap: all chunks
+        (10.0, 0.0, CreateJob("ingest", 2, "job-ingest-2-0-canary", 4)),  # room for 4 x 0.25
+        (10.0, 9.5, CreateJob("ingest", 2, "job-ingest-2-0-canary", 2)),  # room for 2
+        (10.0, 9.9, None),  # not one pod fits: held by the cap
+    ],
+)
+def test_a_canary_starts_within_max_vcpus(max_vcpus, others, expected) -> None:
+    run = make_run("auto")
+    plan = replace(_plan(run, _canary_plan()), max_vcpus=max_vcpus)
+    d = decide(Snapshot(run, others_vcpus=others), plan, None, T0)
+    ls = d.state.layers["ingest-L2"]
+    assert d.actions == ([expected] if expected else [])
+    assert ls.held_by_vcpu_cap == (expected is None)
+    assert ls.canary_phase == ("running" if expected else "")
+
+
+def test_a_running_canary_counts_against_max_vcpus() -> None:
+    run, _ = _canary_running("running")  # 4 pods x 0.25 vCPU
+    assert running_vcpus([run]) == 1.0
+    budget = VcpuBudget.of(10.0, run, others=2.0)
+    assert budget is not None and budget.free == 7.0
+    run.layers["ingest-L2"].canary_phase = "done"
+    assert running_vcpus([run]) == 0.0

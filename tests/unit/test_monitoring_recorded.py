@@ -6,11 +6,9 @@ paged through, a refusal names the role to grant."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -21,7 +19,10 @@ from shared.adapters.google.monitoring import (
     CloudMonitoring,
     MonitoringError,
 )
-from tests.builders.recorded_http import RecordedResponse
+from shared.adapters.google.pod_usage import CPU_USAGE, MEMORY_USED, CloudPodUsage
+from shared.cluster import PodInfo
+from shared.pod_usage import PodLifeUsage
+from tests.builders.recorded_http import MonitoringSession
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "monitoring"
 NOW = datetime(2026, 12, 1, 22, 4, tzinfo=UTC)
@@ -29,24 +30,6 @@ NOW = datetime(2026, 12, 1, 22, 4, tzinfo=UTC)
 
 def fixture(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / f"{name}.json").read_text())
-
-
-@dataclass
-class MonitoringSession:
-    """Answers `timeSeries.list` by the metric in its filter (and page token) from the
-    recordings; keeps each call's query."""
-
-    answers: dict[tuple[str, str], tuple[int, str]]
-    queries: list[dict[str, list[str]]] = field(default_factory=list)
-
-    def request(self, method: str, url: str, **kwargs: Any) -> RecordedResponse:
-        parts = urlsplit(url)
-        assert method == "GET" and parts.path == "/v3/projects/my-project/timeSeries"
-        query = parse_qs(parts.query)
-        self.queries.append(query)
-        metric = query["filter"][0].split('"')[1]
-        status, name = self.answers[(metric, query.get("pageToken", [""])[0])]
-        return RecordedResponse(status, json.dumps(fixture(name)).encode())
 
 
 def monitoring() -> tuple[CloudMonitoring, MonitoringSession]:
@@ -105,3 +88,66 @@ def test_a_refusal_names_the_role():
     session.answers[(CPU_LOAD, "")] = (403, "denied")
     with pytest.raises(MonitoringError, match="roles/monitoring.viewer"):
         mon.cpu_load("my-project", "pcg")
+
+
+# -- GKE pods' lifetime usage (shared.adapters.google.pod_usage) -----------------------------
+
+
+def pod(name: str, created_minute: int) -> PodInfo:
+    at = datetime(2026, 12, 1, 22, created_minute, tzinfo=UTC)
+    return PodInfo(name, f"uid-{name}", "run1-main-l2", 0, "Succeeded", 0.5, 1.0, at, at)
+
+
+def pod_usage() -> tuple[CloudPodUsage, MonitoringSession]:
+    table = {(MEMORY_USED, ""): (200, "container_memory"), (CPU_USAGE, ""): (200, "container_cpu")}
+    session = MonitoringSession(table)
+    return CloudPodUsage("my-project", "pcg", session, clock=lambda: NOW), session
+
+
+def test_pod_usage_is_each_pods_peak_memory_and_mean_cpu():
+    reader, session = pod_usage()
+    pods = [
+        pod("run1-main-l2-0-x7k2p", 0),
+        pod("run1-main-l2-1-q9v4d", 1),
+        pod("run1-main-l2-2-zz", 2),
+    ]
+    got = reader.life_usage("run1-main-l2", pods)
+    # pod 0: peak of 0.5, 1.5, 1 GiB; 112.5 CPU seconds over the 150 s its newest point spans
+    assert got["run1-main-l2-0-x7k2p"] == PodLifeUsage(1.5, pytest.approx(0.75))
+    # pod 1 lived under a minute: one point, a memory figure but no CPU span
+    assert got["run1-main-l2-1-q9v4d"] == PodLifeUsage(0.75, None)
+    # pod 2 has no point at all; the canary's pod matches the prefix but is not asked for
+    assert set(got) == {"run1-main-l2-0-x7k2p", "run1-main-l2-1-q9v4d"}
+    memory_filter = session.queries[0]["filter"][0]
+    assert 'resource.labels.pod_name=starts_with("run1-main-l2-")' in memory_filter
+    assert 'resource.labels.namespace_name="pcg"' in memory_filter
+    assert 'metric.labels.memory_type="non-evictable"' in memory_filter
+    assert "memory_type" not in session.queries[1]["filter"][0]
+    assert session.queries[0]["interval.startTime"] == ["2026-12-01T21:59:00Z"]
+
+
+def test_pod_usage_is_read_once_per_pod_set():
+    reader, session = pod_usage()
+    pods = [pod("run1-main-l2-0-x7k2p", 0)]
+    reader.life_usage("run1-main-l2", pods)
+    reader.life_usage("run1-main-l2", pods)
+    assert len(session.queries) == 2  # memory and CPU, once
+
+
+def test_pod_usage_refusal_names_the_role():
+    reader, session = pod_usage()
+    session.answers[(MEMORY_USED, "")] = (403, "denied")
+    with pytest.raises(MonitoringError, match="roles/monitoring.viewer"):
+        reader.life_usage("run1-main-l2", [pod("run1-main-l2-0-x7k2p", 0)])
+
+
+def test_the_cloud_wiring_reads_gke_pods_usage_from_monitoring_only():
+    from kubernetes.client import ApiClient
+
+    from shared.adapters.gke.cluster import GkeCluster
+    from shared.adapters.wiring import _pod_usage_for
+
+    reader = _pod_usage_for("my-project", GkeCluster(ApiClient(), "pcg"))
+    assert isinstance(reader, CloudPodUsage)
+    assert (reader.project, reader.namespace) == ("my-project", "pcg")
+    assert _pod_usage_for("my-project", object()) is None  # e.g. the local cluster: /proc

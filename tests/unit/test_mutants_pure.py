@@ -20,7 +20,7 @@ from shared.completeness import (
     verify_layer,
     verify_stage,
 )
-from shared.config import load_config
+from shared.config_files import load_config
 from shared.hung_pods import find_hung, plan_batch, window_chunk_ids
 from shared.state import LayerState
 from tests.builders.pod_infos import T0, pod_info

@@ -17,9 +17,13 @@ from shared.adapters.local.cluster.metrics import (
     parse_status_hwm_bytes,
 )
 from shared.autopilot import Requests
+from shared.commit_record import commit_record
 from shared.config import ConfigError, LayerOverride
 from shared.config_files import load_config
+from shared.decide import decide
+from shared.decision import CreateJob, Plan, Snapshot
 from shared.pod_accounting import record_pods
+from shared.pod_usage import PodLifeUsage, with_usage
 from shared.pricing import load_rates, pod_cost, rate_for
 from shared.rightsize import (
     SAMPLES_KEPT,
@@ -33,6 +37,7 @@ from shared.rightsize import (
     suggest,
 )
 from shared.state import LayerState
+from tests.builders.decide_runs import job, make_run, name_for, plans
 from tests.builders.pod_infos import T0, pod_info
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
@@ -256,3 +261,123 @@ def test_with_run_sizes_applies_auto_and_keeps_pins(tmp_path: Path) -> None:
         update={"job": cfg.job.model_copy(update={"rightsize": "suggest"})}
     )
     assert with_run_sizes(suggest_only, run) == suggest_only
+
+
+# -- usage read from monitoring once a layer's Job finished (GKE; shared.pod_usage) ----------
+
+
+@pytest.mark.parametrize("read_from_monitoring", [True, False])
+def test_a_finished_layer_keeps_the_usage_read_for_pods_recorded_before(
+    read_from_monitoring: bool,
+) -> None:
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    name = name_for(ls)
+    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", name, 2, 2
+    ls.cpu_request, ls.memory_request_gib = 1.0, 2.0
+    end = T0 + timedelta(seconds=90)
+    pods = [
+        pod_info(f"u{i}", "Succeeded", name=f"{name}-{i}-x", job_name=name, index=i, finished=end)
+        for i in range(2)
+    ]
+    plan = plans(run, completions=2)
+    # the pods finished while the Job ran: recorded without figures (the cluster has none)
+    first = decide(Snapshot(run, {name: job(name, completions=2)}, {name: pods}), plan, None, end)
+    assert first.state.layers["ingest-L2"].used_cpu == []
+    # the Job completes: its pods' lifetime usage is read once and the layer keeps it
+    usage = {f"{name}-0-x": PodLifeUsage(1.5, 0.75), f"{name}-1-x": PodLifeUsage(0.5, 0.25)}
+    complete = {name: job(name, completions=2, succeeded=2, condition="Complete")}
+    seen = Snapshot(
+        first.state,
+        complete,
+        {name: with_usage(pods, usage)},
+        usage_read=frozenset({name} if read_from_monitoring else ()),
+    )
+    done = decide(seen, plan, None, end + timedelta(seconds=5)).state.layers["ingest-L2"]
+    assert done.phase == "succeeded"
+    if read_from_monitoring:
+        assert (done.used_cpu, done.used_memory_gib) == ([0.75, 0.25], [1.5, 0.5])
+    else:  # the cluster's own figures are noted as pods finish, never twice
+        assert done.used_cpu == []
+
+
+@pytest.mark.parametrize(
+    ("cluster", "read", "expected"),
+    [
+        ((None, None), PodLifeUsage(1.5, 0.75), (1.5, 0.75)),  # GKE: filled from monitoring
+        ((0.3, 0.2), PodLifeUsage(1.5, 0.75), (0.3, 0.2)),  # the cluster's own figures stay
+        ((None, None), PodLifeUsage(0.5, None), (0.5, None)),  # one point: no CPU span
+        ((None, None), None, (None, None)),  # no point at all: nothing to size from
+    ],
+)
+def test_with_usage_fills_only_what_the_cluster_left_empty(cluster, read, expected) -> None:
+    pod = pod_info("a", "Succeeded", peak_memory_gib=cluster[0], cpu_used=cluster[1])
+    (got,) = with_usage([pod], {} if read is None else {pod.name: read})
+    assert (got.peak_memory_gib, got.cpu_used) == expected
+
+
+# -- job.rightsize: auto records a config version (shared.rightsize_version) ------------------
+
+
+def _started_l3(tmp_path: Path, mode: str, requests: tuple[float, float] | None = None):
+    """A run whose L2 used 0.4 vCPU / 1.6 GiB, deciding to create L3's Job at `requests`
+    (default: what `auto` sizes it to: 0.5 / 1.75 at margin 1)."""
+    from shared.build_plan import new_run
+    from shared.decision import Decision
+
+    cfg = load_config(_write(tmp_path, f"  rightsize: {mode}\n  rightsize_margin: 1.0\n"))
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    l2, l3 = run.layers["ingest-L2"], run.layers["ingest-L3"]
+    l2.phase = "succeeded"
+    note_usage(l2, [PodFigures(0.4, 1.6)])
+    l3.phase, l3.job_name = "running", "job-ingest-3"
+    l3.cpu_request, l3.memory_request_gib = requests or (0.5, 1.75)
+    at = l3.submitted_at = T0 + timedelta(minutes=5)
+    return cfg, Decision(run, [CreateJob("ingest", 3, "job-ingest-3", 2)], at, changed=True)
+
+
+def test_auto_records_a_config_version_by_rightsize(tmp_path: Path) -> None:
+    from shared.layer_spec import layer_spec
+    from shared.rightsize_version import with_rightsize_version
+
+    cfg, decision = _started_l3(tmp_path, "auto")
+    before = decision.state.config_version
+    got = with_rightsize_version(decision)
+    (entry,) = got.config_versions
+    configured = layer_spec(cfg, "ingest", 3).requests
+    prefix = "config.job.workloads.ingest.resources.overrides.3"
+    assert entry["version"] == got.state.config_version == before + 1
+    assert (entry["by"], entry["at"], entry["forced"]) == ("rightsize", decision.at, False)
+    assert [(c["key"], c["old"], c["new"]) for c in entry["changes"]] == [
+        (f"{prefix}.cpu", configured.cpu, 0.5),
+        (f"{prefix}.memory", configured.memory_gib, 1.75),
+    ]
+    assert commit_record(cfg, Plan({}), got).config_versions == [entry]
+
+
+@pytest.mark.parametrize(
+    ("mode", "requests", "job_name"),
+    [
+        ("suggest", None, "job-ingest-3"),  # shown, never applied: no version
+        ("auto", "configured", "job-ingest-3"),  # sized to what the config asks: no change
+        ("auto", None, "job-ingest-3-canary"),  # another Job (a canary): not the layer's
+        ("auto", "re-created", "job-ingest-3"),  # its Job re-created later: recorded already
+    ],
+)
+def test_no_config_version_without_a_right_sized_change(
+    tmp_path: Path, mode: str, requests: str | None, job_name: str
+) -> None:
+    from shared.layer_spec import layer_spec
+    from shared.rightsize_version import with_rightsize_version
+
+    cfg = load_config(_write(tmp_path, "  rightsize: auto\n"))
+    own = layer_spec(cfg, "ingest", 3).requests
+    _, decision = _started_l3(
+        tmp_path, mode, (own.cpu, own.memory_gib) if requests == "configured" else None
+    )
+    decision.actions[0] = CreateJob("ingest", 3, job_name, 2)
+    if requests == "re-created":
+        decision.state.layers["ingest-L3"].submitted_at = T0
+    version = decision.state.config_version
+    got = with_rightsize_version(decision)
+    assert got.config_versions == [] and got.state.config_version == version

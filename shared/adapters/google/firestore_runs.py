@@ -81,6 +81,7 @@ class FirestoreRuns(FirestoreDocs):
         after: RunState,
         alerts: list[dict[str, Any]] = (),
         pod_records: dict[str, list[dict[str, Any]]] | None = None,
+        config_versions: list[dict[str, Any]] = (),
     ) -> None:
         run_ref = self._run(before.run_id)
         run_doc = after.run_doc()
@@ -124,6 +125,8 @@ class FirestoreRuns(FirestoreDocs):
             batch.set(self.db.collection(JOBS).document(name), {"run_id": before.run_id})
         for alert in alerts:
             batch.set(run_ref.collection(ALERTS).document(uuid.uuid4().hex), outbox_doc(alert, now))
+        for entry in config_versions:
+            batch.set(self._config_version_ref(before.run_id, entry), _config_version_doc(entry))
         try:
             batch.commit()
         except (gexc.FailedPrecondition, gexc.Aborted) as e:
@@ -214,10 +217,10 @@ class FirestoreRuns(FirestoreDocs):
     def add_config_version(self, run_id: str, entry: dict[str, Any]) -> None:
         """Record one `pipeline apply` (its `version` names the document; the run document
         already holds that version's config)."""
-        ref = self._run(run_id).collection(CONFIG_VERSIONS).document(f"{entry['version']:06d}")
-        # The diff as JSON text: values may be lists of lists (a chunk size in an override).
-        doc = {k: v for k, v in entry.items() if k != "changes"}
-        ref.set({**doc, "changes_json": json.dumps(entry["changes"], default=str)})
+        self._config_version_ref(run_id, entry).set(_config_version_doc(entry))
+
+    def _config_version_ref(self, run_id: str, entry: dict[str, Any]) -> Any:
+        return self._run(run_id).collection(CONFIG_VERSIONS).document(f"{entry['version']:06d}")
 
     def config_versions(self, run_id: str) -> list[dict[str, Any]]:
         """The run's `pipeline apply` history, oldest first."""
@@ -239,3 +242,10 @@ class FirestoreRuns(FirestoreDocs):
         runs = [RunState.from_docs(d.to_dict(), []) for d in self.db.collection(RUNS).stream()]
         epoch = datetime.min.replace(tzinfo=UTC)
         return sorted(runs, key=lambda r: r.created_at or epoch, reverse=True)
+
+
+def _config_version_doc(entry: dict[str, Any]) -> dict[str, Any]:
+    """A config history entry as stored: the diff as JSON text (values may be lists of
+    lists, a chunk size in an override, which Firestore cannot nest)."""
+    doc = {k: v for k, v in entry.items() if k != "changes"}
+    return {**doc, "changes_json": json.dumps(entry["changes"], default=str)}

@@ -36,15 +36,18 @@ class MonitoringError(RuntimeError):
     """Cloud Monitoring refused the query (permission, bad filter): the message says which."""
 
 
-def _stamp(text: str) -> datetime:
+def stamp(text: str) -> datetime:
+    """A point's RFC 3339 time as a datetime."""
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _rfc3339(at: datetime) -> str:
+def rfc3339(at: datetime) -> str:
+    """A time as the API's interval bounds take it (UTC, seconds)."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _value(point: dict[str, Any]) -> float | None:
+def point_value(point: dict[str, Any]) -> float | None:
+    """A point's numeric value (double, or int64 sent as a JSON string); None otherwise."""
     value = point.get("value") or {}
     for key in ("doubleValue", "int64Value"):  # int64 is a JSON string
         if key in value:
@@ -59,9 +62,9 @@ def samples(body: dict[str, Any]) -> list[list[Sample]]:
     for series in body.get("timeSeries") or []:
         points = []
         for point in series.get("points") or []:
-            value = _value(point)
+            value = point_value(point)
             if value is not None:
-                points.append(Sample(_stamp(point["interval"]["endTime"]), value))
+                points.append(Sample(stamp(point["interval"]["endTime"]), value))
         out.append(sorted(points, key=lambda s: s.at))
     return out
 
@@ -115,14 +118,19 @@ class CloudMonitoring:
             if not token:
                 return pages
 
+    def time_series(self, project: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        """Every page of one `timeSeries.list` with `query` (filter, interval, aggregation):
+        the raw responses; MonitoringError names the role on a refusal."""
+        return self._list(project, query)
+
     def _query(
         self, metric: str, labels: dict[str, str], start: datetime, end: datetime
     ) -> dict[str, str]:
         where = " AND ".join(f'resource.labels.{k}="{v}"' for k, v in labels.items())
         return {
             "filter": f'metric.type="{metric}" AND {where}',
-            "interval.startTime": _rfc3339(start),
-            "interval.endTime": _rfc3339(end),
+            "interval.startTime": rfc3339(start),
+            "interval.endTime": rfc3339(end),
             "view": "FULL",
         }
 

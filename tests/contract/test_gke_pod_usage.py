@@ -1,0 +1,99 @@
+"""GKE pods' lifetime usage through the controller (Firestore emulator, the recording
+cluster as GKE lists pods: no usage figures): when a layer's Job completes, its pods' peak
+memory and mean CPU are read once from Cloud Monitoring (recorded `timeSeries.list`
+responses) and kept on the layer as it closes, for right-sizing
+(docs/canary-and-rightsize.md)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.adapters.google.firestore_store import FirestoreRunStore
+from shared.adapters.google.pod_usage import CPU_USAGE, MEMORY_USED, CloudPodUsage
+from shared.build_plan import new_run
+from shared.cluster import PodInfo
+from shared.config_files import load_config
+from shared.controller import Controller
+from shared.observe import Observer
+from tests.builders.fakes import RecordingCluster
+from tests.builders.recorded_http import MonitoringSession
+from tests.builders.stored_runs import DEMO
+
+NOW = datetime(2026, 12, 1, 22, 4, tzinfo=UTC)  # the recordings' time
+JOB = "run1-main-l2"
+PODS = ("run1-main-l2-0-x7k2p", "run1-main-l2-1-q9v4d")
+CANARY, CANARY_POD = "run1-main-l2-canary", "run1-main-l2-canary-0-m2hbn"
+
+
+def _session(status: int = 200, refusal: str = "") -> MonitoringSession:
+    return MonitoringSession(
+        {
+            (MEMORY_USED, ""): (status, refusal or "container_memory"),
+            (CPU_USAGE, ""): (status, refusal or "container_cpu"),
+        }
+    )
+
+
+class GkeLikeCluster(RecordingCluster):
+    """Lists the Job's two succeeded pods without usage figures, as GKE's API does."""
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        names = {JOB: PODS, CANARY: (CANARY_POD,)}.get(job_name, ())
+        start, end = NOW - timedelta(minutes=7), NOW - timedelta(minutes=1)
+        return [
+            PodInfo(n, f"uid-{n}", job_name, i, "Succeeded", 0.25, 0.5, start, start, end)
+            for i, n in enumerate(names)
+        ]
+
+
+@pytest.mark.parametrize("answer", [(200, None), (403, "denied")])
+def test_a_completed_layer_keeps_its_pods_usage_from_monitoring(firestore_project, answer):
+    store, cluster = FirestoreRunStore(firestore_project), GkeLikeCluster()
+    run = new_run(load_config(DEMO), "run1", ["ingest"], "auto", NOW - timedelta(minutes=10))
+    run.setups.clear()
+    ls = run.layers["ingest-L2"]
+    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", JOB, 2, 2
+    ls.cpu_request, ls.memory_request_gib = 0.25, 0.5
+    ls.submitted_at = ls.ramp_started_at = ls.progress_at = NOW - timedelta(minutes=5)
+    store.create_run(run)
+    cluster.create_job({"metadata": {"name": JOB}, "spec": {"completions": 2, "parallelism": 2}})
+    cluster.finish(JOB, condition="Complete", succeeded=2, completed_indexes="0-1")
+    status, refusal = answer
+    session = _session(status, refusal or "")
+    usage = CloudPodUsage("my-project", "pcg", session, clock=lambda: NOW)
+    controller = Controller(store, cluster, lambda k, b: None, clock=lambda: NOW, pod_usage=usage)
+    controller.reconcile("run1")
+    done = store.load_run("run1").layers["ingest-L2"]
+    assert done.phase == "succeeded"
+    if status == 200:
+        # pod 0: peak 1.5 GiB, 0.75 vCPU; pod 1 (one point): memory only, so no CPU figure
+        # and it is not a measured pod (right-sizing needs both)
+        assert (done.used_cpu, done.used_memory_gib) == ([0.75], [1.5])
+    else:  # refused (roles/monitoring.viewer missing): the layer closes without figures
+        assert (done.used_cpu, done.used_memory_gib) == ([], [])
+    assert len(session.queries) == (2 if status == 200 else 1)
+
+
+def test_a_finished_canarys_pods_are_observed_with_their_usage(firestore_project):
+    """The canary's one pod has a memory point of 4 GiB and no CPU span: observed with that
+    peak and no CPU figure, which the canary sizes from (its memory; its CPU stays the
+    config's, tests/unit/test_canary.py)."""
+    store, cluster = FirestoreRunStore(firestore_project), GkeLikeCluster()
+    run = new_run(load_config(DEMO), "run1", ["ingest"], "auto", NOW - timedelta(minutes=10))
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary_job = "running", CANARY
+    ls.canary = {"chunks": 1, "parallelism": 1, "cpu": 0.25}
+    store.create_run(run)
+    cluster.create_job({"metadata": {"name": CANARY}, "spec": {"completions": 1, "parallelism": 1}})
+    session = _session()
+    usage = CloudPodUsage("my-project", "pcg", session, clock=lambda: NOW)
+    observer = Observer(store, cluster, lambda: NOW, pod_usage=usage)
+    (pod,) = observer.observe("run1").seen.pods[CANARY]
+    assert pod.peak_memory_gib is None and session.queries == []  # running: nothing read
+    cluster.finish(CANARY, condition="Complete", succeeded=1, completed_indexes="0")
+    (pod,) = observer.observe("run1").seen.pods[CANARY]
+    assert (pod.peak_memory_gib, pod.cpu_used) == (4.0, None)
+    observer.observe("run1")  # a retried reconcile: answered from memory
+    assert len(session.queries) == 2
