@@ -9,7 +9,7 @@
 # PACKAGES (`shared` and `worker`; the demo's pods import `demo` too) - no controller, CLI or
 # test code. The packages are used from source on PYTHONPATH (no wheel build), byte-compiled at
 # build time so a pod's interpreter start-up stays short. cloudbuild.yaml builds both variants;
-# tests/unit/test_demo_image.py checks that the demo's copies every package its pods import.
+# tests/unit/deploy/test_demo_image.py checks that the demo's copies every package its pods import.
 
 # The source tree of the image: the packages PACKAGES names, and nothing else.
 FROM python:3.12-slim AS source
@@ -53,7 +53,7 @@ RUN python -m compileall -q . \
  && useradd --create-home --uid 10001 --user-group worker
 
 # Numeric UID so a pod's `runAsNonRoot: true` can verify it without a passwd lookup. HOME is
-# where the pods mount the Secret (HOME/.cloudvolume/secrets: shared/worker_contract.py
+# where the pods mount the Secret (HOME/.cloudvolume/secrets: shared/model/worker_contract.py
 # WORKER_HOME); the user cannot enter /root, where PyChunkedGraph images (root) get it.
 USER 10001
 ENV HOME=/home/worker

@@ -8,7 +8,7 @@ every `--tick` seconds (60, as Cloud Scheduler's job). The bottom layer has more
 in the same process:
 
 - `before`: Job events and ticks only (PIPELINE_WATCH_BUDGET_S=0);
-- `after`: the tick function also watches layers about to finish (shared/advance_watch.py).
+- `after`: the tick function also watches layers about to finish (shared/control/advance_watch.py).
 
 Workers run a chunk function that only sleeps `--chunk-s` seconds (62 by default: longer
 than the sink's delay, as production chunks are, so the late `SuccessfulCreate` entries of
@@ -30,14 +30,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shared.adapters.bigtable.chunk_ledger import ensure_table
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.stack import LocalStack
-from shared.adapters.local.termination import run_script
-from shared.build_plan import new_run
-from shared.config_files import load_config
-from shared.state import RunState
+from adapters.bigtable.chunk_ledger import ensure_table
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import PubSubBus
+from adapters.local.stack import LocalStack
+from adapters.local.termination import run_script
+from shared.config.config_files import load_config
+from shared.model.state import RunState
+from shared.reconcile.build_plan import new_run
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = 3  # chunks per axis at layer 2: 27 pods > the bucket's 25

@@ -6,7 +6,7 @@ random times over `--seconds` and delivered, like parallel function instances, b
 `--deliverers` threads, each with its own store client and Controller. Two modes, measured
 one after the other on fresh runs:
 
-- `coalesce`: `Controller.on_job_event` (shared.coalesce: covered events acknowledged, at
+- `coalesce`: `Controller.on_job_event` (shared.ports.coalesce: covered events acknowledged, at
   most one reconcile per run in flight, events during it folded into one follow-up);
 - `direct`: every event runs its own `Controller.reconcile`, as before coalescing.
 
@@ -31,15 +31,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.local.emulators import EmulatorSet
-from shared.adapters.local.termination import run_script
-from shared.build_plan import new_run
-from shared.cluster import JobStatus, PodInfo
-from shared.config_files import load_config
-from shared.controller import Controller
-from shared.job_events import JobEvent
-from shared.run_store import StaleStateError
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.local.emulators import EmulatorSet
+from adapters.local.termination import run_script
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.control.job_events import JobEvent
+from shared.ports.cluster import JobStatus, PodInfo
+from shared.ports.run_store import StaleStateError
+from shared.reconcile.build_plan import new_run
 
 ACTIVE = 200
 

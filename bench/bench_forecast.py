@@ -1,4 +1,4 @@
-"""The forecast (shared.forecast) replayed over finished demo runs, from their pod records.
+"""The forecast (shared.forecast.forecast) replayed over finished demo runs, from their pod records.
 
 A demo run with `--workdir DIR` keeps the local cluster's Jobs and pods (created, started,
 finished) under DIR/stack/cluster. For each run this rebuilds the run's layer state as the
@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from scripts.demo_run import prepare_config
-from shared import intervals
-from shared.build_plan import new_run
-from shared.config import PipelineConfig
-from shared.config_files import load_config
-from shared.forecast import run_forecast
-from shared.state import RunState, layer_key
+from shared.config.config import PipelineConfig
+from shared.config.config_files import load_config
+from shared.forecast.forecast import run_forecast
+from shared.model import intervals
+from shared.model.state import RunState, layer_key
+from shared.reconcile.build_plan import new_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75)

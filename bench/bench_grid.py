@@ -1,4 +1,4 @@
-"""Benchmark shared.grid: scalar vs vectorised permute, memory, and write scatter.
+"""Benchmark shared.model.grid: scalar vs vectorised permute, memory, and write scatter.
 
 Run: ``python bench/bench_grid.py``. Prints a table and a final JSON line; asserts nothing.
 
@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared import grid  # noqa: E402
+from shared.model import grid  # noqa: E402
 
 SEED = 42
 BIG_N = 10**9

@@ -36,19 +36,19 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from adapters.bigtable.chunk_ledger import (  # noqa: E402
+    close_bigtable_client,
+    open_bigtable_client,
+)
+from adapters.local.emulators import EmulatorSet  # noqa: E402
+from adapters.local.process_groups import kill_group  # noqa: E402
+from adapters.local.termination import run_script  # noqa: E402
 from demo.graph_table import read_all_nodes  # noqa: E402
 from demo.ingest import process_chunk  # noqa: E402
 from demo.oracle import compare, expected_stats, observed_stats  # noqa: E402
 from demo.volume import generate_volume, save_volume  # noqa: E402
-from shared.adapters.bigtable.chunk_ledger import (  # noqa: E402
-    close_bigtable_client,
-    open_bigtable_client,
-)
-from shared.adapters.local.emulators import EmulatorSet  # noqa: E402
-from shared.adapters.local.process_groups import kill_group  # noqa: E402
-from shared.adapters.local.termination import run_script  # noqa: E402
-from shared.grid import layer_batch_size, num_batches  # noqa: E402
-from shared.layers import layer_count, layer_shape  # noqa: E402
+from shared.model.grid import layer_batch_size, num_batches  # noqa: E402
+from shared.model.layers import layer_count, layer_shape  # noqa: E402
 
 PROJECT, INSTANCE = "bench", "bench"
 # The workers running now, each in a process group of its own: stopped with the emulator

@@ -13,11 +13,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shared.build_plan import new_run, plan_for
-from shared.config import PipelineConfig
-from shared.config_files import config_from_dict, load_config
-from shared.decide import decide
-from shared.decision import Snapshot
+from shared.config.config import PipelineConfig
+from shared.config.config_files import config_from_dict, load_config
+from shared.reconcile.build_plan import new_run, plan_for
+from shared.reconcile.decide import decide
+from shared.reconcile.decision import Snapshot
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo" / "pipeline.yml"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

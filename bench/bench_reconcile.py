@@ -46,13 +46,13 @@ from pathlib import Path
 import numpy as np
 from google.cloud.firestore_v1 import base_batch, collection, document, query
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.local.emulators import EmulatorSet
-from shared.adapters.local.termination import run_script
-from shared.build_plan import new_run
-from shared.cluster import JobStatus, PodInfo
-from shared.config_files import load_config
-from shared.controller import Controller
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.local.emulators import EmulatorSet
+from adapters.local.termination import run_script
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.ports.cluster import JobStatus, PodInfo
+from shared.reconcile.build_plan import new_run
 
 COUNTS: Counter[str] = Counter()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -263,8 +263,8 @@ JOB = "pcg-lab-ingest-l2-4f2a9c"
 
 def read_with_models(gke) -> list[PodInfo]:
     """The adapter's reads as they were: model classes, then back to the wire form."""
-    from shared.adapters.gke.cluster import PAGE
-    from shared.adapters.gke.wire import job_status, pod_info
+    from adapters.gke.cluster import PAGE
+    from adapters.gke.wire import job_status, pod_info
 
     wire = gke.api_client.sanitize_for_serialization
     job_status(wire(gke.batch.read_namespaced_job(JOB, gke.namespace, **gke._opts)))
@@ -295,7 +295,7 @@ def measure_decode(pods: int, repeats: int) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))  # the recorded shapes and the transport stand-in
     from kubernetes.client import ApiClient, Configuration
 
-    from shared.adapters.gke.cluster import PAGE, GkeCluster
+    from adapters.gke.cluster import PAGE, GkeCluster
     from tests.builders.gke_api import ENDPOINT, FakeServer, pod_list_pages, recorded
 
     job_text = json.dumps(recorded("job_indexed_autopilot"))

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from scripts.demo_run import prepare_config, run_demo
-from shared.config_files import load_config
+from shared.config.config_files import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from scripts.commands.simulate import report_dict, run_simulation
-from shared.config_files import load_config
-from shared.simulation.cluster import ClusterParams
-from shared.simulation.engine import SimSettings
-from shared.simulation.runtimes import Runtimes, recorded_runtimes
+from shared.config.config_files import load_config
+from shared.forecast.simulation.cluster import ClusterParams
+from shared.forecast.simulation.engine import SimSettings
+from shared.forecast.simulation.runtimes import Runtimes, recorded_runtimes
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -32,14 +32,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from shared.adapters.bigtable.chunk_ledger import (  # noqa: E402
+from adapters.bigtable.chunk_ledger import (  # noqa: E402
     BigtableChunkLedger,
     close_bigtable_client,
     open_bigtable_client,
 )
-from shared.adapters.bigtable.ledger_scan import done_chunk_ids  # noqa: E402
-from shared.adapters.local.emulators import EmulatorSet  # noqa: E402
-from shared.completeness import LayerGrid, verify_layer  # noqa: E402
+from adapters.bigtable.ledger_scan import done_chunk_ids  # noqa: E402
+from adapters.local.emulators import EmulatorSet  # noqa: E402
+from shared.reconcile.completeness import LayerGrid, verify_layer  # noqa: E402
 from tests.builders.done_rows import write_claims, write_done_markers  # noqa: E402
 
 SHAPES = {100_000: (50, 50, 40), 250_000: (100, 50, 50), 1_000_000: (100, 100, 100)}

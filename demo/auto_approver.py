@@ -1,5 +1,5 @@
 """The demo as the operator of an approve-mode run (:class:`AutoApprover`): it approves each
-layer a set time after the layer became eligible, through `shared.operator_actions.approve`
+layer a set time after the layer became eligible, through `shared.operate.operator_actions.approve`
 applied with `update_run` and a `kick`, exactly as `pipeline approve` does."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from shared import operator_actions as ops
-from shared.state import LayerState, RunState
+from shared.model.state import LayerState, RunState
+from shared.operate import operator_actions as ops
 
 APPROVER = "demo-auto-approver"
 

@@ -32,7 +32,7 @@ from typing import Protocol
 import numpy as np
 
 from demo.oracle import region_components
-from shared.layers import chunk_coord
+from shared.model.layers import chunk_coord
 
 __all__ = ["ChunkFinding", "audit_ingest"]
 

@@ -33,7 +33,7 @@ from demo.common import Vec, chunk_bounds, geometry, label_chunk, volume
 from demo.graph_rows import NodeRecord
 from demo.graph_table import allocate_node_ids, delete_node_ids, read_chunks_nodes, write_nodes
 from demo.setup import setup  # noqa: F401 - the stage's setup pass (python -m worker.setup)
-from shared.layers import children, chunk_id, layer_shape, segment_bits
+from shared.model.layers import children, chunk_id, layer_shape, segment_bits
 from worker.errors import FatalChunkError
 from worker.fault_points import pause_point
 

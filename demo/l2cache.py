@@ -18,7 +18,7 @@ first voxel, as ``scipy.ndimage.label`` numbers them). A chunk ingested twice ha
 both map onto the same components.
 
 Tables (see ``demo.stage_rows``): the worker's table is the graph (its claims and
-done markers are the l2cache stage's own rows there, see ``shared.chunk_keys``); the cache
+done markers are the l2cache stage's own rows there, see ``shared.model.chunk_keys``); the cache
 rows go to ``<graph_id>-l2cache``. With ``PCG_SOURCE_GRAPH_ID`` set, the graph is read from
 that table instead and the worker's own table is the output (the tests use this to write a
 pass into a scratch table).
@@ -38,7 +38,7 @@ from demo.graph_rows import NodeRecord
 from demo.graph_table import read_chunk_nodes
 from demo.stage_rows import L2CacheRecord, stage_table_id
 from demo.stage_tables import write_l2cache
-from shared.layers import segment_bits
+from shared.model.layers import segment_bits
 from worker.errors import FatalChunkError
 
 __all__ = [
@@ -170,7 +170,7 @@ def _open(like: Any, table_id: str) -> Any:
     """A client of ``table_id`` in the worker's Bigtable instance (one per process)."""
     client = _clients.get(table_id)
     if client is None:
-        from shared.adapters.bigtable.chunk_ledger import open_bigtable_client
+        from adapters.bigtable.chunk_ledger import open_bigtable_client
 
         config = getattr(like, "_config", None)
         project = os.environ.get("BIGTABLE_PROJECT") or config.PROJECT  # type: ignore[union-attr]

@@ -39,7 +39,7 @@ from demo.graph_table import read_chunk_nodes, read_chunks_nodes
 from demo.l2cache import matched_components, stage_tables
 from demo.stage_rows import MeshRecord
 from demo.stage_tables import read_meshes, read_parent_nodes, write_meshes
-from shared.layers import children, chunk_id, layer_shape, segment_bits
+from shared.model.layers import children, chunk_id, layer_shape, segment_bits
 
 __all__ = ["exposed_faces", "l2_meshes", "paired_contacts", "process_chunk", "stitch_faces"]
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy import ndimage
 
-from shared.layers import layer_count
+from shared.model.layers import layer_count
 
 __all__ = ["OracleResult", "compare", "expected_stats", "observed_stats", "region_components"]
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy import ndimage
 
-from shared.layers import chunk_coord
+from shared.model.layers import chunk_coord
 
 __all__ = [
     "StageOracleResult",

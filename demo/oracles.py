@@ -7,8 +7,8 @@ from typing import Any
 
 from demo.oracle import compare, expected_stats, observed_stats
 from demo.oracle_stages import check_l2cache, check_meshing
-from shared.config import PipelineConfig
-from shared.state import RunState
+from shared.config.config import PipelineConfig
+from shared.model.state import RunState
 
 
 def check_all(

@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from adapters.bigtable.graph_meta_store import read_graph_meta, write_graph_meta
 from demo.common import volume
-from shared.adapters.bigtable.graph_meta_store import read_graph_meta, write_graph_meta
-from shared.graph_meta import GraphMeta
-from shared.layers import layer_count
+from shared.model.graph_meta import GraphMeta
+from shared.model.layers import layer_count
 
 
 def graph_meta(dataset: dict[str, Any]) -> GraphMeta:

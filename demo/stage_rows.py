@@ -2,7 +2,7 @@
 
 Each pass writes into a table of its own next to the graph table (:func:`stage_table_id`):
 ``<graph_id>-l2cache`` and ``<graph_id>-meshes``. The pass's per-chunk claim and done rows
-stay in the graph table, keyed apart from ingest's by the stage (``shared.chunk_keys``).
+stay in the graph table, keyed apart from ingest's by the stage (``shared.model.chunk_keys``).
 
 One row per node, key ``serialize_uint64(node_id)`` (20 decimal digits, as in the graph
 table). Columns, all in family ``"0"``:

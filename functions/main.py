@@ -1,7 +1,7 @@
 """Cloud Functions entry points (functions-framework, Eventarc Pub/Sub CloudEvents).
 
 Thin: decode the Pub/Sub message (and the settings in the environment), call the
-controller's trigger (shared.triggers, docs/controller.md). Permanent errors (a malformed
+controller's trigger (shared.control.triggers, docs/controller.md). Permanent errors (a malformed
 message, an unknown run) are logged and acknowledged by returning normally; anything else
 raises, so Pub/Sub redelivers the message.
 
@@ -23,11 +23,11 @@ from typing import Any
 import functions_framework
 from cloudevents.http import CloudEvent
 
-from shared.adapters.wiring import alerts_bus, controller
-from shared.advance_watch import WatchPolicy
-from shared.job_events import BadEventError, parse_log_entry
-from shared.run_store import RunNotFoundError
-from shared.triggers import alert_dead_letter
+from adapters.wiring import alerts_bus, controller
+from shared.control.advance_watch import WatchPolicy
+from shared.control.job_events import BadEventError, parse_log_entry
+from shared.control.triggers import alert_dead_letter
+from shared.ports.run_store import RunNotFoundError
 
 logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
 log = logging.getLogger("cave_pipeline.functions")
@@ -147,7 +147,7 @@ def on_kick(cloud_event: CloudEvent) -> None:
 def on_dead_letter(cloud_event: CloudEvent) -> None:
     """A message a trigger failed on `dead_letter_max_attempts` times: alert the operators.
 
-    The alert (shared.dead_letters) names the original topic and function, the deliveries
+    The alert (shared.control.dead_letters) names the original topic and function, the deliveries
     made, where to find the error, and an excerpt of the payload. A publish failure raises,
     so the dead letter is redelivered; the raw message is also kept in dead-letters-operator.
     """

@@ -20,10 +20,10 @@ import getpass
 import sys
 from datetime import UTC, datetime
 
-from shared import operator_actions as ops
-from shared.adapters.wiring import approval_store
-from shared.run_store import RunNotFoundError, RunRecords, StaleStateError
-from shared.state import RunState
+from adapters.wiring import approval_store
+from shared.model.state import RunState
+from shared.operate import operator_actions as ops
+from shared.ports.run_store import RunNotFoundError, RunRecords, StaleStateError
 
 
 def approve(runs: RunRecords, run_id: str, stage: str, layers: list[int], by: str) -> list[str]:

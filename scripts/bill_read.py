@@ -1,4 +1,4 @@
-"""The whole bill of a run (shared.bill) with what Cloud Monitoring, or the local stack's
+"""The whole bill of a run (shared.money.bill) with what Cloud Monitoring, or the local stack's
 meter, knows of its Bigtable instance. The I/O edge of the bill: a monitor that cannot be
 reached leaves its lines estimated, never fails the command."""
 
@@ -8,8 +8,10 @@ import os
 from datetime import datetime
 from typing import Any
 
-from shared.bigtable_monitor import BigtableMonitor, Sample
-from shared.bill import (
+from shared.config.config import PipelineConfig
+from shared.forecast.forecast import run_forecast
+from shared.model.state import RunState
+from shared.money.bill import (
     Bill,
     controller_line,
     estimated_usage,
@@ -18,12 +20,10 @@ from shared.bill import (
     projected_bill,
     storage_line,
 )
-from shared.config import PipelineConfig
-from shared.controller_usage import ControllerUsage
-from shared.costs import estimate
-from shared.forecast import run_forecast
-from shared.pricing import load_cloud_prices, load_rates
-from shared.state import RunState
+from shared.money.controller_usage import ControllerUsage
+from shared.money.costs import estimate
+from shared.money.pricing import load_cloud_prices, load_rates
+from shared.ports.bigtable_monitor import BigtableMonitor, Sample
 
 
 def default_monitor() -> BigtableMonitor | None:
@@ -31,7 +31,7 @@ def default_monitor() -> BigtableMonitor | None:
     from another process: the demo passes the local stack's meter)."""
     if os.environ.get("BIGTABLE_EMULATOR_HOST"):
         return None
-    from shared.adapters.google.monitoring import CloudMonitoring
+    from adapters.google.monitoring import CloudMonitoring
 
     return CloudMonitoring()
 
@@ -72,7 +72,7 @@ def run_bill(
 def run_projected_bill(
     cfg: PipelineConfig, run: RunState, now: datetime, bill: Bill
 ) -> Bill | None:
-    """The whole bill at the run's end by the forecast (shared.forecast); None once the run
+    """The whole bill at the run's end by the forecast (shared.forecast.forecast); None once the run
     ended or when the forecast cannot price it."""
     if run.status in ("succeeded", "failed") or run.created_at is None:
         return None

@@ -1,10 +1,10 @@
 """`pipeline demo --chaos N`: the demo build with N faults injected, and the chaos verdict.
 
 `ChaosSession` plugs into `scripts.demo_run.run_demo`: once the stack is up it starts the
-injector (`shared.adapters.local.chaos`) on the plan (`shared.chaos_plan`); while the run
+injector (`adapters.local.chaos`) on the plan (`shared.chaos.chaos_plan`); while the run
 goes it plays the operator where one is needed (a layer failed, its alert published: the
 layer is re-submitted as `pipeline submit` does); once the run ended it reads the ledger and
-the workers' attempt records for the verdict (`shared.chaos_audit`): chunks lost, chunks
+the workers' attempt records for the verdict (`shared.chaos.chaos_audit`): chunks lost, chunks
 processed twice where unsafe. `summary_fields` is what `--json` adds.
 """
 
@@ -19,21 +19,21 @@ from typing import Any
 
 from google.cloud.bigtable.data import ReadRowsQuery
 
+from adapters import chaos_mailbox as mb
+from adapters.bigtable.chunk_ledger import CHUNK_DONE, BigtableChunkLedger, chunk_row_key
+from adapters.bigtable.ledger_filters import column_filter
+from adapters.local.chaos import ChaosInjector
 from demo.chunk_audit import ChunkFinding, audit_ingest
 from demo.common import volume as load_volume
 from demo.graph_table import read_all_nodes, read_chunk_nodes
-from shared import chaos_plan as cp
-from shared import operator_actions as ops
-from shared.adapters.bigtable.chunk_ledger import CHUNK_DONE, BigtableChunkLedger, chunk_row_key
-from shared.adapters.bigtable.ledger_filters import column_filter
-from shared.adapters.local import chaos_mailbox as mb
-from shared.adapters.local.chaos import ChaosInjector
-from shared.chaos_audit import audit_chunks, lost_chunks, zombie_claims
-from shared.chunk_keys import chunk_id_from_row_key
-from shared.config import PipelineConfig
-from shared.layer_spec import layer_spec
-from shared.layers import chunk_coord, chunk_id, segment_bits
-from shared.state import RunState, layer_key
+from shared.chaos import chaos_plan as cp
+from shared.chaos.chaos_audit import audit_chunks, lost_chunks, zombie_claims
+from shared.config.config import PipelineConfig
+from shared.jobs.layer_spec import layer_spec
+from shared.model.chunk_keys import chunk_id_from_row_key
+from shared.model.layers import chunk_coord, chunk_id, segment_bits
+from shared.model.state import RunState, layer_key
+from shared.operate import operator_actions as ops
 
 log = logging.getLogger("cave_pipeline.chaos")
 
@@ -276,7 +276,7 @@ class ChaosSession:
 
 
 def _root_layer(cfg: PipelineConfig) -> int:
-    from shared.layers import layer_count
+    from shared.model.layers import layer_count
 
     return layer_count(cfg.layer2_shape())
 

@@ -39,7 +39,7 @@ probe() {  # probe EXTRA: commands that must succeed with only that extra instal
       (cd "$work" && "$py" -c "import importlib.util, sys
 spec = importlib.util.spec_from_file_location('main', '$work/src/functions/main.py')
 spec.loader.exec_module(importlib.util.module_from_spec(spec))
-import shared.adapters.gke.cluster, shared.adapters.google.firestore_store, shared.adapters.google.pubsub_bus")
+import adapters.gke.cluster, adapters.google.firestore_store, adapters.google.pubsub_bus")
       ;;
     cli)
       "$venv/bin/pipeline" --help >/dev/null

@@ -12,6 +12,9 @@ import sys
 
 import click
 
+from adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
+from adapters.local.emulators import EmulatorMissingError, EmulatorStartError
+from adapters.local.termination import Terminated, leave_now, unwind_on_termination
 from scripts.commands import (
     admin,
     apply,
@@ -29,12 +32,9 @@ from scripts.commands import (
     simulate,
     verify,
 )
-from shared.adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
-from shared.adapters.local.emulators import EmulatorMissingError, EmulatorStartError
-from shared.adapters.local.termination import Terminated, leave_now, unwind_on_termination
-from shared.cluster import ClusterError, ClusterUnreachableError
-from shared.config import ConfigError
-from shared.run_store import StaleStateError
+from shared.config.config import ConfigError
+from shared.ports.cluster import ClusterError, ClusterUnreachableError
+from shared.ports.run_store import StaleStateError
 
 # What the operator must fix (exit 2), what may pass (exit 3), what to retry (exit 1).
 BAD_INPUT: tuple[type[BaseException], ...] = (
@@ -55,7 +55,7 @@ REFUSED: tuple[type[BaseException], ...] = (ClusterError,)
 try:
     from google.api_core import exceptions as gexc
 
-    from shared.adapters.wiring import WiringError
+    from adapters.wiring import WiringError
 except ImportError:
     pass
 else:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import click
 
+from adapters.local.cluster.view import LocalClusterView
 from scripts.services import DEFAULT_STACK_DIR
-from shared.adapters.local.cluster.view import LocalClusterView
-from shared.cluster import ClusterError, ClusterReader, ClusterUnreachableError
+from shared.ports.cluster import ClusterError, ClusterReader, ClusterUnreachableError
 
 LOCAL_DIR_ENV = "PIPELINE_LOCAL_CLUSTER_DIR"
 NAMESPACE_ENV = "PIPELINE_NAMESPACE"
@@ -78,7 +78,7 @@ def read_cluster(
     if local is not None:
         return LocalClusterView(local)
     try:
-        from shared.adapters.gke.cluster import GkeCluster
+        from adapters.gke.cluster import GkeCluster
     except ImportError as e:  # the kubernetes client is in the `controller` extra
         raise ClusterAccessError(
             f"reading GKE needs the kubernetes client ({e}): "

@@ -8,9 +8,9 @@ from pathlib import Path
 import yaml
 
 from demo.volume import generate_volume, save_volume
-from shared.build_plan import check_stages
-from shared.config_files import load_config
-from shared.render_check import validate_config_renders
+from shared.config.config_files import load_config
+from shared.jobs.render_check import validate_config_renders
+from shared.reconcile.build_plan import check_stages
 
 VOLUME_SEED = 7  # as `pipeline demo`
 PASS_BLOCKS = {"l2cache": "l2cache_config", "meshing": "mesh_config"}
@@ -40,7 +40,7 @@ def write_demo_data(
     cfg_path.write_text(yaml.safe_dump(raw, sort_keys=False))
     cfg = load_config(cfg_path)
     if cfg.ds.mesh_config is not None and cfg.ds.mesh_config.max_layer:
-        from shared.layers import layer_count
+        from shared.model.layers import layer_count
 
         root = layer_count(cfg.layer2_shape())
         if cfg.ds.mesh_config.max_layer > root:  # a small volume has fewer layers

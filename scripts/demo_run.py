@@ -22,6 +22,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
+from adapters.bigtable.ledger_scan import done_chunk_ids
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import PubSubBus
+from adapters.local.bigtable_meter import LocalBigtableMonitor
+from adapters.local.stack import LocalStack, demo_event_settings
 from demo.auto_approver import APPROVER, AutoApprover
 from demo.graph_table import read_all_nodes
 from demo.oracles import check_all
@@ -30,27 +36,21 @@ from demo.stage_tables import read_l2cache, read_meshes
 from demo.volume import generate_volume, save_volume
 from scripts.bill_read import run_bill
 from scripts.services import Services
-from shared import intervals
-from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
-from shared.adapters.bigtable.ledger_scan import done_chunk_ids
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.bigtable_meter import LocalBigtableMonitor
-from shared.adapters.local.stack import LocalStack, demo_event_settings
-from shared.build_plan import new_run
-from shared.canary import canary_summary
-from shared.completeness import StageVerdict, run_complete, verify_run
-from shared.config import PipelineConfig
-from shared.costs import spend
-from shared.forecast import run_forecast
-from shared.layer_spec import layer_spec
-from shared.layers import layer_count
-from shared.pricing import load_rates
-from shared.render_check import validate_config_renders
-from shared.rightsize_run import run_suggestions
-from shared.stage_selection import check_stages, image_owns_table
-from shared.stages import dependencies
-from shared.state import RunState
+from shared.config.config import PipelineConfig
+from shared.config.stage_selection import check_stages, image_owns_table
+from shared.forecast.forecast import run_forecast
+from shared.forecast.rightsize_run import run_suggestions
+from shared.jobs.layer_spec import layer_spec
+from shared.jobs.render_check import validate_config_renders
+from shared.model import intervals
+from shared.model.layers import layer_count
+from shared.model.stages import dependencies
+from shared.model.state import RunState
+from shared.money.costs import spend
+from shared.money.pricing import load_rates
+from shared.reconcile.build_plan import new_run
+from shared.reconcile.canary import canary_summary
+from shared.reconcile.completeness import StageVerdict, run_complete, verify_run
 
 
 class DemoTimeoutError(TimeoutError):
@@ -75,9 +75,9 @@ class DemoResult:
     mid_layer_forecasts: int = 0
     forecast_error_at_40pct: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # e.g. the chaos verdict (--chaos)
-    # The ledger's verdict per stage (shared.completeness; `pipeline verify`'s read).
+    # The ledger's verdict per stage (shared.reconcile.completeness; `pipeline verify`'s read).
     verify: dict[str, Any] = field(default_factory=dict)
-    # The whole bill (shared.bill): each line's usd, measured and basis, and total_usd.
+    # The whole bill (shared.money.bill): each line's usd, measured and basis, and total_usd.
     bill: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -316,7 +316,7 @@ class RampWatch:
 
 
 class EtaRecorder:
-    """The run's forecast total wall time (shared.forecast), as `[elapsed_s,
+    """The run's forecast total wall time (shared.forecast.forecast), as `[elapsed_s,
     predicted_total_wall_s]` entries: one each time a layer finishes, and mid-layer ones, each
     time a running layer has `step` more of its batches done or `every_s` have passed since
     the last entry, so the forecast can be judged at any point of the run (e.g. at 40 %)."""

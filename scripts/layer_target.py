@@ -10,12 +10,12 @@ import click
 
 from scripts.options import TARGET
 from scripts.services import connect
-from shared import grid
-from shared.config import PipelineConfig
-from shared.config_files import config_from_dict
-from shared.layer_spec import layer_spec
-from shared.operator_actions import layer_of
-from shared.state import LayerState, RunState
+from shared.config.config import PipelineConfig
+from shared.config.config_files import config_from_dict
+from shared.jobs.layer_spec import layer_spec
+from shared.model import grid
+from shared.model.state import LayerState, RunState
+from shared.operate.operator_actions import layer_of
 
 Geometry = tuple[tuple[int, int, int], int, int]  # (grid shape, seed, batch size)
 

@@ -2,7 +2,7 @@
 # Mutation testing (docs/testing-mutation.md), NOT part of CI.
 #
 # Usage: bash scripts/mutation_check.sh [PROFILE] [MUTANT_NAME ...]
-#   PROFILE core (default): [tool.mutmut] in pyproject.toml: shared/decide.py,
+#   PROFILE core (default): [tool.mutmut] in pyproject.toml: shared/reconcile/decide.py,
 #     pod_accounting.py, intervals.py, state.py, build_plan.py, setup_step.py against the fast
 #     table tests that cover them (no emulators), run in the tree itself (mutants/).
 #   PROFILE pure | worker | controller: [tool.mutation_profiles.PROFILE] in pyproject.toml,
@@ -33,7 +33,7 @@ fi
 # The I/O paths that matter (mutmut's names: module.xǁClassǁmethod__mutmut_N).
 declare -A focus=(
     [worker]="worker.lock_keeper.xǁLockKeeperǁ__init____mutmut_* worker.lock_keeper.xǁLockKeeperǁ_renew__mutmut_* worker.harness.xǁBatchRunnerǁ_claim__mutmut_*"
-    [controller]="shared.reconciler.xǁReconcilerǁcommit__mutmut_* shared.reconciler.xǁReconcilerǁact__mutmut_* shared.outbox.xǁOutboxǁpublish__mutmut_*"
+    [controller]="shared.control.reconciler.xǁReconcilerǁcommit__mutmut_* shared.control.reconciler.xǁReconcilerǁact__mutmut_* shared.control.outbox.xǁOutboxǁpublish__mutmut_*"
 )
 names=("$@")
 if [[ ${#names[@]} -eq 0 && -n "${focus[$profile]:-}" ]]; then

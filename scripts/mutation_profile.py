@@ -47,7 +47,7 @@ def profile_pyproject(pyproject: str, profile: str) -> str:
 
 def serve_emulators(path: str) -> None:
     """Start the emulators, write their env to ``path``, run until SIGTERM."""
-    from shared.adapters.local.emulators import EmulatorSet
+    from adapters.local.emulators import EmulatorSet
 
     def stop(*_: object) -> None:
         raise SystemExit(0)

@@ -1,5 +1,5 @@
 """Reads what `pipeline report` draws: the run, its pod records (every attempt) and alerts
-from Firestore, priced and laid on a timeline by the pure `shared.run_timeline`."""
+from Firestore, priced and laid on a timeline by the pure `shared.views.run_timeline`."""
 
 from __future__ import annotations
 
@@ -11,13 +11,19 @@ from scripts.bill_read import bill_facts, default_monitor, run_bill
 from scripts.commands.costs import cost_report
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
 from scripts.run_progress import layer_size
-from shared import intervals
-from shared.canary import canary_summary
-from shared.layer_spec import layer_spec
-from shared.progress import LayerSize
-from shared.rightsize_run import run_suggestions
-from shared.run_timeline import Attempt, attempts, chunks_over_time, ramp_allowed, running_pods
-from shared.state import RunState
+from shared.forecast.rightsize_run import run_suggestions
+from shared.jobs.layer_spec import layer_spec
+from shared.model import intervals
+from shared.model.state import RunState
+from shared.reconcile.canary import canary_summary
+from shared.views.progress import LayerSize
+from shared.views.run_timeline import (
+    Attempt,
+    attempts,
+    chunks_over_time,
+    ramp_allowed,
+    running_pods,
+)
 
 MAX_FAILED_ROWS = 200  # failed indexes listed in the report (the count is always given)
 
@@ -45,8 +51,8 @@ class ReportData:
     failed: list[FailedIndex] = field(default_factory=list)
     failed_total: int = 0
     facts: dict[str, str] = field(default_factory=dict)
-    # The run's canaries (shared.canary.canary_summary) and right-size suggestions
-    # (shared.rightsize.Suggestion.to_dict), docs/canary-and-rightsize.md.
+    # The run's canaries (shared.reconcile.canary.canary_summary) and right-size suggestions
+    # (shared.reconcile.rightsize.Suggestion.to_dict), docs/canary-and-rightsize.md.
     canaries: list[dict[str, Any]] = field(default_factory=list)
     rightsize: list[dict[str, Any]] = field(default_factory=list)
 

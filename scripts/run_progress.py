@@ -1,8 +1,8 @@
 """Gathers what `pipeline status` shows: the run from Firestore, each layer's size from its
 config snapshot, its cost estimate, ramp target and forecast (ETA and projected cost, computed
-on read from the stored run: shared.forecast), and (best effort) the cluster's word on
+on read from the stored run: shared.forecast.forecast), and (best effort) the cluster's word on
 running layers' pods (ready, OOM kills, nodes, requests). The arithmetic is
-`shared.progress`; this module only reads."""
+`shared.views.progress`; this module only reads."""
 
 from __future__ import annotations
 
@@ -12,18 +12,20 @@ from datetime import datetime
 from typing import Any
 
 from scripts.layer_target import run_config
-from shared.canary import canary_summary
-from shared.cluster import ClusterError, ClusterReader
-from shared.config import PipelineConfig
-from shared.costs import estimate
-from shared.fleet import count_oom
-from shared.forecast import RunForecast, run_forecast
-from shared.grid import layer_batch_size
-from shared.layer_spec import layer_spec
-from shared.layers import layer_shape
-from shared.parallelism import parallelism_target
-from shared.pricing import load_rates
-from shared.progress import (
+from shared.config.config import PipelineConfig
+from shared.forecast.forecast import RunForecast, run_forecast
+from shared.forecast.rightsize_run import run_suggestions
+from shared.jobs.layer_spec import layer_spec
+from shared.model.grid import layer_batch_size
+from shared.model.layers import layer_shape
+from shared.model.state import LayerState, RunState
+from shared.money.costs import estimate
+from shared.money.pricing import load_rates
+from shared.ports.cluster import ClusterError, ClusterReader
+from shared.reconcile.canary import canary_summary
+from shared.reconcile.parallelism import parallelism_target
+from shared.views.fleet import count_oom
+from shared.views.progress import (
     LayerPods,
     LayerSize,
     RunProgress,
@@ -31,8 +33,6 @@ from shared.progress import (
     layer_progress,
     run_progress,
 )
-from shared.rightsize_run import run_suggestions
-from shared.state import LayerState, RunState
 
 ACTIVE_PHASES = ("Running", "Pending")
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 
+from adapters.local.cluster.mounts import write_object
 from scripts import cluster_access
-from shared.adapters.local.cluster.mounts import write_object
-from shared.cluster import ClusterError
-from shared.config import PipelineConfig
-from shared.setup_job import secret_manifest
-from shared.worker_contract import CAVE_SECRET
+from shared.config.config import PipelineConfig
+from shared.jobs.setup_job import secret_manifest
+from shared.model.worker_contract import CAVE_SECRET
+from shared.ports.cluster import ClusterError
 
 
 def read_secret_files(cfg: PipelineConfig) -> dict[str, bytes]:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the Google clients load when a command connects (`controller` extra)
-    from shared.adapters.google.firestore_store import FirestoreRunStore
-    from shared.adapters.google.pubsub_bus import PubSubBus
+    from adapters.google.firestore_store import FirestoreRunStore
+    from adapters.google.pubsub_bus import PubSubBus
 
 DEFAULT_STACK_DIR = ".local-stack"
 
@@ -47,7 +47,7 @@ def load_stack_env(state_dir: str | Path = DEFAULT_STACK_DIR) -> dict[str, str]:
 def connect() -> Services:
     """Services from PIPELINE_PROJECT (and the emulator variables, if set), else from a
     local stack running in this folder."""
-    from shared.adapters.wiring import WiringError, cli_bus, cli_store, project_from_env
+    from adapters.wiring import WiringError, cli_bus, cli_store, project_from_env
 
     if not os.environ.get("PIPELINE_PROJECT"):
         os.environ.update(load_stack_env())

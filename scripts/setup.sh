@@ -16,7 +16,7 @@ fi
 # The local stack needs the gcloud SDK's emulators (and Java for two of them).
 python3 - <<'PY'
 import sys
-from shared.adapters.local.emulators import EmulatorMissingError, check_emulators
+from adapters.local.emulators import EmulatorMissingError, check_emulators
 try:
     check_emulators()
 except EmulatorMissingError as e:

@@ -4,11 +4,13 @@
 # Cloud Functions (gen2, python312) want main.py and requirements.txt at the root of the
 # source, so this lays out:
 #   main.py            <- functions/main.py
-#   shared/            <- the common package, without __pycache__ and the local stack
-#                         (shared/adapters/local/: emulators, local cluster, stand-ins)
+#   shared/            <- the pure core, without __pycache__
+#   adapters/          <- its adapters, without the local stack
+#                         (adapters/local/: emulators, local cluster, stand-ins)
 #   requirements.txt   <- pyproject's base `dependencies` + the `controller` extra
 #
-# Then it checks the staged tree: every `shared.*` module that main.py reaches must be there,
+# Then it checks the staged tree: every `shared.*` and `adapters.*` module that main.py
+# reaches must be there,
 # and every third-party import it reaches must be covered by requirements.txt, so a broken
 # deploy fails here instead of at the function's first cold start.
 #
@@ -34,8 +36,8 @@ mkdir -p "$out"
 cp "$root/functions/main.py" "$out/main.py"
 tar -C "$root" -cf - \
   --exclude='__pycache__' --exclude='*.pyc' \
-  --exclude='shared/adapters/local' \
-  shared | tar -C "$out" -xf -
+  --exclude='adapters/local' \
+  shared adapters | tar -C "$out" -xf -
 
 "$python" - "$root/pyproject.toml" "$out" <<'PY'
 """Write requirements.txt from pyproject and check the staged tree's imports."""
@@ -108,7 +110,7 @@ while todo:
             continue
         for full in names:
             top = full.split(".")[0]
-            if top == "shared":
+            if top in ("shared", "adapters"):
                 parts = full.split(".")
                 todo.extend(".".join(parts[: i + 1]) for i in range(len(parts)))
             elif top not in sys.stdlib_module_names and top != "__future__":

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from shared.worker_contract import LOG
+from shared.model.worker_contract import LOG
 
 
 def _records(text: str) -> Iterator[tuple[str, dict[str, Any] | None]]:

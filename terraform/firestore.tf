@@ -1,7 +1,7 @@
 # --- Firestore: run state ----------------------------------------------------------------------
 #
 # runs/{run}, runs/{run}/layers/..., .../pods/{uid}, and dedupe/{event_id} (see
-# shared/adapters/google/firestore_store.py). Each state transition is one atomic batched write whose
+# adapters/google/firestore_store.py). Each state transition is one atomic batched write whose
 # run-document update carries a precondition (the update time of the version it was decided
 # from), so of two concurrent reconciles of one run exactly one commits.
 #

@@ -33,7 +33,7 @@
 #   * retry_policy: exponential backoff 10 s .. 600 s, as Eventarc's retries were,
 #   * dead_letter_policy: after `dead_letter_max_attempts` (default 10) deliveries without a
 #     2xx the message goes to `dead-letters`, whose function publishes a `message_dead_lettered`
-#     alert (shared/dead_letters.py) and whose pull subscription keeps the raw message 7 days.
+#     alert (shared/control/dead_letters.py) and whose pull subscription keeps the raw message 7 days.
 # functions-framework turns the plain push body into the same CloudEvent
 # (google.cloud.pubsub.topic.v1.messagePublished, id = message id) Eventarc delivered, so
 # functions/main.py is unchanged. The subscriptions are named <topic>-trigger: the dead-letter
@@ -42,7 +42,7 @@
 locals {
   functions_src_dir = "${path.module}/../build/functions-src"
 
-  # The triggers: their messages dead-letter (shared/dead_letters.py TRIGGER_FUNCTIONS).
+  # The triggers: their messages dead-letter (shared/control/dead_letters.py TRIGGER_FUNCTIONS).
   trigger_functions = {
     "on-job-event" = { entry_point = "on_job_event", topic = "job-events" }
     "on-tick"      = { entry_point = "on_tick", topic = "ticks" }
@@ -57,7 +57,7 @@ locals {
 
   gke_dns_endpoint = google_container_cluster.pipeline.control_plane_endpoints_config[0].dns_endpoint_config[0].endpoint
 
-  # Read by shared/adapters/wiring.py, shared/adapters/gke/cluster.py and functions/main.py.
+  # Read by adapters/wiring.py, adapters/gke/cluster.py and functions/main.py.
   # cloudbuild.yaml writes the same set when it redeploys; keep the two in step.
   function_env = {
     PIPELINE_PROJECT = var.project_id
@@ -212,7 +212,7 @@ locals {
 resource "google_pubsub_subscription" "trigger" {
   for_each = local.trigger_functions
 
-  name  = "${each.value.topic}-trigger" # shared/dead_letters.py reads the topic from the name
+  name  = "${each.value.topic}-trigger" # shared/control/dead_letters.py reads the topic from the name
   topic = google_pubsub_topic.topics[each.value.topic].id
 
   ack_deadline_seconds       = local.push_ack_deadline_s

@@ -142,8 +142,8 @@ data "google_project" "this" {
 }
 
 locals {
-  # Topic names are fixed by the code (shared/adapters/google/pubsub_bus.py TOPICS, and
-  # shared/dead_letters.py DEAD_LETTER_TOPIC).
+  # Topic names are fixed by the code (adapters/google/pubsub_bus.py TOPICS, and
+  # shared/control/dead_letters.py DEAD_LETTER_TOPIC).
   topics = toset(["job-events", "ticks", "kick", "alerts", "dead-letters"])
 
   cluster_name = var.common_name

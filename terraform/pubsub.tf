@@ -1,7 +1,7 @@
 # --- Topics ------------------------------------------------------------------------------------
 #
-# Message schemas are documented in the code that owns them (shared/adapters/google/pubsub_bus.py,
-# shared/dead_letters.py):
+# Message schemas are documented in the code that owns them (adapters/google/pubsub_bus.py,
+# shared/control/dead_letters.py):
 #   job-events    a Cloud Logging LogEntry (JSON) of a Kubernetes Job event, from the sink below
 #   ticks         the heartbeat, from Cloud Scheduler below
 #   kick          operator actions {"run_id", "action", "by"}, from the pipeline CLI
@@ -70,7 +70,7 @@ resource "google_pubsub_subscription" "dead_letters_operator" {
 #
 # GKE writes Kubernetes events to Cloud Logging (log `events`; events about Jobs, which have no
 # monitored-resource type of their own, are attributed to `k8s_cluster`). The sink forwards each
-# matching LogEntry as JSON in a Pub/Sub message - the shape shared/job_events.py parses. Events
+# matching LogEntry as JSON in a Pub/Sub message - the shape shared/control/job_events.py parses. Events
 # are hints (lossy, rate-limited); the minute tick reconciles whatever they miss.
 
 locals {

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.local.emulators import (
+from adapters.local.emulators import (
     EmulatorMissingError,
     EmulatorSet,
     check_emulators,
@@ -86,7 +86,7 @@ def emulators(need_emulators: None) -> Iterator[EmulatorSet]:
 def bigtable_client(emulators: EmulatorSet) -> Iterator[Callable[..., Any]]:
     """Factory ``(table_id, lock_expiry=30 s, create=False) -> kvdbclient client`` on the
     Bigtable emulator; clients are closed after the test."""
-    from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
+    from adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
 
     clients = []
 

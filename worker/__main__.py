@@ -88,7 +88,7 @@ def main() -> int:
     state: dict[str, Any] = {}
     _start_signal_thread(stop, state, log)
 
-    from worker.env import parse_env  # numpy + shared.grid only
+    from worker.env import parse_env  # numpy + shared.model.grid only
 
     try:
         env = parse_env(env_vars)
@@ -98,8 +98,8 @@ def main() -> int:
     log = log.bind(run=env.run_id, stage=env.stage, layer=env.layer, index=env.index)
     state.update(log=log, grace_s=env.term_grace_s)
 
-    from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger, open_bigtable_client
-    from shared.adapters.bigtable.graph_meta_store import read_graph_meta
+    from adapters.bigtable.chunk_ledger import BigtableChunkLedger, open_bigtable_client
+    from adapters.bigtable.graph_meta_store import read_graph_meta
     from worker.claim_tokens import attempt_token, lineage, lineage_range, takeover_enabled
     from worker.env import with_graph_meta
     from worker.harness import BatchRunner

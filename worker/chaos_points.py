@@ -1,6 +1,6 @@
 """Chaos fault points of a chunk attempt (`pipeline demo --chaos`), unset in production.
 
-With ``PCG_CHAOS_DIR`` set (the demo's chaos mailbox, ``shared.adapters.local.chaos_mailbox``)
+With ``PCG_CHAOS_DIR`` set (the demo's chaos mailbox, ``adapters.chaos_mailbox``)
 the harness calls :func:`before_plugin` once the attempt is recorded, :func:`after_plugin`
 when the plugin returned, and :func:`after_done` once the done marker is written. Each
 appends an audit record (``begun``, ``returned``, ``done``; the chaos verdict reads them only
@@ -45,8 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.adapters.bigtable.chunk_ledger import ClaimResult
-from shared.adapters.local import chaos_mailbox as mb
+from adapters import chaos_mailbox as mb
+from adapters.bigtable.chunk_ledger import ClaimResult
 from worker.errors import EXIT_TRANSIENT, FatalChunkError
 
 __all__ = ["ChaosTransientError", "after_done", "after_plugin", "before_plugin", "claim"]

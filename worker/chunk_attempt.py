@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.chunk_ledger import ChunkLedger
+from shared.ports.chunk_ledger import ChunkLedger
 from worker.env import WorkerEnv
 from worker.errors import ClaimLostError
 from worker.fault_points import pause_point

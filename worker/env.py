@@ -1,6 +1,6 @@
 """The worker's environment (set by the Job manifest), parsed and validated.
 
-The contract itself (names, dataclass, validation) lives in :mod:`shared.worker_contract`,
+The contract itself (names, dataclass, validation) lives in :mod:`shared.model.worker_contract`,
 where the manifest writes it from; this module turns its errors into the worker's.
 
 Missing or malformed values raise :class:`~worker.errors.WorkerConfigError` naming the
@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from shared.graph_meta import GraphMeta
-from shared.worker_contract import GRID_SHAPE, N_LAYERS, WorkerEnv, WorkerEnvError
+from shared.model.graph_meta import GraphMeta
+from shared.model.worker_contract import GRID_SHAPE, N_LAYERS, WorkerEnv, WorkerEnvError
 from worker.errors import WorkerConfigError
 
 __all__ = ["WorkerEnv", "parse_env", "with_graph_meta"]
@@ -59,7 +59,7 @@ def with_graph_meta(env: WorkerEnv, meta: GraphMeta | None) -> WorkerEnv:
     other than `PCG_N_LAYERS` raises WorkerConfigError with both numbers."""
     if meta is None:
         return env
-    from shared.layer_spec import layer_geometry  # numpy: see shared.worker_contract
+    from shared.jobs.layer_spec import layer_geometry  # numpy: see shared.model.worker_contract
 
     grid = tuple(int(v) for v in layer_geometry(meta.layer2_shape, env.layer, 1).grid_shape)
     if grid != tuple(env.grid_shape) or meta.layer_count != env.n_layers:

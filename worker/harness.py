@@ -4,7 +4,7 @@ The per-chunk work is a plugin named by import path (``PCG_WORKLOAD``,
 ``package.module:function``) and called as ``fn(ctx)`` with a :class:`ChunkContext`; the
 harness owns everything else (docs/job-and-worker-contract.md#the-worker):
 
-- the window from ``shared.grid.batch_coords``, worked to its end: a failed chunk is logged
+- the window from ``shared.model.grid.batch_coords``, worked to its end: a failed chunk is logged
   and the next one started; the pod then exits 1 if any chunk was transient, else 42 if any
   was fatal, else 0 (as the predecessor's harness);
 - one claim per chunk in the ledger: done chunks skipped; a chunk held by another pod waited
@@ -32,11 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger
-from shared.chunk_ledger import ChunkLedger, ClaimResult
-from shared.claim_timing import claim_poll_cap_s
-from shared.grid import batch_coords
-from shared.layers import chunk_id
+from adapters.bigtable.chunk_ledger import BigtableChunkLedger
+from shared.model.claim_timing import claim_poll_cap_s
+from shared.model.grid import batch_coords
+from shared.model.layers import chunk_id
+from shared.ports.chunk_ledger import ChunkLedger, ClaimResult
 from worker import chaos_points
 from worker.chunk_attempt import begin_attempt
 from worker.env import WorkerEnv

@@ -5,7 +5,7 @@ deadline checks:
 
 - the *renewer* renews each held claim every ``expiry / 3``, at most every 10 s (retrying
   sooner, every ``expiry / 20`` or a third of that interval, after a failure;
-  ``shared.claim_timing``). The cap keeps a live claim's newest lock cell younger than the
+  ``shared.model.claim_timing``). The cap keeps a live claim's newest lock cell younger than the
   takeover window, so a zombie of this Job index cannot take over the claim of a live
   replacement (docs/zombies.md);
 - the *watchdog* checks every claim against its deadline. A claim's age is counted from the
@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shared.chunk_ledger import ChunkLedger
-from shared.claim_timing import renew_interval_s, retry_interval_s
+from shared.model.claim_timing import renew_interval_s, retry_interval_s
+from shared.ports.chunk_ledger import ChunkLedger
 from worker.logs import JsonLogger
 
 __all__ = ["CLAIM_LOST", "LockKeeper"]

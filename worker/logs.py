@@ -3,7 +3,7 @@
 Every line carries ``severity``, ``message``, ``time`` and the bound context (``run``,
 ``stage``, ``layer``, ``index``); chunk lines add ``chunk`` ("3_(46, 5, 29)") and ``coord``;
 failures add ``traceback``, the last line ``exit_code``. The names are the contract's
-(``shared.worker_contract.LOG``). Cloud Logging reads ``severity``/``message`` from such
+(``shared.model.worker_contract.LOG``). Cloud Logging reads ``severity``/``message`` from such
 lines, and the operator's ``inspect`` and the alerts read the rest.
 """
 
@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from shared.worker_contract import LOG
+from shared.model.worker_contract import LOG
 
 __all__ = ["JsonLogger", "JsonLogHandler"]
 

@@ -1,12 +1,12 @@
 """``python -m worker.setup``: a stage's setup pass, for stages run by our worker.
 
-The controller runs it as a one-pod Job before the stage's first layer (``shared.setup_job``).
+The controller runs it as a one-pod Job before the stage's first layer (``shared.jobs.setup_job``).
 It calls the stage plugin's module-level ``setup(ctx)`` when the module of ``PCG_WORKLOAD``
 has one (the demo's ingest writes the graph metadata there), then reports the graph metadata
-the table holds as one JSON line (``shared.graph_meta.report_line``), which the controller
+the table holds as one JSON line (``shared.model.graph_meta.report_line``), which the controller
 checks against its grid before the stage's first layer starts.
 
-Environment (``shared.worker_contract.setup_env``): ``PCG_GRAPH_ID``, ``PCG_STAGE``,
+Environment (``shared.model.worker_contract.setup_env``): ``PCG_GRAPH_ID``, ``PCG_STAGE``,
 ``PCG_RUN_ID``, ``PCG_WORKLOAD`` (optional), ``PCG_GRID_SHAPE`` (the planned layer-2 grid),
 ``PCG_N_LAYERS``, ``BIGTABLE_PROJECT``, ``BIGTABLE_INSTANCE``, ``PCG_DATASET_JSON``.
 Exit codes: 0 done, 1 transient (e.g. Bigtable unreachable), 42 bad configuration.
@@ -67,7 +67,7 @@ def _plugin_setup(workload: str) -> Any:
 def planned_meta(fields: Mapping[str, Any]) -> Any:
     """The graph metadata of the grid the controller planned: voxel bounds from the dataset's
     `data_source.size` (else the grid times the chunk size), its chunk size, the layer count."""
-    from shared.graph_meta import GraphMeta
+    from shared.model.graph_meta import GraphMeta
 
     grid = tuple(fields["layer2_shape"])
     chunk = tuple(int(v) for v in fields["dataset"]["graph_config"]["CHUNK_SIZE"])
@@ -82,9 +82,9 @@ def planned_meta(fields: Mapping[str, Any]) -> Any:
 
 def run(env: Mapping[str, str], log: JsonLogger) -> int:
     """Run the setup pass; returns the exit code."""
-    from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
-    from shared.adapters.bigtable.graph_meta_store import read_graph_meta, write_graph_meta
-    from shared.graph_meta import report_line
+    from adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
+    from adapters.bigtable.graph_meta_store import read_graph_meta, write_graph_meta
+    from shared.model.graph_meta import report_line
 
     try:
         grid = tuple(int(v) for v in _required(env, "PCG_GRID_SHAPE").split(","))

@@ -20,12 +20,12 @@ from scripts.layer_target import batch_chunks, layer_geometry, run_config
 from scripts.options import CONFIG_OPTION
 from scripts.services import Services, connect, operator_name
 from scripts.views.terminal import console, titled_table
-from shared import operator_actions as ops
-from shared.config import JobOverride, PipelineConfig
-from shared.config_files import load_config
-from shared.manifest import MANAGED_BY, PREFIX, render_job
-from shared.run_store import RunNotFoundError
-from shared.state import RunState, layer_key
+from shared.config.config import JobOverride, PipelineConfig
+from shared.config.config_files import load_config
+from shared.jobs.manifest import MANAGED_BY, PREFIX, render_job
+from shared.model.state import RunState, layer_key
+from shared.operate import operator_actions as ops
+from shared.ports.run_store import RunNotFoundError
 
 SAMPLE_RUN_ID = "sample"
 
@@ -38,7 +38,7 @@ class PurgeRefusedError(ValueError):
 
 
 def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
-    from shared.adapters.google.firestore_admin import purge_run, run_job_names
+    from adapters.google.firestore_admin import purge_run, run_job_names
 
     db = services.store.db
     try:

@@ -1,4 +1,5 @@
-"""`pipeline apply`: a new config version for a running build (shared/config_versions.py)."""
+"""`pipeline apply`: a new config version for a running build
+(shared/operate/config_versions.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import click
 
 from scripts.layer_target import run_config
 from scripts.services import connect, operator_name
-from shared import config_versions as versions
-from shared.config_files import load_config
-from shared.operator_actions import ActionError
-from shared.render_check import validate_config_renders
-from shared.state import RunState
+from shared.config.config_files import load_config
+from shared.jobs.render_check import validate_config_renders
+from shared.model.state import RunState
+from shared.operate import config_versions as versions
+from shared.operate.operator_actions import ActionError
 
 
 @click.command()

@@ -1,6 +1,6 @@
 """`pipeline config import`: an operator's predecessor-style files rewritten in the new shape.
 
-`load_config` already reads the predecessor's keys (shared/config_compat.py); this writes the
+`load_config` already reads the predecessor's keys (shared/config/config_compat.py); this writes the
 mapped files for operators who want to keep the new shape, checks they load as written, and
 prints every change of meaning as one table (old key, old meaning, new key, effect).
 """
@@ -14,9 +14,9 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from shared.config import ConfigError
-from shared.config_compat import CompatError, Note, map_dataset, map_pipeline
-from shared.config_files import load_config, meaning_notes, read_yaml
+from shared.config.config import ConfigError
+from shared.config.config_compat import CompatError, Note, map_dataset, map_pipeline
+from shared.config.config_files import load_config, meaning_notes, read_yaml
 
 
 def _new_name(path: Path) -> Path:

@@ -17,12 +17,12 @@ from scripts.bill_read import bill_table, default_monitor, run_bill
 from scripts.layer_target import run_config
 from scripts.services import Services, connect
 from scripts.views.terminal import console, titled_table
-from shared.config import PipelineConfig
-from shared.costs import LayerCost, estimate
-from shared.pricing import load_rates
-from shared.run_store import RunNotFoundError
-from shared.setup_job import setup_requests
-from shared.state import LayerState, RunState, SetupState
+from shared.config.config import PipelineConfig
+from shared.jobs.setup_job import setup_requests
+from shared.model.state import LayerState, RunState, SetupState
+from shared.money.costs import LayerCost, estimate
+from shared.money.pricing import load_rates
+from shared.ports.run_store import RunNotFoundError
 
 SETUP = "setup"  # a setup pass's "layer" in rows and tables (`pipeline submit` takes 0)
 

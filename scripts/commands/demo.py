@@ -14,11 +14,11 @@ import click
 from rich.console import Console
 from rich.live import Live
 
+from adapters.local.cluster.view import LocalClusterView
 from scripts.options import CANARY_OPTION
 from scripts.run_progress import gather
 from scripts.views.status import status_view
-from shared.adapters.local.cluster.view import LocalClusterView
-from shared.config_files import load_config
+from shared.config.config_files import load_config
 
 
 def _now() -> datetime:
@@ -125,8 +125,8 @@ def demo(
     if ctx.invoked_subcommand is not None:
         return
     from scripts.demo_run import prepare_config, run_demo
-    from shared.stage_selection import check_stages
-    from shared.stages import PlanError
+    from shared.config.stage_selection import check_stages
+    from shared.model.stages import PlanError
 
     if approve_after_s is not None and advance != "approve":
         raise click.UsageError("--approve-after needs --advance approve")
@@ -214,7 +214,7 @@ def _check_fresh_workdir(work: Path) -> None:
 
 def _chaos_kinds(n: int | None, text: str, baseline_wall_s: float | None) -> tuple[str, ...]:
     """The --chaos-kinds asked for, checked (usage errors name the option)."""
-    from shared.chaos_plan import ChaosPlanError, parse_kinds
+    from shared.chaos.chaos_plan import ChaosPlanError, parse_kinds
 
     if n is None:
         if baseline_wall_s is not None:

@@ -11,6 +11,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from adapters.gke.wire import event_time
 from scripts import cluster_access
 from scripts.bill_read import bill_table, default_monitor, run_bill, run_projected_bill
 from scripts.cluster_access import cluster_errors
@@ -22,11 +23,10 @@ from scripts.run_progress import gather, layer_size
 from scripts.services import connect
 from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
-from shared import intervals
-from shared.adapters.gke.wire import event_time
-from shared.cluster import ClusterReader
-from shared.progress import chunks_done
-from shared.state import RunState
+from shared.model import intervals
+from shared.model.state import RunState
+from shared.ports.cluster import ClusterReader
+from shared.views.progress import chunks_done
 
 LAST_WARNINGS = 5
 MAX_PODS = 12  # unfinished pods listed (the rest are counted)

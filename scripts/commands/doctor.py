@@ -13,8 +13,8 @@ import click
 
 from scripts.options import CONFIG_OPTION, JSON_OPTION
 from scripts.services import load_stack_env
-from shared.config import PipelineConfig
-from shared.config_files import load_config
+from shared.config.config import PipelineConfig
+from shared.config.config_files import load_config
 from shared.doctor import checks as doctor_checks
 from shared.doctor import needs
 from shared.doctor.deployment import Deployment, deployment_of
@@ -81,8 +81,8 @@ def diagnose(
         import google.auth  # noqa: F401 - the calls' credentials
         import requests  # noqa: F401 - and their transport
 
-        from shared.adapters.doctor.local import is_local
-        from shared.adapters.doctor.runner import run_checks
+        from adapters.doctor.local import is_local
+        from adapters.doctor.runner import run_checks
     except ImportError as e:  # the Google clients are in the `controller` extra
         raise click.ClickException(
             f"pipeline doctor needs the Google clients ({e}): pip install "
@@ -108,13 +108,13 @@ def diagnose(
 
 
 def _local_fetchers(cfg: PipelineConfig, dep: Deployment, env: Mapping[str, str]) -> dict:
-    from shared.adapters.doctor.local import LocalFacts
+    from adapters.doctor.local import LocalFacts
 
     stack = load_stack_env()
     if stack and stack.get("PIPELINE_PROJECT") == env.get("PIPELINE_PROJECT"):
         # a stack runs here: it has its topics and its functions' subscriptions
-        from shared.adapters.google.pubsub_bus import TOPICS
-        from shared.adapters.local.stack import ROUTES
+        from adapters.google.pubsub_bus import TOPICS
+        from adapters.local.stack import ROUTES
 
         topics = tuple(TOPICS)
         # job-events has no function on a stack started without Job events
@@ -125,15 +125,15 @@ def _local_fetchers(cfg: PipelineConfig, dep: Deployment, env: Mapping[str, str]
 
 
 def _cloud_fetchers(cfg: PipelineConfig, dep: Deployment) -> dict:
-    from shared.adapters.doctor.cloud import CloudFacts
-    from shared.adapters.doctor.rest import RestApi, default_sessions
+    from adapters.doctor.cloud import CloudFacts
+    from adapters.doctor.rest import RestApi, default_sessions
 
     session, public, who = default_sessions()
 
     def read_meta() -> object:
         from datetime import timedelta
 
-        from shared.adapters.bigtable.client import close_bigtable_client, open_bigtable_client
+        from adapters.bigtable.client import close_bigtable_client, open_bigtable_client
 
         client = open_bigtable_client(
             cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
@@ -199,7 +199,7 @@ def doctor(
     its DNS endpoint and RBAC, images, Spot quota, the dataset's paths. Against a local stack
     only what it has. Exit 0 all pass, 1 a check failed or warns, 2 config error, 3 a service
     or the credentials cannot be reached."""
-    from shared.adapters.doctor.rest import ServiceUnreachable
+    from adapters.doctor.rest import ServiceUnreachable
 
     cfg = load_config(config_path)
     selected = doctor_checks.select(list(only) or None, cheap_only=cheap)
@@ -218,7 +218,7 @@ def preflight(cfg: PipelineConfig, run: Callable[..., Diagnosis] | None = None) 
     answer is reported and the start goes on (its own calls then tell a service that is down);
     no usable credential is a ConnectionError (exit 3). `run`: diagnose (the default) or a
     stand-in giving the diagnosis."""
-    from shared.adapters.doctor.rest import ServiceUnreachable
+    from adapters.doctor.rest import ServiceUnreachable
 
     try:
         diagnosis = (run or diagnose)(cfg, doctor_checks.select(cheap_only=True))

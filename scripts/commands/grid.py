@@ -7,12 +7,12 @@ import yaml
 
 from scripts.layer_target import Geometry, batch_chunks, layer_geometry
 from scripts.options import CONFIG_OPTION, STAGE_OPTION
-from shared import grid
-from shared.config import PipelineConfig
-from shared.config_files import load_config
-from shared.layers import layer_count
-from shared.manifest import lock_scale_warning, render_job
-from shared.render_check import validate_config_renders
+from shared.config.config import PipelineConfig
+from shared.config.config_files import load_config
+from shared.jobs.manifest import lock_scale_warning, render_job
+from shared.jobs.render_check import validate_config_renders
+from shared.model import grid
+from shared.model.layers import layer_count
 
 
 def _checked_geometry(cfg: PipelineConfig, stage: str, layer: int) -> Geometry:

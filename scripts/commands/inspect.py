@@ -20,7 +20,7 @@ from scripts.options import JOB_OPTION, TARGET
 from scripts.services import connect
 from scripts.views.terminal import console, span, titled_table, when
 from scripts.worker_logs import failing_chunk, render_log
-from shared import grid, intervals
+from shared.model import grid, intervals
 
 
 def _alerts_of(target: Target) -> list[Any]:

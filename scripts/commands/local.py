@@ -42,7 +42,7 @@ def local() -> None:
 @click.option("--memory", type=float, default=16.0, show_default=True, help="GiB.")
 def up(state_dir: str, project: str, tick_s: float, cpu: float, memory: float) -> None:
     """Run the local stack in the foreground until Ctrl-C."""
-    from shared.adapters.local.stack import LocalStack
+    from adapters.local.stack import LocalStack
 
     if load_stack_env(state_dir):
         raise click.ClickException(

@@ -15,15 +15,15 @@ import click
 from rich.console import RenderableType
 from rich.table import Table
 
+from adapters.gke.wire import event_time
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors
 from scripts.layer_target import Target, resolve_target
 from scripts.options import JOB_OPTION, JSON_OPTION, ONCE_OPTION, TARGET, interval_option
 from scripts.views.fleet import fleet_view
 from scripts.views.terminal import console, live, span, titled_table, when
-from shared.adapters.gke.wire import event_time
-from shared.cluster import ClusterReader, MetricsUnavailableError, PodInfo, PodUsage
-from shared.fleet import FleetSummary, PodSample, count_oom, summarize
+from shared.ports.cluster import ClusterReader, MetricsUnavailableError, PodInfo, PodUsage
+from shared.views.fleet import FleetSummary, PodSample, count_oom, summarize
 
 EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from scripts.services import connect
-from shared.state import RunState
+from shared.model.state import RunState
 
 
 def write_report(store: Any, run: RunState, path: Path) -> int:

@@ -24,18 +24,18 @@ from scripts.run_progress import gather
 from scripts.services import connect, operator_name
 from scripts.views.status import MAX_ROWS, status_view
 from scripts.views.terminal import console, live
-from shared import operator_actions as ops
-from shared import start_from
-from shared.build_plan import new_run
-from shared.cluster import ClusterError, ClusterReader
-from shared.config import PipelineConfig
-from shared.config_files import load_config
-from shared.graph_table import GraphTable
-from shared.manifest import lock_scale_warning
-from shared.progress import RunProgress, describe_start
-from shared.render_check import validate_config_renders
-from shared.stage_selection import default_stages
-from shared.state import RUN_ENDED, RunState
+from shared.config.config import PipelineConfig
+from shared.config.config_files import load_config
+from shared.config.stage_selection import default_stages
+from shared.jobs.manifest import lock_scale_warning
+from shared.jobs.render_check import validate_config_renders
+from shared.model.state import RUN_ENDED, RunState
+from shared.operate import operator_actions as ops
+from shared.operate import start_from
+from shared.ports.cluster import ClusterError, ClusterReader
+from shared.ports.graph_table import GraphTable
+from shared.reconcile.build_plan import new_run
+from shared.views.progress import RunProgress, describe_start
 
 ADVANCE = click.Choice(["manual", "approve", "auto"])
 
@@ -97,7 +97,7 @@ def start_run(
 def _not_done(cfg: PipelineConfig, stage: str, layer: int) -> tuple[list[int], int]:
     """The chunks of `layer` of `stage` not marked done in the graph's table, and how many
     chunks the layer has (one batched read per 10,000 chunks)."""
-    from shared.adapters.bigtable.chunk_ledger import (
+    from adapters.bigtable.chunk_ledger import (
         BigtableChunkLedger,
         close_bigtable_client,
         open_bigtable_client,
@@ -146,12 +146,12 @@ def setup(config_path: str) -> None:
 def _setup_table(cfg: PipelineConfig) -> str:
     """Create the graph's table for our worker, or leave it to the image's ingest setup
     (saying what that setup will find)."""
-    from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
-    from shared.stage_selection import image_owns_table
+    from adapters.bigtable.graph_meta_store import BigtableGraphTables
+    from shared.config.stage_selection import image_owns_table
 
     project, instance = cfg.bigtable.project, cfg.bigtable.instance
     if not image_owns_table(cfg):
-        from shared.adapters.bigtable.chunk_ledger import ensure_table
+        from adapters.bigtable.chunk_ledger import ensure_table
 
         ensure_table(cfg.graph_id, project, instance)
         return f"table {cfg.graph_id} ready in {project}/{instance}"
@@ -165,7 +165,7 @@ def _setup_table(cfg: PipelineConfig) -> str:
 def image_table_note(table: GraphTable, project: str = "", instance: str = "") -> tuple[str, str]:
     """What `pipeline setup` says of the table an image's ingest setup will find: a line, and
     a warning ("" if none) when that setup will be refused."""
-    from shared.graph_table import TableState, delete_table_fix, describe
+    from shared.ports.graph_table import TableState, delete_table_fix, describe
 
     found = describe(table, project, instance)
     if table.state is TableState.ABSENT:

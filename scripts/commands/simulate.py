@@ -1,7 +1,7 @@
 """`pipeline simulate`: plan a build before running it (time, cost, controller load).
 
-Drives the real decision (shared.decide.decide: ramp, gating, approvals, budget guard)
-against a simulated Autopilot cluster (shared.simulation). Only reads Firestore, and only
+Drives the real decision (shared.reconcile.decide.decide: ramp, gating, approvals, budget guard)
+against a simulated Autopilot cluster (shared.forecast.simulation). Only reads Firestore, and only
 with `--runtimes-from RUN_ID`."""
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ from typing import Any
 
 import click
 
-from shared.bigtable_load import Overload, parse_overload
-from shared.bill import LOG_BYTES_PER_RECONCILE, Bill, planned_bill
-from shared.build_plan import new_run
-from shared.config import PipelineConfig
-from shared.config_files import load_config
-from shared.controller_usage import ControllerUsage
-from shared.costs import RunCost
-from shared.pricing import load_cloud_prices
-from shared.simulation.cluster import ClusterParams
-from shared.simulation.controller_cost import controller_cost
-from shared.simulation.engine import T0, SimReport, SimSettings, simulate
-from shared.simulation.runtimes import Runtimes, recorded_runtimes
-from shared.stage_selection import default_stages
-from shared.state import RunState
+from shared.config.config import PipelineConfig
+from shared.config.config_files import load_config
+from shared.config.stage_selection import default_stages
+from shared.forecast.simulation.cluster import ClusterParams
+from shared.forecast.simulation.controller_cost import controller_cost
+from shared.forecast.simulation.engine import T0, SimReport, SimSettings, simulate
+from shared.forecast.simulation.runtimes import Runtimes, recorded_runtimes
+from shared.model.state import RunState
+from shared.money.bill import LOG_BYTES_PER_RECONCILE, Bill, planned_bill
+from shared.money.controller_usage import ControllerUsage
+from shared.money.costs import RunCost
+from shared.money.pricing import load_cloud_prices
+from shared.reconcile.bigtable_load import Overload, parse_overload
+from shared.reconcile.build_plan import new_run
 
 
 def sized(cfg: PipelineConfig, size: str | None) -> PipelineConfig:
@@ -109,7 +109,7 @@ def report_dict(report: SimReport, elapsed_s: float, reconcile_s: float) -> dict
 
 
 def simulated_bill(report: SimReport, reconcile_s: float) -> Bill:
-    """The whole bill of the simulated build (shared.bill.planned_bill): every line
+    """The whole bill of the simulated build (shared.money.bill.planned_bill): every line
     estimated; the controller priced from the simulated counts."""
     usage = ControllerUsage(
         reconciles=report.function_invocations,

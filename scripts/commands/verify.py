@@ -1,7 +1,7 @@
 """`pipeline verify RUN [--stage S] [--json]`: the run's chunks marked done against its grid.
 
-Reads the ledger of each stage in key ranges (shared.adapters.bigtable.ledger_scan) and
-compares it with every layer's planned grid (shared.completeness); docs/verify.md. Exit 0
+Reads the ledger of each stage in key ranges (adapters.bigtable.ledger_scan) and
+compares it with every layer's planned grid (shared.reconcile.completeness); docs/verify.md. Exit 0
 when every layer the run records as built is complete, 1 when one is not.
 """
 
@@ -17,8 +17,8 @@ from scripts.layer_target import run_config
 from scripts.options import JSON_OPTION
 from scripts.services import connect
 from scripts.views.terminal import console, titled_table
-from shared.completeness import MAX_RANGES, StageVerdict, run_complete, verify_run
-from shared.state import RunState, layer_key
+from shared.model.state import RunState, layer_key
+from shared.reconcile.completeness import MAX_RANGES, StageVerdict, run_complete, verify_run
 
 
 def verify_document(run: RunState, verdicts: dict[str, StageVerdict]) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def verify(run_id: str, stage: str | None, as_json: bool) -> None:
     the ones that are not (intervals of flat grid positions, examples with coordinates).
     Stages whose images write no done markers are reported as not checked. Exit 1 when a
     built layer is incomplete."""
-    from shared.adapters.bigtable.ledger_scan import scan_done_markers
+    from adapters.bigtable.ledger_scan import scan_done_markers
 
     run = connect().store.load_run(run_id)
     verdicts = verify_run(run_config(run), run, scan_done_markers, stage)

@@ -9,8 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scripts.views.terminal import when
-from shared.cluster import PodInfo
-from shared.fleet import FleetSummary, PodSample, Spread
+from shared.ports.cluster import PodInfo
+from shared.views.fleet import FleetSummary, PodSample, Spread
 
 BANDS = 3  # pods per band (highest, middle, lowest)
 

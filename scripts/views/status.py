@@ -13,8 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from scripts.views.terminal import span
-from shared.bigtable_load import brief
-from shared.progress import FORECAST, LayerProgress, RunProgress, blocking_waits, visible_rows
+from shared.reconcile.bigtable_load import brief
+from shared.views.progress import FORECAST, LayerProgress, RunProgress, blocking_waits, visible_rows
 
 MAX_ROWS = 14  # layer rows; the rest is summarised in one line
 MAX_WAITING = 3  # waiting layers named under the table
@@ -183,7 +183,8 @@ def waiting_lines(p: RunProgress, limit: int = MAX_WAITING) -> Text:
 
 
 def canary_lines(canaries: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One line per canary (shared.canary): its figures, the size it gave, its forecast."""
+    """One line per canary (shared.reconcile.canary): its figures, the size it gave, its
+    forecast."""
     lines = []
     for c in canaries:
         head = f"canary {c['stage']}-L{c['layer']}: {c['phase']}"
@@ -207,7 +208,8 @@ def canary_lines(canaries: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def rightsize_lines(suggestions: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One line per right-size suggestion (shared.rightsize): asked, suggested, used, saved."""
+    """One line per right-size suggestion (shared.reconcile.rightsize): asked, suggested, used,
+    saved."""
     lines = []
     for s in suggestions:
         req, sug, used = s["requested"], s["suggested"], s["used"]

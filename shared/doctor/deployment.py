@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.config import PipelineConfig
+from shared.config.config import PipelineConfig
 
 DEFAULT_COMMON_NAME = "cave-pipeline"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.config import PipelineConfig
-from shared.layer_spec import layer_spec
-from shared.stage_selection import default_stages, stage_layers
+from shared.config.config import PipelineConfig
+from shared.config.stage_selection import default_stages, stage_layers
+from shared.jobs.layer_spec import layer_spec
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class LayerNeed:
 def largest_layer(cfg: PipelineConfig) -> LayerNeed:
     """The planned layer (of the dataset's default build) that requests the most vCPUs at
     once, counted as the controller runs it: `ramp.max` pods (fewer if the layer has fewer
-    batches) at the layer's snapped vCPU (shared.layer_spec)."""
+    batches) at the layer's snapped vCPU (shared.jobs.layer_spec)."""
     best: LayerNeed | None = None
     for stage in default_stages(cfg):
         job = cfg.job.for_stage(stage)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import functions_framework
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.local.eventarc import functions_source
-from shared.build_plan import new_run
-from shared.config_files import load_config
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.local.eventarc import functions_source
+from shared.config.config_files import load_config
+from shared.reconcile.build_plan import new_run
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.worker_contract import WorkerEnv
+from shared.model.worker_contract import WorkerEnv
 
 DATASET = {"data_source": {"size": [512, 384, 192]}, "graph_config": {"CHUNK_SIZE": [64] * 3}}
 CONFIG: dict[str, Any] = {

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from shared.cluster import JobStatus
-from shared.config import Ramp
-from shared.decision import LayerPlan, Plan
-from shared.state import LayerState, RunState, build_layers
+from shared.config.config import Ramp
+from shared.model.state import LayerState, RunState, build_layers
+from shared.ports.cluster import JobStatus
+from shared.reconcile.decision import LayerPlan, Plan
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RAMP = Ramp(start=2, factor=2, period=60, max=16)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.config import PipelineConfig
-from shared.config_files import load_config
+from shared.config.config import PipelineConfig
+from shared.config.config_files import load_config
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 

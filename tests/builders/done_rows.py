@@ -9,8 +9,8 @@ from typing import Any
 from google.cloud.bigtable.data import RowMutationEntry
 from google.cloud.bigtable.data.mutations import SetCell
 
-from shared.adapters.bigtable.chunk_ledger import CHUNK_DONE, LOCK
-from shared.chunk_keys import chunk_row_key
+from adapters.bigtable.chunk_ledger import CHUNK_DONE, LOCK
+from shared.model.chunk_keys import chunk_row_key
 
 BATCH = 5_000  # rows per bulk mutation
 

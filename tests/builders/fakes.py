@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from shared.cluster import JobStatus, ManifestRejectedError, PodInfo
+from shared.ports.cluster import JobStatus, ManifestRejectedError, PodInfo
 
 
 class RecordingCluster:

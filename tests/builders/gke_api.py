@@ -14,7 +14,7 @@ import urllib3
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.rest import RESTResponse
 
-from shared.adapters.gke.cluster import GkeCluster
+from adapters.gke.cluster import GkeCluster
 
 ENDPOINT = "https://10.1.2.3"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gke_api"

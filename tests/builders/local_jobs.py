@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.local.cluster.local_cluster import LocalCluster
-from shared.cluster import JobStatus, PodInfo
+from adapters.local.cluster.local_cluster import LocalCluster
+from shared.ports.cluster import JobStatus, PodInfo
 
 TIMEOUT = 30.0
 

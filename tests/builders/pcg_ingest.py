@@ -74,8 +74,8 @@ def context_factory(env: dict[str, Any]) -> dict[str, Any]:
     graph's ROOT_LOCK_EXPIRY, as ``ChunkedGraph`` builds it (the same at every layer)."""
     from kvdbclient import BigTableClient, BigTableConfig
 
+    from adapters.bigtable.graph_meta_store import read_graph_meta
     from demo.common import geometry
-    from shared.adapters.bigtable.graph_meta_store import read_graph_meta
     from tests.builders.pcg_image_lock import graph_lock_expiry
 
     dataset = json.loads(os.environ["PCG_DATASET_JSON"])
@@ -105,7 +105,7 @@ def context_factory(env: dict[str, Any]) -> dict[str, Any]:
 
 def bounds_fn(ctx: dict[str, Any], layer: int) -> tuple[int, int, int]:
     """The layer's chunk grid, from the graph's geometry (never from PCG_GRID_SHAPE)."""
-    from shared.layers import layer_shape
+    from shared.model.layers import layer_shape
 
     return layer_shape(ctx["l2_shape"], layer)
 
@@ -116,7 +116,7 @@ def make_processor(ctx: dict[str, Any], layer: int, env: dict[str, Any]):
     from cave_pipeline.distribution import FatalChunkError as HarnessFatal
 
     from demo.ingest import process_chunk
-    from shared.layers import chunk_id
+    from shared.model.layers import chunk_id
     from tests.builders.pcg_image_lock import image_options, image_scale, process_under_claim
     from worker.errors import FatalChunkError
 

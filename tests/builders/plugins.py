@@ -53,7 +53,7 @@ def mixed(ctx: Any) -> None:
 
 def _renewals_fail() -> None:
     """From now on every lock renewal of this process raises (Bigtable unreachable)."""
-    from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger
+    from adapters.bigtable.chunk_ledger import BigtableChunkLedger
 
     def unreachable(self: Any, chunk_id: int, token: int) -> bool:
         raise ConnectionError("Bigtable unreachable (test)")
@@ -85,7 +85,7 @@ def claim_stolen(ctx: Any) -> None:
     marker is refused; every other chunk succeeds."""
     if ",".join(map(str, ctx.coord)) != os.environ.get("TEST_STEAL_COORD"):
         return
-    from shared.adapters.bigtable.chunk_ledger import LOCK, chunk_row_key
+    from adapters.bigtable.chunk_ledger import LOCK, chunk_row_key
 
     contender = ctx.client._set_lock_mutation(LOCK, 0x5EC0_1D)
     ctx.client._table.mutate_row(chunk_row_key(ctx.chunk_id, ctx.stage), contender)

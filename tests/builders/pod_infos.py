@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.cluster import PodInfo
+from shared.ports.cluster import PodInfo
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

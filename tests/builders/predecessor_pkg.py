@@ -1,5 +1,5 @@
 """The predecessor's own operator code (cave-pipeline 0.0.4: config.py, manifest.py), for tests
-that check this project reads its files as it did (tests/unit/test_predecessor_render.py).
+that check this project reads its files as it did (tests/unit/config/test_predecessor_render.py).
 
 The wheel is fetched once per machine (`pip download --no-deps`, next to the harness venv of
 tests/builders/pcg_harness.py) and unpacked; its pure-Python modules import on 3.11 and 3.12

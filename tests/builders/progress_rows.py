@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.forecast import LayerForecast, RunForecast
-from shared.progress import (
+from shared.forecast.forecast import LayerForecast, RunForecast
+from shared.model.state import RunState, build_layers
+from shared.views.progress import (
     ClusterTotals,
     LayerPods,
     LayerSize,
@@ -13,7 +14,6 @@ from shared.progress import (
     layer_progress,
     run_progress,
 )
-from shared.state import RunState, build_layers
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 

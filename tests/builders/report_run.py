@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from shared.build_plan import new_run
-from shared.config_files import load_config
-from shared.state import RunState
+from shared.config.config_files import load_config
+from shared.model.state import RunState
+from shared.reconcile.build_plan import new_run
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from shared.adapters.local.process_groups import HOST
+from adapters.local.process_groups import HOST
 
 
 class StallProxy:

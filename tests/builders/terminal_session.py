@@ -21,7 +21,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from shared.adapters.local.process_groups import kill_group
+from adapters.local.process_groups import kill_group
 
 ESCAPES = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 

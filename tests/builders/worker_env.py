@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from shared.layer_spec import layer_geometry
-from shared.layers import layer_count
-from shared.worker_contract import COMPLETION_INDEX, WorkerEnv
+from shared.jobs.layer_spec import layer_geometry
+from shared.model.layers import layer_count
+from shared.model.worker_contract import COMPLETION_INDEX, WorkerEnv
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 
 REPO = Path(__file__).resolve().parents[2]

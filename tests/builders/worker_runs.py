@@ -15,8 +15,8 @@ import numpy as np
 
 from demo.graph_table import read_all_nodes
 from demo.oracle import OracleResult, compare, observed_stats
-from shared.grid import batch_coords, layer_batch_size, num_batches
-from shared.layers import chunk_id, layer_count, layer_shape
+from shared.model.grid import batch_coords, layer_batch_size, num_batches
+from shared.model.layers import chunk_id, layer_count, layer_shape
 from tests.builders.worker_env import REPO, worker_env
 
 SIZE, CHUNK, BATCH, SEED = (32, 32, 32), (8, 8, 8), 16, 7

@@ -8,13 +8,13 @@ from collections.abc import Callable, Iterator
 import pytest
 from click.testing import CliRunner, Result
 
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import PubSubBus
 from demo.oracle import expected_stats
 from demo.volume import generate_volume, save_volume
 from scripts.cli import main
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.build_plan import new_run
-from shared.config_files import load_config
+from shared.config.config_files import load_config
+from shared.reconcile.build_plan import new_run
 from tests.builders.stored_runs import DEMO, NOW
 from tests.builders.worker_runs import CHUNK, N_LAYERS, SIZE, Demo
 

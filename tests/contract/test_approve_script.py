@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from adapters.google.firestore_store import FirestoreRunStore
 from scripts.approve import main as approve_main
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.build_plan import new_run
-from shared.config_files import load_config
-from shared.controller import Controller
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
-from shared.build_plan import new_run
-from shared.config_files import load_config
-from shared.controller import Controller
-from shared.controller_usage import ControllerUsage
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.money.controller_usage import ControllerUsage
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT

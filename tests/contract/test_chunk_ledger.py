@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from google.cloud.bigtable.data.mutations import SetCell
 
-from shared.adapters.bigtable.chunk_ledger import (
+from adapters.bigtable.chunk_ledger import (
     CHUNK_DONE,
     LOCK,
     BigtableChunkLedger,
     chunk_row_key,
     random_token,
 )
-from shared.chunk_ledger import ClaimResult
+from shared.ports.chunk_ledger import ClaimResult
 
 A, B = 0x1111_2222_3333_4444, 0xFFFF_0000_FFFF_0001  # B > 2**63: full uint64 range
 

@@ -7,9 +7,9 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from shared.alerts import MAX_BODY_BYTES, body_size
-from shared.cluster import PodInfo
-from shared.controller import Controller
+from shared.control.alerts import MAX_BODY_BYTES, body_size
+from shared.control.controller import Controller
+from shared.ports.cluster import PodInfo
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import NOW
 

@@ -23,19 +23,19 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import PubSubBus
+from adapters.local.cluster.local_cluster import LocalCluster, LocalClusterView
 from scripts import cluster_access
 from scripts.cli import main
-from shared import grid
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.cluster.local_cluster import LocalCluster, LocalClusterView
-from shared.build_plan import new_run
-from shared.config_files import load_config
-from shared.layer_spec import layer_spec
-from shared.layers import layer_count, layer_shape
-from shared.manifest import render_job
-from shared.run_store import RunNotFoundError
-from shared.state import RunState
+from shared.config.config_files import load_config
+from shared.jobs.layer_spec import layer_spec
+from shared.jobs.manifest import render_job
+from shared.model import grid
+from shared.model.layers import layer_count, layer_shape
+from shared.model.state import RunState
+from shared.ports.run_store import RunNotFoundError
+from shared.reconcile.build_plan import new_run
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
 CFG = load_config(DEMO)

@@ -1,4 +1,4 @@
-"""The `shared.cluster.Cluster` contract, one set of tests for every implementation.
+"""The `shared.ports.cluster.Cluster` contract, one set of tests for every implementation.
 
 `local`: the local cluster (subprocess pods), always. `gke`: a real cluster through
 `GkeCluster.from_kubeconfig()` (context `PIPELINE_KUBE_CONTEXT`, namespace
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from shared.cluster import Cluster, JobStatus
+from shared.ports.cluster import Cluster, JobStatus
 
 NO_CLUSTER = (
     "no real cluster: set KUBECONFIG to a cluster's kubeconfig to run the contract against it"
@@ -45,7 +45,7 @@ def target(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Target]:
     if request.param == "local":
-        from shared.adapters.local.cluster.local_cluster import LocalCluster
+        from adapters.local.cluster.local_cluster import LocalCluster
 
         state_dir: Path = tmp_path_factory.mktemp("local-cluster")
         cluster = LocalCluster(
@@ -59,7 +59,7 @@ def target(
         return
     if not os.environ.get("KUBECONFIG"):
         pytest.skip(NO_CLUSTER)
-    from shared.adapters.gke.cluster import GkeCluster
+    from adapters.gke.cluster import GkeCluster
 
     namespace = os.environ.get("PIPELINE_NAMESPACE", "default")
     cluster = GkeCluster.from_kubeconfig(os.environ.get("PIPELINE_KUBE_CONTEXT"), namespace)
@@ -349,7 +349,7 @@ def test_a_deleted_pod_is_a_failed_attempt_and_its_index_is_retried(cluster: Tar
 
 
 def test_validate_job_accepts_a_valid_job_and_names_what_is_wrong(cluster: Target) -> None:
-    from shared.cluster import ManifestRejectedError
+    from shared.ports.cluster import ManifestRejectedError
 
     name = unique("dry")
     good = manifest(name, PRINT_INDEX)

@@ -11,12 +11,17 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.build_plan import new_run
-from shared.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError, PodInfo
-from shared.config_files import load_config
-from shared.controller import Controller
-from shared.pricing import RateRow
+from adapters.google.firestore_store import FirestoreRunStore
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.money.pricing import RateRow
+from shared.ports.cluster import (
+    ClusterError,
+    ClusterUnreachableError,
+    ManifestRejectedError,
+    PodInfo,
+)
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
 
@@ -392,7 +397,7 @@ def test_concurrent_flushes_publish_each_alert_once(store, run):
 def test_a_take_whose_publisher_died_is_published_later(store, run, monkeypatch):
     """At least once: an entry taken by a publisher that never published is left alone while
     the take is fresh, and published once it lapses."""
-    import shared.adapters.google.firestore_outbox as fs
+    import adapters.google.firestore_outbox as fs
 
     _outbox(store, 1)
     [alert] = store.unsent_alerts("r1")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 
-from shared.controller import Controller
+from shared.control.controller import Controller
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import NOW
 
@@ -54,7 +54,7 @@ def test_a_created_job_is_logged_once_and_a_job_found_existing_is_a_warning(stor
 
 
 def _decision_creating(store, cluster, job):
-    from shared.decision import CreateJob, Decision
+    from shared.reconcile.decision import CreateJob, Decision
 
     state = store.load_run("r1")
     ls = state.layers["ingest-L2"]

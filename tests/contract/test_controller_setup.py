@@ -12,19 +12,19 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.bigtable.chunk_ledger import (
+from adapters.bigtable.chunk_ledger import (
     close_bigtable_client,
     ensure_table,
     open_bigtable_client,
 )
-from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables, write_graph_meta
-from shared.build_plan import new_run
-from shared.cluster import PodInfo
-from shared.config_files import load_config
-from shared.controller import Controller
-from shared.graph_meta import GraphMeta, report_line
-from shared.layers import layer_count
-from shared.operator_actions import resubmit
+from adapters.bigtable.graph_meta_store import BigtableGraphTables, write_graph_meta
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.model.graph_meta import GraphMeta, report_line
+from shared.model.layers import layer_count
+from shared.operate.operator_actions import resubmit
+from shared.ports.cluster import PodInfo
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
 

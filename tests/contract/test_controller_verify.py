@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.bigtable.ledger_scan import done_chunk_ids
-from shared.completeness import layer_grid
-from shared.config_files import load_config
-from shared.controller import Controller
+from adapters.bigtable.ledger_scan import done_chunk_ids
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.reconcile.completeness import layer_grid
 from tests.builders.done_rows import write_done_markers
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
@@ -86,8 +86,8 @@ def test_a_complete_build_finishes_with_the_verdict(store, setup):
 
 
 def test_pipeline_verify_lists_the_unmarked_chunks(firestore_project, bigtable_table, cli):
-    from shared.adapters.google.firestore_store import FirestoreRunStore
-    from shared.build_plan import new_run
+    from adapters.google.firestore_store import FirestoreRunStore
+    from shared.reconcile.build_plan import new_run
     from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 
     client, table_id = bigtable_table

@@ -19,14 +19,14 @@ import functions_framework
 import pytest
 from google.protobuf.json_format import MessageToDict
 
-from shared import dead_letters
-from shared.adapters import wiring
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
-from shared.adapters.local.eventarc import functions_source
-from shared.build_plan import new_run
-from shared.cluster import ClusterUnreachableError
-from shared.config_files import load_config
+from adapters import wiring
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import TOPICS, PubSubBus
+from adapters.local.eventarc import functions_source
+from shared.config.config_files import load_config
+from shared.control import dead_letters
+from shared.ports.cluster import ClusterUnreachableError
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"

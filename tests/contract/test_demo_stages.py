@@ -22,19 +22,19 @@ from typing import Any
 import numpy as np
 import pytest
 
+from adapters.bigtable.chunk_ledger import (
+    BigtableChunkLedger,
+    close_bigtable_client,
+    open_bigtable_client,
+)
 from demo.graph_table import read_all_nodes
 from demo.oracle import compare, expected_stats, observed_stats
 from demo.oracle_stages import check_l2cache, check_meshing
 from demo.stage_rows import stage_table_id
 from demo.stage_tables import read_l2cache, read_meshes, write_l2cache
 from demo.volume import generate_volume, save_volume
-from shared.adapters.bigtable.chunk_ledger import (
-    BigtableChunkLedger,
-    close_bigtable_client,
-    open_bigtable_client,
-)
-from shared.grid import layer_batch_size, num_batches
-from shared.layers import chunk_id, layer_count, layer_shape
+from shared.model.grid import layer_batch_size, num_batches
+from shared.model.layers import chunk_id, layer_count, layer_shape
 from tests.builders.worker_env import REPO, worker_env
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.adapters.bigtable.graph_meta_store import write_graph_meta
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.config_files import load_config
+from adapters.bigtable.graph_meta_store import write_graph_meta
+from adapters.google.firestore_store import FirestoreRunStore
+from shared.config.config_files import load_config
 from shared.doctor.checks import CHECKS
-from shared.graph_meta import GraphMeta
-from shared.layers import layer_count
+from shared.model.graph_meta import GraphMeta
+from shared.model.layers import layer_count
 from tests.builders.stored_runs import DEMO
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.local.emulators import (
+from adapters.local.emulators import (
     EmulatorMissingError,
     EmulatorSet,
     EmulatorStartError,
@@ -109,7 +109,7 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         pids.append(proc.pid)
         return proc
 
-    monkeypatch.setattr("shared.adapters.local.emulators.subprocess.Popen", recording_popen)
+    monkeypatch.setattr("adapters.local.emulators.subprocess.Popen", recording_popen)
     return pids
 
 
@@ -152,7 +152,7 @@ def test_emulator_set_env(emulators: EmulatorSet) -> None:
 def test_wipe_firestore(emulators: EmulatorSet, firestore_project: str) -> None:
     from google.cloud import firestore
 
-    from shared.adapters.local.emulators import wipe_firestore
+    from adapters.local.emulators import wipe_firestore
 
     client = firestore.Client(project=firestore_project)
     try:

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from shared.coalesce import Verdict
-from shared.controller import Controller
-from shared.job_events import JobEvent
-from shared.run_store import RunExistsError, RunNotFoundError, StaleStateError
+from shared.control.controller import Controller
+from shared.control.job_events import JobEvent
+from shared.ports.coalesce import Verdict
+from shared.ports.run_store import RunExistsError, RunNotFoundError, StaleStateError
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import NOW
 
@@ -126,12 +126,12 @@ def test_job_events_are_coalesced_by_the_controller(store, run):
 def test_each_role_adapter_reads_what_the_whole_store_wrote(store, run, firestore_project):
     """The run store split by role keeps one stored shape: each role's adapter, on a client
     of its own, sees the documents the all-roles store wrote, and the other way round."""
-    from shared.adapters.google.firestore_outbox import FirestoreOutbox
-    from shared.adapters.google.firestore_run_health import FirestoreRunHealth
-    from shared.adapters.google.firestore_runs import FirestoreRuns
-    from shared.adapters.google.firestore_sightings import FirestoreSightings
-    from shared.adapters.google.reconcile_lease import FirestoreReconcileLeases
-    from shared.adapters.google.watch_lease import FirestoreWatchLease
+    from adapters.google.firestore_outbox import FirestoreOutbox
+    from adapters.google.firestore_run_health import FirestoreRunHealth
+    from adapters.google.firestore_runs import FirestoreRuns
+    from adapters.google.firestore_sightings import FirestoreSightings
+    from adapters.google.reconcile_lease import FirestoreReconcileLeases
+    from adapters.google.watch_lease import FirestoreWatchLease
 
     runs = FirestoreRuns(firestore_project)
     assert runs.load_run("r1").run_doc() == store.load_run("r1").run_doc()

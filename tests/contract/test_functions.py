@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from shared.adapters import wiring
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
-from shared.adapters.local.cluster.log_export import make_log_entry
+from adapters import wiring
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import TOPICS, PubSubBus
+from adapters.local.cluster.log_export import make_log_entry
 from tests.builders.cloud_events import client, envelope, kick, start_run
 from tests.builders.fakes import RecordingCluster
 
@@ -63,7 +63,7 @@ def test_permanent_errors_are_acknowledged(env, target, data):
 def test_job_event_reconciles_owner_and_duplicates_are_dropped(env):
     """The event reconciles the Job's run; its redelivery is dropped on its insertId. The
     event is stamped ahead of the function's clock (skew), so no reconcile covers it
-    (shared.coalesce) and only the dedupe can drop the redelivery; and by then layer 3 has
+    (shared.ports.coalesce) and only the dedupe can drop the redelivery; and by then layer 3 has
     completed too, so a redelivery that got through would start layer 4."""
     store, cluster, _, _ = env
     run_id = start_run(store)
@@ -145,7 +145,7 @@ def test_tick_reconciles_active_runs_and_publishes_alerts(env):
 def test_job_event_whose_reconcile_fails_is_redelivered_not_deduped(env):
     """A transient failure answers 500 so Pub/Sub redelivers, and the redelivery is not
     swallowed by the dedupe of the first attempt."""
-    from shared.cluster import ClusterUnreachableError
+    from shared.ports.cluster import ClusterUnreachableError
 
     store, cluster, _, _ = env
     run_id = start_run(store)

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.emulators import EmulatorSet, sdk_root
-from shared.build_plan import new_run
-from shared.config_files import load_config
-from shared.run_store import StaleStateError
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import PubSubBus
+from adapters.local.emulators import EmulatorSet, sdk_root
+from shared.config.config_files import load_config
+from shared.ports.run_store import StaleStateError
+from shared.reconcile.build_plan import new_run
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATING = REPO / "docs" / "operating.md"

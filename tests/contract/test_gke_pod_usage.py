@@ -10,13 +10,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pod_usage import CPU_USAGE, MEMORY_USED, CloudPodUsage
-from shared.build_plan import new_run
-from shared.cluster import PodInfo
-from shared.config_files import load_config
-from shared.controller import Controller
-from shared.observe import Observer
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pod_usage import CPU_USAGE, MEMORY_USED, CloudPodUsage
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.control.observe import Observer
+from shared.ports.cluster import PodInfo
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 from tests.builders.recorded_http import MonitoringSession
 from tests.builders.stored_runs import DEMO
@@ -79,7 +79,7 @@ def test_a_completed_layer_keeps_its_pods_usage_from_monitoring(firestore_projec
 def test_a_finished_canarys_pods_are_observed_with_their_usage(firestore_project):
     """The canary's one pod has a memory point of 4 GiB and no CPU span: observed with that
     peak and no CPU figure, which the canary sizes from (its memory; its CPU stays the
-    config's, tests/unit/test_canary.py)."""
+    config's, tests/unit/reconcile/test_canary.py)."""
     store, cluster = FirestoreRunStore(firestore_project), GkeLikeCluster()
     run = new_run(load_config(DEMO), "run1", ["ingest"], "auto", NOW - timedelta(minutes=10))
     ls = run.layers["ingest-L2"]

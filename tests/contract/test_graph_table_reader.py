@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import uuid
 
-from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables, write_graph_meta
-from shared.graph_meta import GraphMeta
-from shared.graph_table import GraphTable, TableState
+from adapters.bigtable.graph_meta_store import BigtableGraphTables, write_graph_meta
+from shared.model.graph_meta import GraphMeta
+from shared.ports.graph_table import GraphTable, TableState
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 
 META = GraphMeta((0, 0, 0), (64, 64, 64), (16, 16, 16), 4)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from google.cloud.bigtable.data.mutations import SetCell
 
-from shared.adapters.bigtable.chunk_ledger import LOCK, ClaimResult
-from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger as ChunkLedger
+from adapters.bigtable.chunk_ledger import LOCK, ClaimResult
+from adapters.bigtable.chunk_ledger import BigtableChunkLedger as ChunkLedger
 from worker.claim_tokens import attempt_token, lineage, lineage_range
 from worker.harness import BatchRunner
 from worker.logs import JsonLogger

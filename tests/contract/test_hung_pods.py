@@ -12,14 +12,14 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.adapters.bigtable.done_times import BigtableDoneTimes
-from shared.adapters.local.cluster.local_cluster import LocalCluster
-from shared.build_plan import new_run
-from shared.cluster import PodInfo
-from shared.config import Bigtable, Dataset
-from shared.config_files import load_config
-from shared.controller import Controller, utcnow
-from shared.worker_contract import COMPLETION_INDEX
+from adapters.bigtable.done_times import BigtableDoneTimes
+from adapters.local.cluster.local_cluster import LocalCluster
+from shared.config.config import Bigtable, Dataset
+from shared.config.config_files import load_config
+from shared.control.controller import Controller, utcnow
+from shared.model.worker_contract import COMPLETION_INDEX
+from shared.ports.cluster import PodInfo
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 from tests.builders.local_jobs import wait_for
 from tests.builders.stored_runs import DEMO, NOW

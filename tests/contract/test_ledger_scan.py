@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shared.adapters.bigtable.ledger_scan import done_chunk_ids, key_ranges
-from shared.completeness import LayerGrid, verify_layer
+from adapters.bigtable.ledger_scan import done_chunk_ids, key_ranges
+from shared.reconcile.completeness import LayerGrid, verify_layer
 from tests.builders.done_rows import write_claims, write_done_markers
 
 L2 = LayerGrid("ingest", 2, (8, 8, 8), 5, 10)

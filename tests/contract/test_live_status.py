@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.build_plan import new_run
-from shared.config_files import load_config
+from adapters.google.firestore_store import FirestoreRunStore
+from shared.config.config_files import load_config
+from shared.reconcile.build_plan import new_run
 from tests.builders.stall_proxy import StallProxy
 from tests.builders.terminal_session import TerminalSession
 

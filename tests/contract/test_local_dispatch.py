@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.eventarc import Dispatcher
+from adapters.google.pubsub_bus import PubSubBus
+from adapters.local.eventarc import Dispatcher
 
 HOLD_S = 0.8
 

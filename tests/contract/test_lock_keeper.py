@@ -11,8 +11,8 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from shared.adapters.bigtable.chunk_ledger import LOCK, BigtableChunkLedger
-from shared.chunk_ledger import ClaimResult
+from adapters.bigtable.chunk_ledger import LOCK, BigtableChunkLedger
+from shared.ports.chunk_ledger import ClaimResult
 from worker.lock_keeper import CLAIM_LOST, LockKeeper
 from worker.logs import JsonLogger
 

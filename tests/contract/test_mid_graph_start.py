@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from shared.adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
+from adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
 from tests.builders.stored_runs import DEMO
 
 PCG = "caveconnectome/pychunkedgraph:v3.2.0.dev6"

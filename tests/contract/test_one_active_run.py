@@ -1,11 +1,11 @@
 """`pipeline start` keeps one active run per graph (scripts/commands/run.py, the guard in
-shared/operator_actions.py): the runs of the graph are read from the Firestore emulator, a
+shared/operate/operator_actions.py): the runs of the graph are read from the Firestore emulator, a
 second active run is refused naming the first and `--force`, and `--force` is recorded on the
 new run's document."""
 
 from __future__ import annotations
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.firestore_store import FirestoreRunStore
 from tests.builders.stored_runs import DEMO
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from shared.build_plan import new_run
-from shared.cluster import PodInfo
-from shared.config_files import load_config
-from shared.controller import Controller
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.ports.cluster import PodInfo
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
 

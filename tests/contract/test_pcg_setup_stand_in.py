@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from shared.adapters.bigtable.chunk_ledger import ensure_table
-from shared.adapters.bigtable.graph_meta_store import BigtableGraphTables
-from shared.graph_table import TableState
+from adapters.bigtable.chunk_ledger import ensure_table
+from adapters.bigtable.graph_meta_store import BigtableGraphTables
+from shared.ports.graph_table import TableState
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.local.cluster.events import EventSettings
-from shared.adapters.local.cluster.local_cluster import LocalCluster
-from shared.build_plan import new_run
-from shared.config_files import load_config
-from shared.controller import Controller, utcnow
-from shared.evictions import ALERT_KIND
-from shared.layer_spec import layer_spec
-from shared.operator_actions import cancel, resubmit
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.local.cluster.events import EventSettings
+from adapters.local.cluster.local_cluster import LocalCluster
+from shared.config.config_files import load_config
+from shared.control.controller import Controller, utcnow
+from shared.jobs.layer_spec import layer_spec
+from shared.operate.operator_actions import cancel, resubmit
+from shared.reconcile.build_plan import new_run
+from shared.reconcile.evictions import ALERT_KIND
 from tests.builders.local_jobs import wait_for
 from tests.builders.stored_runs import DEMO
 

@@ -1,4 +1,4 @@
-"""The tick function's tail watch (shared/advance_watch.py) through functions-framework,
+"""The tick function's tail watch (shared/control/advance_watch.py) through functions-framework,
 against the Firestore and Pub/Sub emulators: a layer that completes after the tick's
 reconcile, with no Job event at all, advances before the tick returns; and ticks that come
 late, twice at once or again never watch at the same time (docs/ticks-and-evictions.md)."""
@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.adapters import wiring
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import TOPICS, PubSubBus
-from shared.adapters.local.eventarc import Dispatcher
-from shared.cluster import JobStatus
+from adapters import wiring
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import TOPICS, PubSubBus
+from adapters.local.eventarc import Dispatcher
+from shared.ports.cluster import JobStatus
 from tests.builders.cloud_events import client, envelope, kick, start_run
 from tests.builders.fakes import RecordingCluster
 
@@ -105,7 +105,7 @@ def test_without_the_watch_the_layer_waits_for_the_next_tick(env, monkeypatch) -
 
 
 # --- Ticks never watch into each other ---------------------------------------------------
-# Through the local Eventarc stand-in (shared/adapters/local/eventarc.py) on the Pub/Sub
+# Through the local Eventarc stand-in (adapters/local/eventarc.py) on the Pub/Sub
 # emulator, two instances of the tick function, and a fault hook that delays, duplicates and
 # redelivers ticks. Counted from the function's own log lines, never from wall time.
 

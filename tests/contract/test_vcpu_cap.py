@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.build_plan import new_run
-from shared.config_files import load_config
-from shared.controller import Controller
+from adapters.google.firestore_store import FirestoreRunStore
+from shared.config.config_files import load_config
+from shared.control.controller import Controller
+from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
 

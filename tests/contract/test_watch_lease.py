@@ -1,4 +1,4 @@
-"""The tail watch's lease on the Firestore emulator (shared/adapters/google/watch_lease.py):
+"""The tail watch's lease on the Firestore emulator (adapters/google/watch_lease.py):
 one holder at a time, released only by its holder, lapsed after its expiry, and apart from
 the runs' reconcile leases."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.firestore_store import FirestoreRunStore
 from tests.builders.stored_runs import NOW
 
 LATER = NOW + timedelta(seconds=110)

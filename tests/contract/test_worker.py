@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn
 
-from shared.adapters.bigtable.chunk_ledger import (
+from adapters.bigtable.chunk_ledger import (
     CHUNK_DONE,
     BigtableChunkLedger,
     chunk_row_key,
     random_token,
 )
-from shared.chunk_ledger import ClaimResult
-from shared.grid import batch_coords, coord_to_batch_index
-from shared.layers import chunk_id, layer_shape
+from shared.model.grid import batch_coords, coord_to_batch_index
+from shared.model.layers import chunk_id, layer_shape
+from shared.ports.chunk_ledger import ClaimResult
 from tests.builders.worker_runs import (
     BATCH,
     L2_SHAPE,

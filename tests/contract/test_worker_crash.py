@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger
+from adapters.bigtable.chunk_ledger import BigtableChunkLedger
 from tests.builders.worker_runs import (
     N_LAYERS,
     _env,

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from google.cloud.bigtable.data.mutations import SetCell
 
-from shared.adapters.bigtable.chunk_ledger import LOCK, ClaimResult
-from shared.adapters.bigtable.chunk_ledger import BigtableChunkLedger as ChunkLedger
-from shared.adapters.local import chaos_mailbox as mb
-from shared.chaos_audit import zombie_claims
-from shared.claim_timing import takeover_after_s
+from adapters import chaos_mailbox as mb
+from adapters.bigtable.chunk_ledger import LOCK, ClaimResult
+from adapters.bigtable.chunk_ledger import BigtableChunkLedger as ChunkLedger
+from shared.chaos.chaos_audit import zombie_claims
+from shared.model.claim_timing import takeover_after_s
 from worker import chaos_points
 from worker.claim_tokens import attempt_token, lineage, lineage_range
 from worker.lock_keeper import LockKeeper

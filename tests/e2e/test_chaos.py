@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import chaos_plan as cp
+from shared.chaos import chaos_plan as cp
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -52,7 +52,7 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     # forecasts [elapsed_s, predicted_total_wall_s]: one each time a layer finished, and
     # mid-layer ones while layers ran; the error of the one nearest 40 % of the wall time
     # (a 32^3 layer may finish between two looks of the progress loop on a fast machine, so
-    # there may be no mid-layer entry here: tests/unit/test_eta_recorder.py pins when they
+    # there may be no mid-layer entry here: tests/unit/forecast/test_eta_recorder.py pins when they
     # are made)
     etas = summary["eta_forecasts"]
     assert len(etas) == summary["layers"] + summary["mid_layer_forecasts"]

@@ -11,7 +11,7 @@ import pytest
 
 from demo.volume import generate_volume, save_volume
 from scripts.demo_run import prepare_config, run_demo
-from shared.config_files import load_config
+from shared.config.config_files import load_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]
 

@@ -10,7 +10,7 @@ import pytest
 
 from demo.auto_approver import APPROVER
 from scripts.demo_run import prepare_config, run_demo
-from shared.config_files import load_config
+from shared.config.config_files import load_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]
 

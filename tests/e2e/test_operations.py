@@ -15,24 +15,24 @@ from pathlib import Path
 
 import pytest
 
-from demo.graph_table import read_all_nodes
-from demo.oracle import compare, expected_stats, observed_stats
-from demo.volume import generate_volume, save_volume
-from shared import intervals
-from shared import operator_actions as ops
-from shared.adapters.bigtable.chunk_ledger import (
+from adapters.bigtable.chunk_ledger import (
     close_bigtable_client,
     ensure_table,
     open_bigtable_client,
 )
-from shared.adapters.google.firestore_store import FirestoreRunStore
-from shared.adapters.google.pubsub_bus import PubSubBus
-from shared.adapters.local.stack import LocalStack
-from shared.build_plan import new_run
-from shared.config import PipelineConfig
-from shared.config_files import load_config
-from shared.layers import layer_count
-from shared.state import RunState
+from adapters.google.firestore_store import FirestoreRunStore
+from adapters.google.pubsub_bus import PubSubBus
+from adapters.local.stack import LocalStack
+from demo.graph_table import read_all_nodes
+from demo.oracle import compare, expected_stats, observed_stats
+from demo.volume import generate_volume, save_volume
+from shared.config.config import PipelineConfig
+from shared.config.config_files import load_config
+from shared.model import intervals
+from shared.model.layers import layer_count
+from shared.model.state import RunState
+from shared.operate import operator_actions as ops
+from shared.reconcile.build_plan import new_run
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from scripts.demo_run import prepare_config, run_demo
-from shared.config_files import load_config
-from shared.grid import layer_batch_size
-from shared.layers import layer_shape
+from shared.config.config_files import load_config
+from shared.model.grid import layer_batch_size
+from shared.model.layers import layer_shape
 from tests.builders.pcg_harness import chunk_lines, harness_python_or_skip, harness_windows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.adapters.local.process_groups import group_alive
+from adapters.local.process_groups import group_alive
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("need_emulators")]

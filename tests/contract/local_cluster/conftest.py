@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.local.cluster.events import EventSettings
-from shared.adapters.local.cluster.local_cluster import LocalCluster
+from adapters.local.cluster.events import EventSettings
+from adapters.local.cluster.local_cluster import LocalCluster
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.adapters.local.cluster.local_cluster import LocalCluster
-from shared.adapters.local.cluster.spec import parse_quantity
-from shared.cluster import ClusterError, ManifestRejectedError
+from adapters.local.cluster.local_cluster import LocalCluster
+from adapters.local.cluster.spec import parse_quantity
+from shared.ports.cluster import ClusterError, ManifestRejectedError
 from tests.builders.local_jobs import (
     DEFAULT_RULES,
     finished,

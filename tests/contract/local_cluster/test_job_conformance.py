@@ -4,7 +4,7 @@ API reference pages). docs/local-cluster.md lists them with what each checks.
 
 The status the local cluster reports must be the one the Job controller writes: interval
 strings, counts, conditions and reasons; and whatever Kubernetes writes, the controller's
-parsing (shared.intervals, shared.adapters.gke.wire, shared.job_events) must read.
+parsing (shared.model.intervals, adapters.gke.wire, shared.control.job_events) must read.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from shared import intervals
-from shared.adapters.gke.wire import job_status
-from shared.adapters.local.cluster.local_cluster import LocalCluster
-from shared.adapters.local.cluster.log_export import make_log_entry
-from shared.cluster import JobStatus
-from shared.job_events import parse_log_entry
+from adapters.gke.wire import job_status
+from adapters.local.cluster.local_cluster import LocalCluster
+from adapters.local.cluster.log_export import make_log_entry
+from shared.control.job_events import parse_log_entry
+from shared.model import intervals
+from shared.ports.cluster import JobStatus
 from tests.builders.k8s_objects import job as k8s_job
 from tests.builders.local_jobs import finished, manifest, reasons, running, wait_for
 

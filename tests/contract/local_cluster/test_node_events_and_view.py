@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.local.cluster.events import EventSettings
-from shared.adapters.local.cluster.local_cluster import LocalCluster
-from shared.adapters.local.cluster.view import LocalClusterView
-from shared.cluster import ClusterError, JobStatus
+from adapters.local.cluster.events import EventSettings
+from adapters.local.cluster.local_cluster import LocalCluster
+from adapters.local.cluster.view import LocalClusterView
+from shared.ports.cluster import ClusterError, JobStatus
 from tests.builders.local_jobs import (
     finished,
     manifest,

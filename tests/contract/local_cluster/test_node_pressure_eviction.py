@@ -5,7 +5,7 @@ preemption (the index is retried, no retry spent), however often it happens."""
 
 from __future__ import annotations
 
-from shared.evictions import pod_evicted
+from shared.reconcile.evictions import pod_evicted
 from tests.builders.local_jobs import finished, manifest, running, wait_for
 
 

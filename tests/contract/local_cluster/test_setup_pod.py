@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shared.config_files import load_config
-from shared.setup_job import dataset_config_map_manifest, render_setup_job, secret_manifest
+from shared.config.config_files import load_config
+from shared.jobs.setup_job import dataset_config_map_manifest, render_setup_job, secret_manifest
 from tests.builders.local_jobs import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]

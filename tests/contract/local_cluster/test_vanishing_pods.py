@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.adapters.local.cluster.local_cluster import LocalCluster
-from shared.cluster import ClusterError
+from adapters.local.cluster.local_cluster import LocalCluster
+from shared.ports.cluster import ClusterError
 from tests.builders.local_jobs import (
     finished,
     manifest,

@@ -37,8 +37,8 @@ VERSION = "pcg-stand-in"
 def setup(graph_id: str, raw: bool = False, exist_ok: bool = False) -> str:
     """Create the graph (table and metadata); "created" or, with exist_ok on an existing
     table, "exists: skipped". Raises ValueError("... already exists.") otherwise."""
+    from adapters.bigtable.graph_meta_store import meta_record
     from demo.setup import graph_meta
-    from shared.adapters.bigtable.graph_meta_store import meta_record
 
     with open(DATASET_PATH) as stream:
         config = yaml.safe_load(stream)

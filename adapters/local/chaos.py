@@ -1,0 +1,275 @@
+"""The chaos injector of the local stack: plays a `shared.chaos.chaos_plan` on a running demo.
+
+A thread arms each planned fault when its time comes, through the mechanism that fault
+needs, and counts the faults actually injected (a fault with nothing to act on yet waits):
+
+- worker faults (`chaos_plan.WORKER_KINDS`) go to the chaos mailbox; the next worker that
+  begins a chunk (chunk-level kinds) or writes rows (pod-level kinds) takes one
+  (`worker.chaos_points`). For pod-level kinds it holds mid-write; this thread reads the
+  rows the attempt has written so far (`probe`: what `partial_writes_recovered` is counted
+  against), then SIGKILLs, preempts (not released: the worker outstays its SIGTERM grace)
+  or loses that pod through the local cluster's hooks. Every other `node_lost`, starting
+  with the first, leaves a *zombie*: the pod is gone from the API but its process is
+  released and goes on until its claim is fenced;
+- Pub/Sub faults hook the local Eventarc (`Dispatcher.fault_hook`): the next job event or
+  kick is duplicated, delayed, held behind the next one, or acknowledged and dropped;
+- `host_killed`: the next reconcile that committed actions raises before acting, as a
+  function host killed between commit and act (Pub/Sub redelivers; ticks finish the act);
+- `cluster_api_down`: the stack's `ClusterApiGate` refuses every controller call for
+  `CLUSTER_DOWN_S` with `ClusterUnreachableError`, the GKE adapter's error for 5xx/no answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from adapters import chaos_mailbox as mb
+from shared.chaos import chaos_plan as cp
+from shared.ports.cluster import ClusterUnreachableError
+
+log = logging.getLogger("cave_pipeline.chaos")
+
+PUBSUB_KINDS = (cp.PUBSUB_DUPLICATE, cp.PUBSUB_DELAY, cp.PUBSUB_REORDER, cp.PUBSUB_DROP)
+PUBSUB_TARGETS = ("job-events-fn", "kick-fn")  # ticks come every period anyway
+DELAY_S = 3.0  # how late a delayed message arrives
+REORDER_MAX_S = 5.0  # a held-back message goes at the latest this long after
+
+
+class HostKilledError(RuntimeError):
+    """Injected: the function host died after the commit, before the act."""
+
+
+class ClusterApiGate:
+    """The controller's view of the cluster: every call passes through, except while
+    refusing (then each raises `ClusterUnreachableError`, as GKE's adapter on a 5xx)."""
+
+    def __init__(self, cluster: Any) -> None:
+        self._cluster = cluster
+        self._refuse_until = 0.0
+        self.refused = 0  # calls refused
+
+    def refuse_for(self, seconds: float) -> None:
+        self._refuse_until = time.monotonic() + seconds
+
+    @property
+    def refusing(self) -> bool:
+        return time.monotonic() < self._refuse_until
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._cluster, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.refusing:
+                self.refused += 1
+                raise ClusterUnreachableError(f"chaos: the cluster API refused {name} (503)")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+class PubSubFaults:
+    """`Dispatcher.fault_hook`: plays armed Pub/Sub faults on the next target message."""
+
+    def __init__(self) -> None:
+        self._armed: list[str] = []
+        self._held: list[Callable[[], None]] = []  # reordered: go after the next message
+        self._lock = threading.Lock()
+        self.injected: Counter[str] = Counter()
+
+    def arm(self, kind: str) -> None:
+        with self._lock:
+            self._armed.append(kind)
+
+    def __call__(self, sub: str, message: Any, deliver: Callable[[], None]) -> bool:
+        """True if the fault took the message over (the dispatcher then does nothing)."""
+        with self._lock:
+            released, self._held = self._held, []
+            kind = self._armed.pop(0) if self._armed and sub in PUBSUB_TARGETS else None
+            if kind is not None:
+                self.injected[kind] += 1
+        for later in released:  # held back behind this message: it goes after it
+            _later(0.05, later)
+        if kind is None:
+            return False
+        log.info("chaos: %s on a %s message", kind, sub)
+        if kind == cp.PUBSUB_DUPLICATE:
+            deliver()
+            deliver()
+        elif kind == cp.PUBSUB_DELAY:
+            _later(DELAY_S, deliver)
+        elif kind == cp.PUBSUB_REORDER:
+            once = _once(deliver)
+            with self._lock:
+                self._held.append(once)
+            _later(REORDER_MAX_S, once)
+        else:  # dropped: acknowledged, never delivered
+            message.ack()
+        return True
+
+
+def _later(delay_s: float, fn: Callable[[], None]) -> None:
+    timer = threading.Timer(delay_s, fn)
+    timer.daemon = True  # a stack that stops does not wait for a late delivery
+    timer.start()
+
+
+def _once(fn: Callable[[], None]) -> Callable[[], None]:
+    lock, done = threading.Lock(), [False]
+
+    def call() -> None:
+        with lock:
+            if done[0]:
+                return
+            done[0] = True
+        fn()
+
+    return call
+
+
+class HostKiller:
+    """Arms `host_killed`: the next reconcile with actions, after its commit, raises in
+    place of acting (wraps `Reconciler.act` in this process, where the local functions run)."""
+
+    def __init__(self) -> None:
+        self._armed = 0
+        self._lock = threading.Lock()
+        self.injected = 0
+        self._original: Any = None
+
+    def install(self) -> None:
+        from shared.control.reconciler import Reconciler
+
+        self._original = original = Reconciler.act
+        killer = self
+
+        def act(ctrl: Any, decision: Any, manifests: Any) -> None:
+            if decision.actions and killer._fire():
+                log.info("chaos: function host killed between commit and act")
+                raise HostKilledError("chaos: function host killed between commit and act")
+            original(ctrl, decision, manifests)
+
+        Reconciler.act = act  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            from shared.control.reconciler import Reconciler
+
+            Reconciler.act = self._original  # type: ignore[method-assign]
+            self._original = None
+
+    def arm(self) -> None:
+        with self._lock:
+            self._armed += 1
+
+    def _fire(self) -> bool:
+        with self._lock:
+            if self._armed <= 0:
+                return False
+            self._armed -= 1
+            self.injected += 1
+            return True
+
+
+class ChaosInjector:
+    """Plays `faults` (offsets from `start()`) on the stack's cluster, gate and dispatcher."""
+
+    def __init__(
+        self,
+        faults: list[cp.Fault],
+        root: Path,
+        cluster: Any,
+        gate: ClusterApiGate,
+        probe: Callable[[dict[str, Any]], list[int]] | None = None,
+    ) -> None:
+        self.faults, self.root, self.cluster, self.gate = faults, mb.mailbox(root), cluster, gate
+        # probe(held fault) -> ids of the rows the held attempt's chunk holds now
+        self.probe = probe
+        self.struck: list[dict[str, Any]] = []  # pod faults that hit: held doc + rows seen
+        self._node_lost = 0
+        self.pubsub, self.host = PubSubFaults(), HostKiller()
+        self.injected: Counter[str] = Counter()  # by the injector itself (pod, API faults)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos-injector", daemon=True)
+        self._started = 0.0
+
+    def start(self) -> ChaosInjector:
+        self.host.install()
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.host.uninstall()
+        for fault in mb.held(self.root):  # never leave a worker holding
+            mb.mark_handled(self.root, fault["fault_id"], release=True)
+
+    def _run(self) -> None:
+        pending = list(self.faults)
+        while not self._stop.wait(0.1):
+            elapsed = time.monotonic() - self._started
+            while pending and pending[0].at_s <= elapsed:
+                self._arm(pending.pop(0))
+            for fault in mb.held(self.root):
+                try:
+                    self._hit_pod(fault)
+                except Exception:  # noqa: BLE001 - the injector must outlive a failed fault
+                    log.exception("chaos: %s failed", fault["fault_id"])
+                    mb.mark_handled(self.root, fault["fault_id"], release=True)
+
+    def _arm(self, fault: cp.Fault) -> None:
+        log.info("chaos: arming %s at %.1f s", fault.fault_id, fault.at_s)
+        if fault.kind == cp.NODE_LOST:
+            self._node_lost += 1  # the first, third, ... leave a zombie
+            mb.arm(self.root, fault.fault_id, fault.kind, zombie=self._node_lost % 2 == 1)
+        elif fault.kind in cp.WORKER_KINDS:
+            mb.arm(self.root, fault.fault_id, fault.kind)
+        elif fault.kind in PUBSUB_KINDS:
+            self.pubsub.arm(fault.kind)
+        elif fault.kind == cp.HOST_KILLED:
+            self.host.arm()
+        elif fault.kind == cp.CLUSTER_API_DOWN:
+            self.gate.refuse_for(cp.CLUSTER_DOWN_S)
+            self.injected[fault.kind] += 1
+
+    def _hit_pod(self, fault: dict[str, Any]) -> None:
+        kind, pod, fid = fault["kind"], fault["pod"], fault["fault_id"]
+        zombie = kind == cp.NODE_LOST and bool(fault.get("zombie"))
+        rows = self.probe(fault) if self.probe is not None else []  # the worker is held
+        if kind == cp.POD_SIGKILL:
+            hit = self.cluster.kill_pod(pod)
+        elif kind == cp.POD_PREEMPTED:
+            hit = self.cluster.preempt_pod(pod)
+        else:
+            hit = bool(self.cluster.lose_node([pod], keep_running=zombie))
+        log.info(
+            "chaos: %s%s on pod %s mid-write (%d rows written): %s",
+            kind,
+            " (zombie)" * zombie,
+            pod,
+            len(rows),
+            "done" if hit else "pod not found",
+        )
+        self.injected[kind] += int(hit)
+        if hit:
+            self.struck.append({**fault, "zombie": zombie, "rows_at_kill": rows})
+        # A zombie's process goes on; a preempted one stays held past its grace period.
+        mb.mark_handled(self.root, fid, release=zombie or not hit)
+
+    def counts(self) -> dict[str, int]:
+        """Faults actually injected, by kind."""
+        out: Counter[str] = Counter(self.injected) + Counter(self.pubsub.injected)
+        out[cp.HOST_KILLED] += self.host.injected
+        for fault in mb.taken(self.root):
+            if fault["kind"] not in ("pod_sigkill", "pod_preempted", "node_lost"):
+                out[fault["kind"]] += 1
+        return {k: v for k, v in sorted(out.items()) if v}

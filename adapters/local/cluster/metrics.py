@@ -1,0 +1,220 @@
+"""Per-pod CPU and memory usage of the local cluster, from /proc (GKE's half, the metrics
+API, is `adapters.gke.metrics`).
+
+ a pod is a process group whose stdout is `<cluster>/pods/<pod>.log`, and the
+state files carry no pids, so `pids_by_log_file` finds a pod's processes as those whose fd 1
+or 2 is that file (children inherit it), and `local_usage` samples each process's
+`/proc/<pid>/stat` (utime + stime) twice for a CPU rate and reads VmRSS from
+`/proc/<pid>/status`. Processes the pod already reaped are not counted (their CPU time moves
+to the parent's cutime/cstime, which a rate over a short window would show as a spike).
+Linux only: elsewhere no pids are found and usage is reported as unavailable.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from shared.ports.cluster import MetricsUnavailableError, PodUsage
+
+PROC = Path("/proc")
+GIB = 1024**3
+
+
+# -- /proc parsing (pure) ------------------------------------------------------------------
+
+
+def parse_stat_cpu_ticks(text: str) -> int:
+    """utime + stime (clock ticks) from a `/proc/<pid>/stat` line.
+
+    The command name (field 2) is in parentheses and may itself contain spaces and ")", so
+    the fields are counted from the last ")". ValueError if the line is not a stat line."""
+    head, sep, rest = text.rpartition(")")
+    fields = rest.split()
+    if not sep or "(" not in head or len(fields) < 13:
+        raise ValueError(f"not a /proc/<pid>/stat line: {text[:80]!r}")
+    # fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    return int(fields[11]) + int(fields[12])
+
+
+def parse_status_rss_bytes(text: str) -> int | None:
+    """VmRSS from `/proc/<pid>/status` in bytes; None when absent (kernel threads, zombies)."""
+    for line in text.splitlines():
+        if line.startswith("VmRSS:"):
+            parts = line.split()
+            if len(parts) < 2:
+                raise ValueError(f"malformed VmRSS line: {line!r}")
+            unit = parts[2].lower() if len(parts) > 2 else "kb"
+            scale = {"kb": 1024, "mb": 1024**2, "gb": 1024**3, "b": 1}.get(unit)
+            if scale is None:
+                raise ValueError(f"unknown VmRSS unit in {line!r}")
+            return int(parts[1]) * scale
+    return None
+
+
+# -- local pods -------------------------------------------------------------------------------
+
+
+def read_proc(pid: int, proc: Path = PROC) -> tuple[int, int] | None:
+    """(cpu ticks, rss bytes) of one process; None if it is gone or unreadable."""
+    try:
+        ticks = parse_stat_cpu_ticks((proc / str(pid) / "stat").read_text())
+        rss = parse_status_rss_bytes((proc / str(pid) / "status").read_text())
+    except (OSError, ValueError):
+        return None
+    return ticks, rss or 0
+
+
+def pids_by_log_file(paths: Iterable[Path], proc: Path = PROC) -> dict[Path, list[int]]:
+    """Processes whose stdout or stderr is one of `paths` (resolved), by path."""
+    wanted = {Path(p).resolve(): p for p in paths}
+    out: dict[Path, list[int]] = {p: [] for p in wanted.values()}
+    try:
+        entries = list(proc.iterdir())
+    except OSError:
+        return out
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        for fd in ("1", "2"):
+            try:
+                target = Path(os.readlink(entry / "fd" / fd))
+            except OSError:  # gone, or another user's process
+                continue
+            if target in wanted:
+                out[wanted[target]].append(int(entry.name))
+                break
+    return out
+
+
+def local_usage(
+    pids_by_pod: Mapping[str, Iterable[int]],
+    window_s: float = 0.5,
+    proc: Path = PROC,
+    ticks_per_s: float | None = None,
+    sleep: Any = time.sleep,
+) -> dict[str, PodUsage]:
+    """Usage of every pod from two samples of its processes `window_s` apart (all pods in the
+    same window). A pod whose processes all vanished is left out."""
+    hz = ticks_per_s or float(os.sysconf("SC_CLK_TCK"))
+    groups = {pod: sorted(set(pids)) for pod, pids in pids_by_pod.items()}
+    first = {pid: read_proc(pid, proc) for pids in groups.values() for pid in pids}
+    t0 = time.monotonic()
+    sleep(window_s)
+    elapsed = max(time.monotonic() - t0, 1e-6)
+    out: dict[str, PodUsage] = {}
+    for pod, pids in groups.items():
+        cpu = rss = 0.0
+        seen = 0
+        for pid in pids:
+            before, after = first.get(pid), read_proc(pid, proc)
+            if before is None or after is None:
+                continue
+            seen += 1
+            cpu += max(0, after[0] - before[0]) / hz / elapsed
+            rss += after[1]
+        if seen:
+            out[pod] = PodUsage(cpu, rss / GIB, seen)
+    return out
+
+
+def local_pod_usage(
+    pid: int | Iterable[int], window_s: float = 0.5, proc: Path = PROC
+) -> PodUsage | None:
+    """Usage of one process (or several, summed); None if none could be read."""
+    pids = [pid] if isinstance(pid, int) else list(pid)
+    return local_usage({"pod": pids}, window_s, proc).get("pod")
+
+
+def pods_usage(
+    pods_dir: Path, pod_names: Iterable[str], window_s: float = 0.5
+) -> dict[str, PodUsage]:
+    """Usage of local pods by name, found through their log files under `pods_dir`;
+    MetricsUnavailableError when none of their processes is visible."""
+    names = list(pod_names)
+    if not names:
+        return {}
+    logs = {name: pods_dir / f"{name}.log" for name in names}
+    pids = pids_by_log_file(logs.values())
+    found = {name: pids[path] for name, path in logs.items() if pids.get(path)}
+    usage = local_usage(found, window_s)
+    if not usage:
+        raise MetricsUnavailableError(
+            "none of these local pods' processes is visible in /proc (the local cluster must "
+            "run on this machine, as this user, on Linux)"
+        )
+    return usage
+
+
+# -- a pod's peak memory and mean CPU over its life --------------------------------------------
+
+
+def parse_status_hwm_bytes(text: str) -> int | None:
+    """VmHWM (the process's peak resident set) from `/proc/<pid>/status`, in bytes."""
+    for line in text.splitlines():
+        if line.startswith("VmHWM:"):
+            return parse_status_rss_bytes("VmRSS:" + line[len("VmHWM:") :])
+    return None
+
+
+def parse_stat_total_ticks(text: str) -> int:
+    """utime + stime + cutime + cstime (clock ticks): the process's CPU and that of the
+    children it has reaped, so a pod's worker processes count once they exit."""
+    head, sep, rest = text.rpartition(")")
+    fields = rest.split()
+    if not sep or "(" not in head or len(fields) < 15:
+        raise ValueError(f"not a /proc/<pid>/stat line: {text[:80]!r}")
+    return sum(int(f) for f in fields[11:15])
+
+
+def _children(pid: int, proc: Path) -> list[int]:
+    try:
+        text = (proc / str(pid) / "task" / str(pid) / "children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+class LifeUsage:
+    """Samples one pod's main process (and its live children) now and then while it runs:
+    the highest memory seen (the main process's VmHWM, or the whole tree's summed resident
+    set if higher) and its CPU ticks, so that when it ends `peak_memory_gib` and `cpu_used`
+    describe its whole life. A process that exits between samples loses at most the last
+    `every_s` of CPU."""
+
+    def __init__(self, every_s: float = 0.1, proc: Path = PROC) -> None:
+        self.every_s, self.proc = every_s, proc
+        self.peak_bytes = 0
+        self.ticks = 0
+        self._last = -math.inf
+        self._hz = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+    def sample(self, pid: int, now: float | None = None) -> None:
+        """Read the process tree's memory and CPU unless sampled less than `every_s` ago."""
+        now = time.monotonic() if now is None else now
+        if now - self._last < self.every_s:
+            return
+        self._last = now
+        try:
+            self.ticks = max(
+                self.ticks, parse_stat_total_ticks((self.proc / f"{pid}/stat").read_text())
+            )
+            hwm = parse_status_hwm_bytes((self.proc / f"{pid}/status").read_text()) or 0
+        except (OSError, ValueError):
+            return  # gone (or a zombie without memory figures): keep what was seen
+        tree = [pid, *_children(pid, self.proc)]
+        rss = sum((read_proc(p, self.proc) or (0, 0))[1] for p in tree)
+        self.peak_bytes = max(self.peak_bytes, hwm, rss)
+
+    def peak_memory_gib(self) -> float | None:
+        return self.peak_bytes / GIB if self.peak_bytes else None
+
+    def cpu_used(self, runtime_s: float) -> float | None:
+        """Mean vCPU over `runtime_s` seconds of the pod's life (None before any sample)."""
+        if not self.ticks or runtime_s <= 0:
+            return None
+        return self.ticks / self._hz / runtime_s

@@ -1,0 +1,1 @@
+"""The config: models, the predecessor's shape, watershed size, stage selection."""

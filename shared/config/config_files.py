@@ -1,0 +1,155 @@
+"""Configuration files: `pipeline.yml` plus the dataset file it names, read and validated.
+
+The models are `shared.config.config`'s; files in the predecessor's shape are mapped first
+(`shared.config.config_compat`), and a dataset without `data_source.size` gets it from its
+watershed's `info` (`shared.config.precomputed_info`). The config's only reads of files.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from shared.config import config_compat
+from shared.config.config import ConfigError, Dataset, PipelineConfig
+from shared.config.env_overrides import override_notes
+from shared.config.precomputed_info import GridUnreadable, read_watershed_size
+from shared.model.layers import layer2_shape_of, layer_count
+
+log = logging.getLogger("cave_pipeline.config")
+
+
+def _format_errors(path: Path, err: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = "unknown key (typo?)" if e["type"] == "extra_forbidden" else e["msg"]
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping; ConfigError names the file and what is wrong."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Load and validate `pipeline.yml` and the dataset file it names (relative to it).
+
+    Files in the predecessor's shape are read through `shared.config.config_compat` (the notes are
+    in `compat_notes`); a dataset without `data_source.size` takes it from the watershed.
+    """
+    path = Path(path).resolve()
+    try:
+        raw, notes = config_compat.map_pipeline(read_yaml(path))
+    except config_compat.CompatError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    for reserved in ("dataset_config", "source_path", "compat_notes", "load_notes"):
+        if reserved in raw:
+            raise ConfigError(f"{path}: {reserved}: unknown key (typo?)")
+    try:
+        cfg = PipelineConfig(**raw)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(path, e)) from None
+    _check_pychunkedgraph_images(path, cfg)
+    ds_path = (path.parent / cfg.dataset).resolve()
+    ds_raw, ds_notes = config_compat.map_dataset(read_yaml(ds_path))
+    try:
+        dataset = Dataset(**ds_raw)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(ds_path, e)) from None
+    dataset = _with_size(dataset, ds_path)
+    compat = tuple(str(n) for n in (*notes, *ds_notes))
+    meaning = tuple(str(n) for n in meaning_notes(cfg.env, dataset))
+    for note in (*compat, *meaning):
+        log.warning("%s: %s", path.name, note)
+    return cfg.model_copy(
+        update={
+            "dataset_config": dataset,
+            "source_path": str(path),
+            "compat_notes": compat,
+            "load_notes": meaning,
+        }
+    )
+
+
+def _check_pychunkedgraph_images(path: Path, cfg: PipelineConfig) -> None:
+    """ConfigError unless every PyChunkedGraph image is at or above the predecessor's floor
+    (config_compat.MIN_PCG_IMAGE), naming the key."""
+    for stage, image in cfg.images.items():
+        if config_compat.is_pychunkedgraph_image(image):
+            try:
+                config_compat.check_image_floor(f"images.{stage}", image)
+            except config_compat.CompatError as e:
+                raise ConfigError(f"{path}: {e}") from None
+
+
+def meaning_notes(env: dict[str, str], dataset: Dataset) -> list[config_compat.Note]:
+    """What loaded files mean that differs from how they read, in either shape: `env:` keys
+    that replace the controller's values, and a mesh_config.max_layer past the root (meshing
+    stops at the root, as the predecessor clamped it; the file's value reaches the images
+    unchanged)."""
+    notes = override_notes(env)
+    mesh, size = dataset.mesh_config, dataset.data_source.size
+    if mesh is None or not mesh.max_layer or size is None:
+        return notes
+    shape = layer2_shape_of(size, dataset.graph_config.CHUNK_SIZE)
+    root = layer_count(shape, dataset.graph_config.FANOUT)
+    if mesh.max_layer > root:
+        notes.append(
+            config_compat.Note(
+                "mesh_config.max_layer",
+                f"{mesh.max_layer}, clamped to the root (layer {root})",
+                "mesh_config.max_layer",
+                f"{mesh.max_layer} is past the root (layer {root}): meshing builds layers "
+                f"2..{root}",
+            )
+        )
+    return notes
+
+
+def _with_size(dataset: Dataset, ds_path: Path) -> Dataset:
+    """`dataset` with `data_source.size` read from the watershed when the file has none; a
+    size given that disagrees with a readable info file is refused with both numbers."""
+    source = dataset.data_source
+    if source.size is not None:
+        try:
+            found = read_watershed_size(source.watershed, ds_path.parent)
+        except GridUnreadable:
+            return dataset  # no info file to check against (or no network): the size stands
+        if tuple(found) != tuple(source.size):
+            raise ConfigError(
+                f"{ds_path}: data_source.size: {list(source.size)} disagrees with the "
+                f"watershed's info file ({source.watershed}: {list(found)} at mip 0); fix it, "
+                "or drop data_source.size to use the info file's"
+            )
+        return dataset
+    try:
+        size = read_watershed_size(source.watershed, ds_path.parent)
+    except GridUnreadable as e:
+        raise ConfigError(
+            f"{ds_path}: data_source.size: the grid cannot be read from the watershed ({e}); "
+            "set data_source.size: [x, y, z] (voxels at mip 0) in the dataset file"
+        ) from None
+    return dataset.model_copy(update={"data_source": source.model_copy(update={"size": size})})
+
+
+def config_from_dict(raw: dict[str, Any], dataset: dict[str, Any]) -> PipelineConfig:
+    """Build a config from already-parsed mappings (e.g. the snapshot stored with a run)."""
+    try:
+        cfg = PipelineConfig(**{k: v for k, v in raw.items() if k not in ("dataset_config",)})
+        return cfg.model_copy(update={"dataset_config": Dataset(**dataset)})
+    except ValidationError as e:
+        raise ConfigError(_format_errors(Path("<snapshot>"), e)) from None

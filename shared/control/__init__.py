@@ -1,0 +1,1 @@
+"""The controller and its triggers: events, ticks, alerts, dead letters."""

@@ -1,0 +1,164 @@
+"""Fast advances without Job events: the tick's short watch over layers about to finish.
+
+On GKE a Job of more than 25 pods has usually spent its event bucket on `SuccessfulCreate`
+by the time it completes, so its `Completed` event is dropped and the layer would advance
+only at the next tick (up to a minute later). This works for every workload, PyChunkedGraph
+images included, because it needs nothing from the pods: after its reconciles, the tick
+function keeps watching the Jobs of layers that may finish before the tick after next (in
+their tail: every remaining index already has a pod; or, at the rate of progress seen since
+the Job was submitted, done within `horizon_s`) with one Job GET every `poll_s`, until
+`budget_s` after the tick was published (ending before the next tick), and reconciles a run
+as soon as one of its watched Jobs has finished. Kubernetes API GETs are free; Firestore is
+read once per tick for the watch list and again only when a Job has finished. Logic only:
+the I/O is injected.
+
+Ticks must never watch into each other (docs/ticks-and-evictions.md): a tick queued behind
+another, or redelivered after a failure, would otherwise run a second full watch into the
+next one, and the drift ends in refused deliveries and dead-lettered ticks. So the budget
+counts from the tick's publish time (the Pub/Sub message's `publishTime`, the only clock that
+says how late a tick is), a tick older than the tick period reconciles but does not watch
+(`watch_window`), and a watch holds a lease (`watch_lease_expiry`) that a second tick finds
+taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from shared.model import intervals
+from shared.model.state import LayerState, RunState
+from shared.ports.cluster import JobStatus
+
+# The tick must be over before Cloud Scheduler's next one (a function with max_instances 1
+# refuses overlapping deliveries), with room for the tick's own reconciles.
+TICK_MARGIN_S = 10.0
+MAX_BUDGET_S = 50.0
+
+
+@dataclass(frozen=True)
+class WatchPolicy:
+    """`poll_s` between Job GETs; `budget_s` from the tick's start to the watch's end (0: no
+    watch); `horizon_s`: how soon a layer must be able to finish to be watched."""
+
+    poll_s: float = 3.0
+    budget_s: float = MAX_BUDGET_S
+    horizon_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.poll_s <= 0 or self.budget_s < 0:
+            raise ValueError(
+                f"watch policy needs poll_s > 0 and budget_s >= 0, got {self.poll_s}, "
+                f"{self.budget_s} (PIPELINE_WATCH_POLL_S / PIPELINE_WATCH_BUDGET_S)"
+            )
+
+    @classmethod
+    def for_tick_period(cls, tick_period_s: float, poll_s: float = 3.0) -> WatchPolicy:
+        """Watch until `TICK_MARGIN_S` before the next tick, at most `MAX_BUDGET_S`; a tick
+        period that leaves no room for two polls needs no watch (the ticks are fast enough)."""
+        budget = min(MAX_BUDGET_S, tick_period_s - TICK_MARGIN_S)
+        return cls(poll_s, budget if budget >= 2 * poll_s else 0.0, 2 * tick_period_s)
+
+
+@dataclass(frozen=True)
+class WatchWindow:
+    """What a tick may watch: `seconds` left of its budget (0: no watch) and why: `watch`,
+    `late` (published more than a tick period ago), `spent` (its budget has run out: a
+    redelivery, or a tick that queued) or `off` (no watch configured)."""
+
+    seconds: float
+    reason: str
+
+    @property
+    def watches(self) -> bool:
+        return self.seconds > 0
+
+
+def watch_window(
+    published_at: datetime, now: datetime, tick_period_s: float, policy: WatchPolicy
+) -> WatchWindow:
+    """How long a tick published at `published_at` may watch at `now`: its budget less its
+    age, if at least one poll fits. A publish time ahead of `now` (clock skew) counts as age 0."""
+    if policy.budget_s <= 0:
+        return WatchWindow(0.0, "off")
+    age = max(0.0, (now - published_at).total_seconds())
+    if age > tick_period_s:
+        return WatchWindow(0.0, "late")
+    left = policy.budget_s - age
+    if left < policy.poll_s:
+        return WatchWindow(0.0, "spent")
+    return WatchWindow(left, "watch")
+
+
+def watch_lease_expiry(
+    published_at: datetime, tick_period_s: float, policy: WatchPolicy
+) -> datetime:
+    """When a watch's lease lapses if its holder never releases it (its function died): a
+    tick period after the watch's own end, so the next tick's watch, which could overlap a
+    holder still running, is lost rather than run twice."""
+    return published_at + timedelta(seconds=policy.budget_s + tick_period_s)
+
+
+def may_finish_soon(ls: LayerState, now: datetime, horizon_s: float) -> bool:
+    """A running layer that may finish within `horizon_s`: in its tail (no remaining index
+    without a pod), or done by then at the rate of progress since its Job was submitted."""
+    if ls.phase != "running" or not ls.job_name:
+        return False
+    done = intervals.count(ls.completed_indexes) + intervals.count(ls.failed_indexes)
+    remaining = ls.completions - done
+    if remaining <= max(ls.parallelism, 1):
+        return True
+    if done <= 0 or ls.submitted_at is None:
+        return False
+    elapsed = (now - ls.submitted_at).total_seconds()
+    return elapsed > 0 and remaining * elapsed / done <= horizon_s
+
+
+def jobs_to_watch(runs: list[RunState], now: datetime, horizon_s: float) -> dict[str, list[str]]:
+    """Run id -> Job names of its layers that may finish soon (running runs only)."""
+    out: dict[str, list[str]] = {}
+    for run in runs:
+        if run.status != "running":
+            continue
+        names = [ls.job_name for ls in run.layers.values() if may_finish_soon(ls, now, horizon_s)]
+        if names:
+            out[run.run_id] = names
+    return out
+
+
+def job_finished(status: JobStatus | None) -> bool:
+    """Time to reconcile: the Job is Complete or Failed (or gone: someone deleted it)."""
+    return status is None or status.condition in ("Complete", "Failed")
+
+
+def watch(
+    runs: list[RunState],
+    get_job: Callable[[str], JobStatus | None],
+    reconcile: Callable[[str], RunState | None],
+    sleep: Callable[[float], None],
+    monotonic: Callable[[], float],
+    clock: Callable[[], datetime],
+    policy: WatchPolicy,
+    started: float | None = None,
+) -> list[str]:
+    """Poll the tail layers' Jobs until the budget is spent or nothing is left to watch;
+    reconcile a run when one of its watched Jobs has finished (`reconcile` returns the run's
+    fresh state, or None once it needs no more watching). Returns the run ids reconciled, in
+    order. `reconcile` handles (logs) its own errors and returns None after one: the next
+    tick retries that run. The budget runs from `started` (the tick's publish time on the
+    `monotonic` clock; now if None), so a late tick watches less, never into the next one."""
+    deadline = (monotonic() if started is None else started) + policy.budget_s
+    targets = jobs_to_watch(runs, clock(), policy.horizon_s)
+    reconciled: list[str] = []
+    while targets and monotonic() + policy.poll_s <= deadline:
+        sleep(policy.poll_s)
+        for run_id in list(targets):
+            if not any(job_finished(get_job(name)) for name in targets[run_id]):
+                continue
+            reconciled.append(run_id)
+            fresh = reconcile(run_id)
+            targets.pop(run_id)
+            if fresh is not None:
+                targets.update(jobs_to_watch([fresh], clock(), policy.horizon_s))
+    return reconciled

@@ -1,0 +1,215 @@
+"""The reconcile loop: observe -> plan -> decide -> dry-run -> reject -> commit -> act ->
+publish, for one run (docs/controller.md).
+
+`Reconciler.reconcile(run_id)` is idempotent and safe to run concurrently for one run: the
+new state is committed under a precondition on the run's version before any side effect, Job
+names are deterministic (a second create is a no-op), parallelism patches are absolute, and
+alerts go through the outbox in the same commit, so none is lost and none is sent twice.
+
+I/O happens in observe (store and cluster reads, shared.control.observe), dry-run (the API server's
+check of each Job to create), the commit's one conditional write, act (the cluster) and
+publish (the outbox, shared.control.outbox). Plan (shared.reconcile.build_plan), decide and reject
+(shared.reconcile.decide) and the commit record (shared.control.commit_record) are pure.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from shared.control.commit_record import CommitRecord, commit_record
+from shared.control.controller_log import log_json, take_log_bytes
+from shared.control.observe import Observation, Observer
+from shared.control.outbox import Outbox
+from shared.forecast.canary_forecast import forecast_build
+from shared.jobs.manifest import for_create
+from shared.model.state import SETUP_LAYER, layer_key
+from shared.money.controller_usage import ControllerUsage, reconcile_usage
+from shared.money.pricing import RateRow
+from shared.ports.cluster import Cluster, ManifestRejectedError
+from shared.ports.run_store import RunStore, StaleStateError
+from shared.reconcile.build_plan import plan_for
+from shared.reconcile.decide import decide, reject
+from shared.reconcile.decision import (
+    Alert,
+    ApplyConfigMap,
+    CreateJob,
+    Decision,
+    DeleteJob,
+    DeletePod,
+    PatchJob,
+    Plan,
+)
+from shared.reconcile.ownership import stamped
+from shared.reconcile.rightsize_version import with_rightsize_version
+
+log = logging.getLogger("cave_pipeline.controller")
+
+STALE_RETRIES = 5  # reconciles of one run that may lose the commit race before giving up
+
+
+@dataclass
+class ReconcileResult:
+    run_id: str
+    status: str
+    actions: int
+    stale_retries: int
+
+
+class Reconciler:
+    """Reconciles one run at a time against the cluster; every port is injected. `rates`:
+    the Autopilot rate table the budget guard prices with."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        cluster: Cluster,
+        observer: Observer,
+        outbox: Outbox,
+        rates: tuple[RateRow, ...],
+    ) -> None:
+        self.store, self.cluster, self.observer, self.outbox = store, cluster, observer, outbox
+        self.rates = rates
+        # Each run's usage counted since its last commit (shared.money.controller_usage).
+        self._usage_pending: dict[str, ControllerUsage] = {}
+
+    def reconcile(self, run_id: str) -> ReconcileResult:
+        """Bring one run one step closer to done. Safe to call any number of times; decides
+        again from a fresh observation when the run moved on before the commit."""
+        for attempt in range(STALE_RETRIES):
+            started = time.monotonic()  # the reconcile's wall time, for its own bill
+            obs = self.observer.observe(run_id)
+            plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table, forecast_build)
+            decision = decide(obs.seen, plan, self.rates, obs.now)
+            manifests, refusals = self.dry_run(decision, plan)
+            decision = with_rightsize_version(reject(decision, refusals))
+            self._count_usage(obs, decision, started)  # docs/bigtable-ramp-and-bill.md
+            if not self.commit(obs, decision, commit_record(obs.cfg, plan, decision)):
+                continue  # someone else moved the run on: decide again from fresh state
+            if decision.changed:
+                self._usage_pending.pop(run_id, None)  # on the run document now
+            self.act(decision, manifests)
+            self.outbox.publish(run_id, obs.seen.pods)
+            return ReconcileResult(run_id, decision.state.status, len(decision.actions), attempt)
+        raise StaleStateError(f"run {run_id}: state kept changing under {STALE_RETRIES} reconciles")
+
+    def _count_usage(self, obs: Observation, decision: Decision, started: float) -> None:
+        """Add this reconcile's use of Firestore, Pub/Sub, Logging and function time to the
+        run's pending counts; a committing decision carries them onto the run document."""
+        run, state = obs.seen.run, decision.state
+        changed = sum(
+            run.layers[k].to_doc() != ls.to_doc()
+            for k, ls in state.layers.items()
+            if k in run.layers
+        )
+        usage = reconcile_usage(
+            len(run.layers),
+            decision.changed,
+            changed,
+            sum(len(v) for v in decision.pod_records.values()),
+            sum(isinstance(a, Alert) for a in decision.actions),
+            time.monotonic() - started,
+            take_log_bytes(run.run_id),
+        )
+        pending = self._usage_pending.get(run.run_id, ControllerUsage()) + usage
+        self._usage_pending[run.run_id] = pending
+        if decision.changed:
+            state.controller_usage = (
+                ControllerUsage.from_doc(run.controller_usage) + pending
+            ).to_doc()
+
+    def dry_run(
+        self, decision: Decision, plan: Plan
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        """The manifest of every Job the decision creates, checked by the API server (a
+        dry-run create), and the refusals: Job name -> why the config or the server refuses
+        it. An unreachable cluster raises here, so nothing is written and the trigger is
+        retried."""
+        manifests: dict[str, dict[str, Any]] = {}
+        refusals: dict[str, str] = {}
+        for action in decision.actions:
+            if not isinstance(action, CreateJob):
+                continue
+            setup = action.layer == SETUP_LAYER
+            key = layer_key(action.stage, action.layer)
+            lp = plan.setups[action.stage] if setup else plan.layers[key]
+            canary = None if setup else plan.layers[key].canary
+            if canary is not None and action.job_name == canary.job_name:
+                lp = canary  # the layer's canary Job (shared.reconcile.canary)
+            if lp.manifest is None or lp.job_name != action.job_name:
+                refusals[action.job_name] = lp.refusal or (
+                    f"no manifest planned for Job {action.job_name} (the plan names "
+                    f"{lp.job_name or 'none'})"
+                )
+                continue
+            ls = decision.state.setups[action.stage] if setup else decision.state.layers[key]
+            manifest = stamped(
+                for_create(lp.manifest, action.parallelism, action.suspend), decision.state, ls
+            )
+            try:
+                self.cluster.validate_job(manifest)
+            except ManifestRejectedError as e:
+                refusals[action.job_name] = str(e)
+                continue
+            manifests[action.job_name] = manifest
+        return manifests, refusals
+
+    def commit(self, obs: Observation, decision: Decision, record: CommitRecord) -> bool:
+        """Write the new state with its record under the precondition on the version
+        observed; False if the run moved on meanwhile (decide again). A decision that changes
+        nothing writes nothing, but acts only if the version is still the one observed: an
+        operator's pause (or another reconcile) since then must not be undone by acting on it."""
+        if not decision.changed:
+            if not decision.actions:
+                return True
+            return self.store.run_version(obs.seen.run.run_id) == obs.seen.run.version
+        try:
+            self.store.commit(
+                obs.seen.run,
+                decision.state,
+                record.alerts,
+                record.pod_records,
+                record.config_versions,
+            )
+        except StaleStateError:
+            return False
+        return True
+
+    def act(self, decision: Decision, manifests: dict[str, dict[str, Any]]) -> None:
+        """Carry out the committed decision's cluster actions, in order (alerts are in the
+        outbox already)."""
+        state = decision.state
+        applied: set[str] = set()
+        for action in decision.actions:
+            if isinstance(action, ApplyConfigMap):
+                name = action.manifest["metadata"]["name"]
+                if name not in applied:  # one per run, however many setups start at once
+                    applied.add(name)
+                    self.cluster.apply_config_map(action.manifest)
+            elif isinstance(action, CreateJob):
+                created = self.cluster.create_job(manifests[action.job_name])
+                # An existing Job is adopted only if it is ours: the next observe checks its
+                # owner marks (shared.reconcile.ownership) before reading its progress.
+                _log(
+                    "INFO" if created else "WARNING",
+                    "job created" if created else "job exists",
+                    run=state.run_id,
+                    stage=action.stage,
+                    layer=action.layer,
+                    job=action.job_name,
+                )
+            elif isinstance(action, DeleteJob):
+                self.cluster.delete_job(action.job_name)
+            elif isinstance(action, DeletePod):
+                _log("WARNING", "hung pod deleted", job=action.job_name, pod=action.pod_name)
+                self.cluster.delete_pod(action.pod_name)
+            elif isinstance(action, PatchJob):
+                self.cluster.patch_job(
+                    action.job_name, parallelism=action.parallelism, suspend=action.suspend
+                )
+
+
+def _log(severity: str, message: str, **fields: Any) -> None:
+    log_json(log, severity, message, **fields)

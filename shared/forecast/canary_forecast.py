@@ -1,0 +1,86 @@
+"""The build's forecast from a canary: the simulator (shared.forecast.simulation), which drives the
+real decision code, fed with the canary's pod runtimes and start-up waits and the layer's
+canary-sized requests (docs/canary-and-rightsize.md). Pure (the rate table is packaged)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from shared.config.config import PipelineConfig
+from shared.forecast.simulation.cluster import ClusterParams
+from shared.forecast.simulation.engine import T0, SimSettings, simulate
+from shared.forecast.simulation.runtimes import Runtimes
+from shared.jobs.autopilot import Requests
+from shared.model.state import RunState
+from shared.money.pricing import load_rates, pod_cost, rate_for
+from shared.reconcile.build_plan import new_run
+from shared.reconcile.canary import CanaryFigures, with_layer_requests
+
+POD_OVERHEAD_S = 10.0  # the simulator's start-up per pod (shared.forecast.simulation.runtimes)
+START_UP_SHARE = 0.5  # at most this share of a canary pod is taken for start-up
+MIN_SIGMA, MAX_SIGMA = 0.05, 1.5
+Z95 = 1.645  # the 95th percentile of a standard normal
+# The simulator's Job-event delivery delay: a log sink takes up to this long, and no trigger
+# waits longer than half a tick (the tick reconciles too).
+SINK_DELAY_S = 20.0
+
+
+def chunk_runtime(figures: CanaryFigures) -> tuple[float, float, float]:
+    """(per-chunk seconds, lognormal sigma, per-pod start-up seconds) from a canary of one
+    chunk a pod: the worker's chunk times where its log reports them, else the pod less the
+    simulator's start-up (at most half a pod); sigma from p95/p50."""
+    pod = max(figures.runtime_p50_s, 1e-3)
+    if figures.chunk_p50_s is not None and figures.chunk_p95_s is not None:
+        # The worker's own chunk times; the rest of the pod (start-up, exit) is per pod.
+        chunk = min(max(figures.chunk_p50_s, 1e-3), pod)
+        return chunk, _sigma(max(figures.chunk_p95_s, chunk) / chunk), pod - chunk
+    overhead = min(POD_OVERHEAD_S, pod * START_UP_SHARE)
+    return pod - overhead, _sigma(max(figures.runtime_p95_s, pod) / pod), overhead
+
+
+def _sigma(p95_over_p50: float) -> float:
+    """A lognormal's shape from its p95 over its p50, within [MIN_SIGMA, MAX_SIGMA]."""
+    return min(MAX_SIGMA, max(MIN_SIGMA, math.log(p95_over_p50) / Z95))
+
+
+def forecast_build(
+    cfg: PipelineConfig,
+    run: RunState,
+    stage: str,
+    layer: int,
+    figures: CanaryFigures,
+    planned: Requests,
+    sized: Requests,
+    now: datetime,
+    seed: int = 1,
+) -> dict[str, float]:
+    """The whole build's forecast once the canary of `stage`'s `layer` is done: the stages
+    not yet complete simulated from now (advancing on their own, the layer at its `sized`
+    requests, every chunk at the canary's runtime), plus the time and money spent so far.
+    Keys: wall_s (from the run's start), remaining_s, pods, cost_usd."""
+
+    controller = cfg.controller.model_copy(update={"canary_chunks": None, "advance": "auto"})
+    sim_cfg = with_layer_requests(cfg, {(stage, layer): (sized.cpu, sized.memory_gib)})
+    sim_cfg = sim_cfg.model_copy(update={"controller": controller})
+    stages = [s for s in run.stages if not run.stage_complete(s)] or list(run.stages)
+    sim_run = new_run(sim_cfg, f"{run.run_id}-forecast", stages, "auto", T0)
+    sim_run.budget_usd = None
+    chunk_s, sigma, overhead = chunk_runtime(figures)
+    settings = SimSettings(
+        cluster=ClusterParams(node_startup_s=figures.start_max_s, warm_start_s=figures.start_p50_s),
+        runtimes=Runtimes(chunk_seconds=chunk_s, sigma=sigma, pod_overhead_s=overhead),
+        sink_delay_s=min(SINK_DELAY_S, cfg.controller.tick_period_s / 2),
+        seed=seed,
+    )
+    report = simulate(sim_cfg, sim_run, settings)
+    job = cfg.job.for_stage(stage)
+    rate = rate_for(load_rates(), cfg.region, job.compute_class, job.spot)
+    spent = pod_cost(rate, planned.cpu, planned.memory_gib, figures.pod_seconds)
+    elapsed = max(0.0, (now - run.created_at).total_seconds()) if run.created_at else 0.0
+    return {
+        "wall_s": round(elapsed + report.wall_s, 2),
+        "remaining_s": round(report.wall_s, 2),
+        "pods": report.pods + figures.chunks,
+        "cost_usd": round(spent + report.cost_usd, 6),
+    }

@@ -1,0 +1,51 @@
+"""Per-pod runtimes for the simulator: a lognormal around a per-chunk time, or a finished
+run's recorded pods. Pure module (the caller reads the recorded run)."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+from shared.model.state import RunState
+
+
+@dataclass(frozen=True)
+class Runtimes:
+    """Seconds one pod (one batch) takes: sampled per layer key (`ingest-L3`)."""
+
+    chunk_seconds: float = 30.0
+    sigma: float = 0.5  # lognormal shape of one chunk's time
+    pod_overhead_s: float = 10.0  # image start, clients, lock claims: per pod, not per chunk
+    # layer key -> recorded pod runtimes (seconds, whole pods) of a finished run
+    recorded: dict[str, list[float]] = field(default_factory=dict)
+
+    def sample(self, rng: random.Random, key: str, chunks: int) -> float:
+        """One pod's runtime for a batch of `chunks` chunks."""
+        observed = self.recorded.get(key)
+        if observed:
+            return rng.choice(observed)
+        if chunks <= 0:
+            return self.pod_overhead_s
+        # The sum of `chunks` lognormal chunk times, by its own lognormal (Fenton-Wilkinson):
+        # one draw per pod, however many chunks it holds.
+        mean = self.chunk_seconds
+        var = (math.exp(self.sigma**2) - 1) * mean**2
+        total_mean, total_var = chunks * mean, chunks * var
+        s2 = math.log(1 + total_var / total_mean**2)
+        mu = math.log(total_mean) - s2 / 2
+        return self.pod_overhead_s + rng.lognormvariate(mu, math.sqrt(s2))
+
+
+def recorded_runtimes(
+    run: RunState, pods: dict[str, list[float]] | None = None
+) -> dict[str, list[float]]:
+    """Per-layer pod runtimes of a finished run: its recorded pod attempts where given, else
+    each layer's mean succeeded runtime (what the layer document keeps)."""
+    out: dict[str, list[float]] = {}
+    for key, ls in run.layers.items():
+        if pods and pods.get(key):
+            out[key] = list(pods[key])
+        elif ls.pods_succeeded:
+            out[key] = [ls.succeeded_runtime_s / ls.pods_succeeded]
+    return out

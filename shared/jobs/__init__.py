@@ -1,0 +1,1 @@
+"""What a Job is: layer spec, layer Job, setup Job, worker pod, Autopilot requests."""

@@ -1,0 +1,1 @@
+"""What a run costs: Autopilot pricing and the costs of recorded usage."""

@@ -1,0 +1,1 @@
+"""What operators do: actions, mid-graph starts, config versions."""

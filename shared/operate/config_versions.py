@@ -1,0 +1,134 @@
+"""`pipeline apply`: a new version of a running build's config, as a diff of dotted keys,
+what each change does to the run and when, and the refusals. Pure module.
+
+The controller decides every reconcile from the config stored on the run (`run.config`,
+`run.dataset`), so replacing it is the whole of applying it: the ramp and the controller
+settings act on the next reconcile; everything a pod template holds (resources, images,
+env, commands, retries) goes into the Jobs created from then on, which for a layer already
+running means its next attempt (a Job's pod template is immutable). Keys that decide which
+chunks each pod builds, or what a chunk is, would make finished work disagree with the rest
+of the graph: they are refused unless forced.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from shared.config.config import PipelineConfig
+from shared.model.state import RunState
+from shared.operate.operator_actions import ActionError
+
+MAX_CHANGES = 200  # recorded per version (a version diff is a review aid, not a backup)
+MAX_VALUE_CHARS = 300  # of one recorded old/new value
+
+# Never part of a diff: where the file was, how it was read.
+_IGNORED = ("config.source_path", "config.compat_notes", "config.load_notes")
+# Changes that invalidate finished work (the batches' chunks, the chunk grid, the graph).
+_PROTECTED = (
+    r"config\.graph_id",
+    r"config\.bigtable\..*",
+    r"config\.job\.(workloads\.[^.]+\.)?(perm_seed|batch_size)",
+    r"dataset\.(data_source|graph_config)\..*",
+)
+# Changes the next reconcile acts on.
+_AT_ONCE = (
+    r"config\.job\.(workloads\.[^.]+\.)?ramp\..*",
+    r"config\.controller\..*",
+)
+_NO_EFFECT = (r"config\.start_layers\..*", r"config\.dataset")
+AT_ONCE = "at once (next reconcile)"
+NEXT_ATTEMPT = "new Jobs; running layers on their next attempt (`pipeline submit` after a failure)"
+NO_EFFECT = "no effect on a started run"
+REFUSED = "invalidates finished work"
+
+
+class ProtectedChangeError(ActionError):
+    """The new config changes what finished work was built with."""
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str  # dotted: config.job.ramp.max, dataset.data_source.size
+    old: Any
+    new: Any
+    when: str  # AT_ONCE, NEXT_ATTEMPT, NO_EFFECT or REFUSED
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "old": _short(self.old),
+            "new": _short(self.new),
+            "when": self.when,
+        }
+
+
+def flatten(value: Any, prefix: str) -> dict[str, Any]:
+    """A nested mapping as dotted keys -> leaf values (lists are leaves; an empty mapping
+    has none, so a key added to it is one change)."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, sub in value.items():
+            out.update(flatten(sub, f"{prefix}.{key}"))
+        return out
+    return {prefix: value}
+
+
+def snapshot(cfg: PipelineConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config and dataset as a run stores them."""
+    return cfg.model_dump(mode="json", exclude={"dataset_config"}), cfg.ds.model_dump(mode="json")
+
+
+def diff(old: PipelineConfig, new: PipelineConfig) -> list[Change]:
+    """Every changed leaf, as dotted keys, with what it does to a running build."""
+    (oc, od), (nc, nd) = snapshot(old), snapshot(new)
+    before = {**flatten(oc, "config"), **flatten(od, "dataset")}
+    after = {**flatten(nc, "config"), **flatten(nd, "dataset")}
+    changes = []
+    for key in sorted(before.keys() | after.keys()):
+        if key in _IGNORED or before.get(key) == after.get(key):
+            continue
+        changes.append(Change(key, before.get(key), after.get(key), _when(key)))
+    return changes
+
+
+def _when(key: str) -> str:
+    for patterns, when in ((_PROTECTED, REFUSED), (_AT_ONCE, AT_ONCE), (_NO_EFFECT, NO_EFFECT)):
+        if any(re.fullmatch(p, key) for p in patterns):
+            return when
+    return NEXT_ATTEMPT
+
+
+def apply_config(
+    run: RunState, new: PipelineConfig, changes: list[Change], force: bool, by: str, now: datetime
+) -> dict[str, Any]:
+    """Store `new` as the run's config (version + 1) and return the history entry: who,
+    when, the diff, whether forced. ProtectedChangeError lists the protected changes unless
+    `force`; ActionError for a run that has finished or a config of another graph."""
+    if run.status == "succeeded":
+        raise ActionError(f"run {run.run_id} has succeeded: there is nothing left to apply to")
+    refused = [c for c in changes if c.when == REFUSED]
+    if refused and not force:
+        keys = ", ".join(f"{c.key} {c.old!r} -> {c.new!r}" for c in refused)
+        raise ProtectedChangeError(
+            f"refused: {keys} would invalidate finished work (done chunks were built with "
+            "the old value); revert it, or apply with --force if the finished work is to be "
+            "redone or does not depend on it"
+        )
+    run.config, run.dataset = snapshot(new)
+    run.config_version += 1
+    return {
+        "version": run.config_version,
+        "by": by,
+        "at": now,
+        "forced": bool(refused),
+        "changes": [c.to_doc() for c in changes[:MAX_CHANGES]],
+        "changes_omitted": max(0, len(changes) - MAX_CHANGES),
+    }
+
+
+def _short(value: Any) -> Any:
+    text = repr(value)
+    return value if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 3] + "..."

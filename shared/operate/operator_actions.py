@@ -1,0 +1,159 @@
+"""Operator actions as mutations of a run's state. Pure: the CLI applies them through
+`RunStore.update_run` (a precondition on the run's version) and then kicks the controller.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shared.model.state import SETUP_LAYER, LayerState, RunState, SetupState, layer_key
+from shared.reconcile.oom import next_memory_factor
+
+
+class ActionError(ValueError):
+    """The action does not apply to this run (the message says why and what to do)."""
+
+
+def layer_of(run: RunState, stage: str, layer: int) -> LayerState:
+    """The run's layer, or ActionError listing the layers the run has."""
+    ls = run.layers.get(layer_key(stage, layer))
+    if ls is None:
+        known = ", ".join(f"{s} L2-L{run.top_layers[s]}" for s in run.stages)
+        raise ActionError(f"run {run.run_id} has no layer {stage} L{layer} (it has: {known})")
+    return ls
+
+
+def approve(
+    run: RunState, stage: str, layers: list[int] | None, by: str, now: datetime
+) -> list[str]:
+    """Set the approval flag of the given layers (all not yet started, if None)."""
+    if stage not in run.stages:
+        raise ActionError(f"run {run.run_id} has no stage {stage!r} (it has: {run.stages})")
+    if layers:
+        missing = [n for n in layers if layer_key(stage, n) not in run.layers]
+        if missing:
+            raise ActionError(
+                f"run {run.run_id}: {stage} has no layer {missing} "
+                f"(it has: {stage} L2-L{run.top_layers[stage]})"
+            )
+        targets = [run.layers[layer_key(stage, n)] for n in layers]
+    else:
+        targets = [ls for ls in run.ordered_layers() if ls.stage == stage and ls.phase == "waiting"]
+    for ls in targets:
+        if not ls.approved:
+            ls.approved, ls.approved_by, ls.approved_at = True, by, now
+    return [ls.key for ls in targets]
+
+
+def pause(run: RunState) -> None:
+    if run.status != "running":
+        raise ActionError(f"run {run.run_id} is {run.status}, not running")
+    run.status = "paused"
+
+
+def resume(run: RunState) -> None:
+    if run.status != "paused":
+        raise ActionError(f"run {run.run_id} is {run.status}, not paused")
+    run.status = "running"
+
+
+def scale(run: RunState, stage: str, layer: int, parallelism: int | None) -> None:
+    """Pin a layer's parallelism (None hands it back to the ramp)."""
+    if parallelism is not None and parallelism < 1:
+        raise ActionError(f"parallelism must be >= 1, got {parallelism}")
+    layer_of(run, stage, layer).scale_override = parallelism
+
+
+def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
+    """Stop a layer: its Job and pods are deleted, the layer is failed (re-submit to redo)."""
+    ls = layer_of(run, stage, layer)
+    if ls.phase not in ("running", "failed"):
+        raise ActionError(f"{ls.key} is {ls.phase}: only a running or failed layer has a Job")
+    if ls.phase == "running":
+        ls.phase, ls.finished_at = "failed", now
+        ls.failure_reason = f"deleted by {by}"
+    ls.delete_requested = True
+
+
+def resubmit(
+    run: RunState,
+    stage: str,
+    layer: int,
+    by: str,
+    now: datetime,
+    oom_memory_factor: float | None = None,
+) -> None:
+    """Start a failed layer again as a new Job; done chunks are skipped by the workers. With
+    `oom_memory_factor` (job.oom_memory_factor) and OOM kills in the failed attempt, the new
+    one asks for that much more memory (shared.reconcile.oom). Layer 0 is the stage's setup pass."""
+    if layer == SETUP_LAYER:
+        _resubmit_setup(run, stage)
+        return
+    ls = layer_of(run, stage, layer)
+    if ls.phase != "failed":
+        raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
+    fresh = LayerState(stage=ls.stage, layer=ls.layer, attempt=ls.attempt + 1)
+    # The old Job's pods may still be finishing (a `pipeline delete` not yet carried out, or
+    # pods in their grace period): the new Job waits for them, and a pending delete is kept.
+    fresh.retire_job = ls.job_name or ls.retire_job
+    fresh.retire_delete = ls.delete_requested or ls.retire_delete
+    fresh.memory_factor = next_memory_factor(ls, oom_memory_factor)
+    _carry_costs(ls, fresh)
+    fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now
+    run.layers[ls.key] = fresh
+    if run.status == "failed":
+        run.status = "running"
+
+
+def _resubmit_setup(run: RunState, stage: str) -> None:
+    setup = run.setups.get(stage)
+    if setup is None:
+        raise ActionError(f"run {run.run_id} has no setup pass for stage {stage!r}")
+    if setup.phase != "failed":
+        raise ActionError(f"the {stage} setup is {setup.phase}: only a failed one can be re-run")
+    # The failed attempt's pod ran: its span is priced with the next (costs never vanish).
+    earlier = setup.span_s(setup.finished_at or setup.started_at or run.created_at)
+    run.setups[stage] = SetupState(stage=stage, attempt=setup.attempt + 1, earlier_s=earlier)
+    if run.status == "failed":
+        run.status = "running"
+
+
+def _carry_costs(old: LayerState, fresh: LayerState) -> None:
+    """Keep what earlier attempts cost (the budget guard and `pipeline costs` count every
+    attempt). Usage accrued by pods still open is closed into the totals: the new attempt's
+    accounting starts from its own pods and would never close the old ones."""
+    fresh.cpu_seconds = old.cpu_seconds + old.running_cpu_seconds
+    fresh.memory_gib_seconds = old.memory_gib_seconds + old.running_memory_gib_seconds
+    fresh.pods_succeeded = old.pods_succeeded
+    fresh.pods_failed = old.pods_failed
+    fresh.pods_preempted = old.pods_preempted
+    fresh.pods_hung = old.pods_hung
+    fresh.succeeded_runtime_s = old.succeeded_runtime_s
+    fresh.cpu_request, fresh.memory_request_gib = old.cpu_request, old.memory_request_gib
+
+
+class ActiveRunError(ActionError):
+    """Another run of the same graph is still active (two runs would race on one table)."""
+
+
+ACTIVE_STATUSES = ("running", "paused")
+
+
+def guard_one_active(
+    run: RunState, others: list[RunState], force: bool, by: str, now: datetime, why: str
+) -> None:
+    """Refuse a second active run of `run.graph_id` (ActiveRunError naming the other runs
+    and `--force`); with `force`, record on `run` who started it past which runs, when and
+    why. `others` are the store's runs of the graph (any status: finished ones pass)."""
+    active = sorted(
+        o.run_id for o in others if o.status in ACTIVE_STATUSES and o.run_id != run.run_id
+    )
+    if not active:
+        return
+    if not force:
+        raise ActiveRunError(
+            f"graph {run.graph_id} already has an active run: {', '.join(active)} "
+            f"(see `pipeline status {active[0]}`); two runs of one graph race on its table. "
+            "Wait for it, cancel it, or start anyway with --force (recorded on the new run)"
+        )
+    run.forced_start = {"by": by, "at": now, "why": why or "--force", "past_runs": active}

@@ -1,0 +1,101 @@
+"""`pipeline start --from-layer L [--stage S]` (or `start_layers` in the config): a run that
+begins a stage mid-graph. The layers below L were built before (by an earlier run, or the
+predecessor): they are recorded as done (`done_before`). A stage whose pods write done
+markers (shared.model.stages.writes_done_markers) starts once every chunk of layer L-1 is found
+marked done in the ledger; one whose pods write none (PyChunkedGraph's meshing and migration,
+the L2 cache) starts as the predecessor started it, trusting L, and the run records who
+started it when, unverified (docs/predecessor-configs.md). Pure module: the ledger read is
+the caller's.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import datetime
+
+from shared.config.config import PipelineConfig
+from shared.jobs.layer_spec import layer_spec
+from shared.model.layers import chunk_id
+from shared.model.stages import FIRST_LAYER, dependencies_in, writes_done_markers
+from shared.model.state import RunState, layer_key
+from shared.operate.operator_actions import ActionError
+
+SAMPLE = 5  # missing chunks named in a refusal
+
+
+class LayerNotDoneError(ActionError):
+    """The layer below the start is not complete in the ledger."""
+
+
+def start_layers(
+    cfg: PipelineConfig, run: RunState, stage: str | None, from_layer: int | None
+) -> dict[str, int]:
+    """stage -> first layer to build: `--from-layer` (its stage: `stage`, default the run's
+    first) or else the config's `start_layers` for the run's stages. Layer 2 means from the
+    start (nothing to skip) and is left out."""
+    if stage is not None and from_layer is None:
+        raise ActionError(f"--stage {stage}: give the layer to start it at with --from-layer")
+    if from_layer is not None:
+        chosen = {stage or run.stages[0]: from_layer}
+    else:
+        chosen = {s: n for s, n in cfg.start_layers.items() if s in run.stages}
+    for s, n in chosen.items():
+        if s not in run.stages:
+            raise ActionError(f"--stage {s}: not a stage of this run (it has: {run.stages})")
+        top = run.top_layers[s]
+        if not FIRST_LAYER <= n <= top:
+            raise ActionError(f"--from-layer {n}: {s} has layers {FIRST_LAYER}..{top}")
+        below = dependencies_in(s, run.stages)
+        if n > FIRST_LAYER and below:
+            raise ActionError(
+                f"{s} cannot start at layer {n} in a run that also builds {', '.join(below)} "
+                f"(it would run before them): start it with --stages {s}"
+            )
+    return {s: n for s, n in chosen.items() if n > FIRST_LAYER}
+
+
+def layer_chunk_ids(cfg: PipelineConfig, stage: str, layer: int) -> Iterator[int]:
+    """Every chunk id of `layer` (as the ledger's rows of `stage` name them)."""
+    spec = layer_spec(cfg, stage, layer)
+    bits = cfg.ds.graph_config.SPATIAL_BITS
+    for coord in itertools.product(*(range(n) for n in spec.grid_shape)):
+        yield chunk_id(layer, coord, spec.n_layers, bits)  # type: ignore[arg-type]
+
+
+def check_layer_done(stage: str, layer: int, total: int, missing: list[int]) -> None:
+    """LayerNotDoneError naming how many of the layer's `total` chunks are not marked done
+    and a sample of them, if any."""
+    if not missing:
+        return
+    sample = ", ".join(str(c) for c in sorted(missing)[:SAMPLE])
+    raise LayerNotDoneError(
+        f"cannot start {stage} at layer {layer + 1}: {len(missing)} of {total} chunks of "
+        f"{stage} layer {layer} are not marked done (e.g. chunk ids {sample}); build it first "
+        f"(start at layer {layer}, or lower)"
+    )
+
+
+def needs_marker_check(cfg: PipelineConfig, stage: str) -> bool:
+    """True when a mid-graph start of `stage` must find layer L-1 marked done: its pods write
+    done markers. False: the start is trusted (and recorded unverified)."""
+    return writes_done_markers(cfg.workloads, stage)
+
+
+def skip_below(
+    run: RunState, stage: str, first: int, by: str, now: datetime, verified: bool = True
+) -> list[str]:
+    """Record the layers of `stage` below `first` as built before this run, and the start
+    itself on the run (who, when, whether layer `first`-1 was found marked done); the keys.
+    The stage's setup pass is dropped: it ran when those layers were built (the graph and its
+    metadata exist; a second ingest setup would refuse an existing table)."""
+    run.mid_graph_starts[stage] = {"layer": first, "by": by, "at": now, "verified": verified}
+    run.setups.pop(stage, None)
+    keys = []
+    for layer in range(FIRST_LAYER, first):
+        ls = run.layers[layer_key(stage, layer)]
+        ls.phase, ls.done_before, ls.finished_at = "succeeded", True, now
+        ls.approved, ls.approved_by, ls.approved_at = True, by, now
+        ls.completions = 0
+        keys.append(ls.key)
+    return keys

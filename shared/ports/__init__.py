@@ -1,0 +1,1 @@
+"""The interfaces the core reaches the world through (the adapters implement them)."""

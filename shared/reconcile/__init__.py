@@ -1,0 +1,1 @@
+"""The reconcile: plan, vocabulary, decision, and the rules it applies."""

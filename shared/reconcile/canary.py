@@ -1,0 +1,354 @@
+"""The canary: a few scattered chunks of a stage's layer 2, built before the layer runs wide,
+to size its pods and forecast the build (docs/canary-and-rightsize.md). Pure: no I/O.
+
+**Which chunks, in the images' own terms.** The worker contract (and the predecessor's
+harness in PyChunkedGraph images) gives pod `i` the window `batch_coords(i, grid, seed,
+PCG_BATCH_SIZE)`: positions `[i*B, (i+1)*B)` of the layer's seeded permutation. A Job of the
+layer's own manifest with `completions: N` and `PCG_BATCH_SIZE=1` therefore builds positions
+`0..N-1`, one chunk a pod, scattered over the grid by the permutation: the predecessor's
+`pipeline sample` Job. They are the first N chunks of the full layer's first windows, so
+the full layer finds their done markers and skips them. Nothing new is asked of an image.
+
+**What it gives.** From its succeeded pods: runtime p50 and p95, peak memory and CPU p95
+(where the cluster measures them: shared.ports.cluster.PodInfo). The layer's requests are then
+sized from them (`size_layer`: peak memory x `job.canary_margin`, CPU p95 x the same
+margin, snapped to Autopilot) unless `job.resources.overrides[2]` pins them, and the whole
+build is forecast by the simulator fed with these runtimes (shared.forecast.canary_forecast).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shared.config.config import JobOverride, JobSettings, LayerOverride, PipelineConfig
+from shared.jobs.autopilot import Requests, ResourceLimitError, layer_requests, snap_requests
+from shared.model.state import LayerState, RunState
+from shared.model.worker_contract import BATCH_SIZE
+from shared.ports.cluster import JobStatus, PodInfo
+from shared.reconcile.rightsize import percentile
+
+CANARY_LABEL = "cave-pipeline/canary"
+BATCH_ANNOTATION = "cave-pipeline/batch-size"
+CANARY_PHASES = ("", "running", "done", "failed")
+# A pod's start-up as the forecasts assume it (shared.forecast.simulation.runtimes.Runtimes).
+POD_START_UP_S = 10.0
+
+
+def canary_job_name(layer_job: str) -> str:
+    """The canary Job of a layer's Job (Job names allow 63 characters; ours use about 30)."""
+    return f"{layer_job}-canary"
+
+
+def canary_size(requested: int, layer_chunks: int) -> int:
+    """Chunks the canary builds: as asked, at most the layer's."""
+    return max(1, min(requested, layer_chunks))
+
+
+def canary_manifest(manifest: dict[str, Any], name: str, chunks: int) -> dict[str, Any]:
+    """The layer's rendered Job as its canary: `chunks` indexes of one chunk each
+    (`PCG_BATCH_SIZE=1`), under `name`, labelled as a canary. Everything else (image, env,
+    seed, grid, mounts, requests) is the layer's, so the images run it as they run the layer."""
+    out = copy.deepcopy(manifest)
+    meta = out["metadata"]
+    meta["name"] = name
+    meta["labels"] = {**meta.get("labels", {}), CANARY_LABEL: "true"}
+    meta["annotations"] = {**meta.get("annotations", {}), BATCH_ANNOTATION: "1"}
+    spec = out["spec"]
+    spec["completions"] = chunks
+    if "maxFailedIndexes" in spec:
+        spec["maxFailedIndexes"] = min(spec["maxFailedIndexes"], chunks)
+    template = spec["template"]
+    pod_meta = template["metadata"]
+    pod_meta["labels"] = {**pod_meta.get("labels", {}), CANARY_LABEL: "true"}
+    pod_meta["annotations"] = {**pod_meta.get("annotations", {}), BATCH_ANNOTATION: "1"}
+    for container in template["spec"]["containers"]:
+        for var in container.get("env", []):
+            if var.get("name") == BATCH_SIZE:
+                var["value"] = "1"
+    return out
+
+
+SUMMARY_MARK = "batch summary"
+
+
+def pod_summary(log_tail: str) -> tuple[float, float] | None:
+    """(start-up seconds, chunk compute seconds) from the worker's last `batch summary` log
+    line (our worker writes one per pod with `startup_s` and `chunk_compute_s`); None when
+    the log has none (PyChunkedGraph images' harness logs no timings)."""
+    for line in reversed(log_tail.splitlines()):
+        if SUMMARY_MARK not in line or "{" not in line:
+            continue
+        try:
+            doc = json.loads(line[line.index("{") :])
+            return float(doc["startup_s"]), float(doc["chunk_compute_s"])
+        except (ValueError, KeyError, TypeError):
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class CanaryFigures:
+    """What the canary's succeeded pods showed."""
+
+    chunks: int  # pods that succeeded (one chunk each)
+    runtime_p50_s: float
+    runtime_p95_s: float
+    start_p50_s: float  # created -> started: a pod's wait for a node
+    start_max_s: float
+    peak_memory_gib: float | None  # None: the cluster does not measure it
+    cpu_p95: float | None
+    pod_seconds: float  # of every attempt (what was billed)
+    # From the pods' logs where the worker reports them (pod_summary): a pod's start-up
+    # (process start to its first chunk) and one chunk's compute time. None: not reported.
+    startup_p50_s: float | None = None
+    chunk_p50_s: float | None = None
+    chunk_p95_s: float | None = None
+
+
+def canary_figures(
+    pods: Sequence[PodInfo], logs: Mapping[str, str] | None = None
+) -> CanaryFigures | None:
+    """The figures of a finished canary's pods (`logs`: their log tails by pod name); None if
+    none succeeded."""
+    done = [p for p in pods if p.phase == "Succeeded" and p.started and p.finished]
+    if not done:
+        return None
+    runtimes = [(p.finished - p.started).total_seconds() for p in done]  # type: ignore[operator]
+    starts = [(p.started - p.created).total_seconds() for p in done if p.created]  # type: ignore[operator]
+    mems = [p.peak_memory_gib for p in done if p.peak_memory_gib is not None]
+    cpus = [p.cpu_used for p in done if p.cpu_used is not None]
+    billed = sum((p.finished - p.started).total_seconds() for p in pods if p.started and p.finished)
+    found = [t for p in done if (t := pod_summary((logs or {}).get(p.name, ""))) is not None]
+    timed = {}
+    if found:
+        timed = {
+            "startup_p50_s": percentile([t[0] for t in found], 50),
+            "chunk_p50_s": percentile([t[1] for t in found], 50),
+            "chunk_p95_s": percentile([t[1] for t in found], 95),
+        }
+    return CanaryFigures(
+        chunks=len(done),
+        runtime_p50_s=percentile(runtimes, 50),
+        runtime_p95_s=percentile(runtimes, 95),
+        start_p50_s=percentile(starts, 50) if starts else 0.0,
+        start_max_s=max(starts, default=0.0),
+        peak_memory_gib=max(mems) if mems else None,
+        cpu_p95=percentile(cpus, 95) if cpus else None,
+        pod_seconds=billed,
+        **timed,
+    )
+
+
+def size_layer(figures: CanaryFigures, job: JobSettings, layer: int, margin: float) -> Requests:
+    """The layer's requests from its canary: peak memory and CPU p95 times `margin`, each
+    kept at the configured value where the canary did not measure it or
+    `job.resources.overrides[layer]` pins it; snapped to Autopilot (ResourceLimitError past
+    the class's ceiling)."""
+    configured = layer_requests(job, layer)
+    pin = job.resources.overrides.get(layer) or LayerOverride()
+    cpu, memory = configured.cpu, configured.memory_gib
+    if pin.cpu is None and figures.cpu_p95 is not None:
+        cpu = max(figures.cpu_p95, 0.001) * margin
+    if pin.memory is None and figures.peak_memory_gib is not None:
+        memory = figures.peak_memory_gib * margin
+    return snap_requests(cpu, memory, job.compute_class)
+
+
+# The build forecast from canary figures and the layer's sized requests (set by the plan:
+# shared.forecast.canary_forecast.forecast_build over the run's config).
+# Called with the figures, the requests the canary ran at, the layer's sized requests and now.
+Forecaster = Callable[[CanaryFigures, Requests, Requests, datetime], dict[str, float]]
+# What makes a layer's Forecaster: called with the config, the run, the stage and the layer
+# first. The controller hands shared.forecast.canary_forecast.forecast_build to the plan, so the
+# plan (below the simulator in the house) never imports the simulator.
+BuildForecaster = Callable[..., dict[str, float]]
+
+
+@dataclass(frozen=True)
+class CanaryPlan:
+    """What the config says about a layer's canary: its Job (name, manifest or refusal), its
+    chunks, the margin and settings it sizes the layer with, and the forecaster."""
+
+    job_name: str
+    chunks: int
+    margin: float
+    job: JobSettings
+    manifest: dict[str, Any] | None = field(default=None, compare=False)
+    refusal: str = ""
+    forecaster: Forecaster | None = field(default=None, compare=False)
+
+
+def canary_holds(
+    ls: LayerState,
+    plan: CanaryPlan | None,
+    job: JobStatus | None,
+    pods: Sequence[PodInfo],
+    planned: Requests,
+    now: datetime,
+    logs: Mapping[str, str] | None = None,
+    parallelism: int | None = None,
+) -> tuple[bool, list[tuple[str, Any]]]:
+    """One reconcile of a layer that may start: whether its canary still holds it back, and
+    what to do: ("create", (job name, parallelism)) or ("alert", (kind, details)).
+
+    A canary is created once the layer may start (before its approval); while it runs the
+    layer waits. When it ends the layer keeps its figures, sized requests and forecast in
+    `ls.canary`; the layer then waits one more reconcile if the size changed (the next one
+    plans its Job at the new size), else goes on. A canary with no succeeded pod is recorded
+    as failed and alerted; the layer goes on as configured. `parallelism`: the pods the new
+    canary Job may run at once (controller.max_vcpus; default all its chunks)."""
+    if parallelism is None and plan is not None:
+        parallelism = plan.chunks
+    if plan is None or ls.canary_phase in ("done", "failed"):
+        return False, []
+    if not ls.canary_phase:
+        ls.canary_phase, ls.canary_job = "running", plan.job_name
+        # Its pods' vCPU, counted against controller.max_vcpus while it runs (canary_vcpus).
+        ls.canary = {
+            "chunks": plan.chunks,
+            "parallelism": parallelism,
+            "cpu": planned.cpu,
+            "started_at": now.isoformat(),
+        }
+        return True, [("create", (plan.job_name, parallelism))]
+    if job is None:  # committed but not created (a crash in between): the name is idempotent
+        return True, [("create", (ls.canary_job, ls.canary.get("parallelism", plan.chunks)))]
+    if not job.finished:
+        return True, []
+    figures = canary_figures(pods, logs)
+    # Its pods are billed to the layer, as its own pods are.
+    for p in pods:
+        if p.started and p.finished:
+            seconds = (p.finished - p.started).total_seconds()
+            ls.cpu_seconds += p.cpu_request * seconds
+            ls.memory_gib_seconds += p.memory_request_gib * seconds
+    if figures is None:
+        ls.canary_phase = "failed"
+        reason = job.reason or "no canary pod succeeded"
+        ls.canary = {**ls.canary, "failed": reason}
+        fix = f"see `pipeline inspect` of Job {ls.canary_job}; the layer goes on as configured"
+        return False, [("alert", ("canary_failed", {"reason": reason, "fix": fix}))]
+    problems = {}
+    try:
+        sized = size_layer(figures, plan.job, ls.layer, plan.margin)
+    except ResourceLimitError as e:  # past the class's ceiling: keep the plan, say why
+        sized, problems["size_error"] = planned, str(e)
+    record: dict[str, Any] = {
+        **ls.canary,
+        **{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(figures).items()},
+        "planned": {"cpu": planned.cpu, "memory_gib": planned.memory_gib},
+        "sized": {"cpu": sized.cpu, "memory_gib": sized.memory_gib},
+        "finished_at": now.isoformat(),
+    }
+    record.update(problems)
+    if plan.forecaster is not None:
+        try:
+            record["forecast"] = plan.forecaster(figures, planned, sized, now)
+        except ValueError as e:  # e.g. a region the rate table lacks: no forecast, no stop
+            record["forecast_error"] = str(e).splitlines()[0]
+    ls.canary, ls.canary_phase = record, "done"
+    return (sized.cpu, sized.memory_gib) != (planned.cpu, planned.memory_gib), []
+
+
+def canary_vcpus(ls: LayerState) -> float:
+    """The vCPUs a layer's running canary requests (its parallelism x its pods' vCPU),
+    counted against controller.max_vcpus like a running layer's (shared.reconcile.vcpu_budget)."""
+    if ls.canary_phase != "running":
+        return 0.0
+    c = ls.canary
+    return float(c.get("parallelism", c.get("chunks", 0))) * float(c.get("cpu", 0.0))
+
+
+def canary_details(ls: LayerState) -> dict[str, Any]:
+    """What a layer's `approval_needed` alert adds: its canary's record, if it ran."""
+    return {"canary": ls.canary} if ls.canary_phase == "done" else {}
+
+
+def with_canary_sizes(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
+    """`cfg` with each layer's canary-sized requests as its per-layer override (the layers
+    whose canary is done). Applied before the OOM bump (shared.reconcile.oom), which raises them."""
+    sized = [ls for ls in run.layers.values() if ls.canary_phase == "done" and "sized" in ls.canary]
+    if not sized:
+        return cfg
+    return with_layer_requests(
+        cfg,
+        {
+            (ls.stage, ls.layer): (ls.canary["sized"]["cpu"], ls.canary["sized"]["memory_gib"])
+            for ls in sized
+        },
+    )
+
+
+def with_layer_requests(
+    cfg: PipelineConfig, requests: dict[tuple[str, int], tuple[float, float]]
+) -> PipelineConfig:
+    """`cfg` with per-layer overrides (stage, layer) -> (vCPU, GiB) in each stage's block."""
+    workloads = dict(cfg.job.workloads)
+    for stage in sorted({s for s, _ in requests}):
+        job = cfg.job.for_stage(stage)
+        overrides = dict(job.resources.overrides)
+        for (s, layer), (cpu, memory) in requests.items():
+            if s == stage:
+                overrides[layer] = LayerOverride(cpu=cpu, memory=memory)
+        resources = job.resources.model_copy(update={"overrides": overrides})
+        current = workloads.get(stage)
+        workloads[stage] = (current or JobOverride()).model_copy(update={"resources": resources})
+    job_cfg = cfg.job.model_copy(update={"workloads": workloads})
+    return cfg.model_copy(update={"job": job_cfg})
+
+
+def canary_summary(run: RunState) -> list[dict[str, Any]]:
+    """Each canary of the run as the demo's `--json` and the views show it: its figures and
+    forecast, and what the run measured once it has ended (wall time from the run's start;
+    cost: shared.money.costs, added by the caller that prices the run)."""
+    out = []
+    for ls in run.ordered_layers():
+        if not ls.canary_phase:
+            continue
+        c, fc = ls.canary, ls.canary.get("forecast") or {}
+        peak = c.get("peak_memory_gib")
+        measured = None
+        if run.finished_at and run.created_at:
+            measured = round((run.finished_at - run.created_at).total_seconds(), 2)
+        out.append(
+            {
+                "stage": ls.stage,
+                "layer": ls.layer,
+                "phase": ls.canary_phase,
+                "chunks": c.get("chunks"),
+                "runtime_p50_s": c.get("runtime_p50_s"),
+                "runtime_p95_s": c.get("runtime_p95_s"),
+                "peak_memory_mib": None if peak is None else round(peak * 1024, 1),
+                "cpu_p95": c.get("cpu_p95"),
+                "planned": c.get("planned"),
+                "sized": c.get("sized"),
+                "forecast_wall_s": fc.get("wall_s"),
+                "forecast_pods": fc.get("pods"),
+                "forecast_cost_usd": fc.get("cost_usd"),
+                "measured_wall_s": measured,
+                "failed": c.get("failed"),
+            }
+        )
+    return out
+
+
+def canary_chunk_s(run: RunState) -> float | None:
+    """One chunk's time as the run's canaries measured it (the worker's chunk compute p50,
+    else a canary pod's p50 runtime less the forecast's start-up share), for the in-run
+    forecast before any pod of the run has finished; None without a finished canary."""
+    times = []
+    for ls in run.layers.values():
+        c = ls.canary
+        if ls.canary_phase != "done":
+            continue
+        if c.get("chunk_p50_s") is not None:
+            times.append(float(c["chunk_p50_s"]))
+        elif c.get("runtime_p50_s") is not None:
+            pod = float(c["runtime_p50_s"])
+            times.append(pod - min(POD_START_UP_S, pod / 2))
+    return max(times) if times else None

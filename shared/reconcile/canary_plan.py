@@ -1,0 +1,59 @@
+"""The canary's plan for a layer, from the run's config (shared.reconcile.canary): its Job, rendered
+from the layer's own, its size, margin and forecaster (made from the build forecaster the
+controller hands the plan). Pure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import partial
+
+from shared.config.config import PipelineConfig
+from shared.model.layers import layer_shape
+from shared.model.stages import FIRST_LAYER
+from shared.model.state import LayerState, RunState
+from shared.reconcile.canary import (
+    BuildForecaster,
+    CanaryPlan,
+    canary_job_name,
+    canary_manifest,
+    canary_size,
+)
+from shared.reconcile.decision import LayerPlan
+
+
+def with_canary(
+    cfg: PipelineConfig,
+    run: RunState,
+    ls: LayerState,
+    lp: LayerPlan,
+    build_forecaster: BuildForecaster | None = None,
+) -> LayerPlan:
+    """`lp` with its canary's plan when the config asks for one (controller.canary_chunks)
+    and the layer is a stage's layer 2 still to be built whose canary has not ended.
+    `build_forecaster` forecasts the build from the canary's figures (None: no forecast)."""
+    wanted = cfg.controller.canary_chunks
+    if (
+        not wanted
+        or ls.layer != FIRST_LAYER
+        or ls.done_before
+        or ls.phase != "waiting"
+        or ls.canary_phase in ("done", "failed")
+    ):
+        return lp
+    name = ls.canary_job or canary_job_name(lp.job_name)
+    chunks = canary_size(wanted, math.prod(layer_shape(cfg.layer2_shape(), ls.layer)))
+    job = cfg.job.for_stage(ls.stage)
+    manifest = canary_manifest(lp.manifest, name, chunks) if lp.manifest is not None else None
+    plan = CanaryPlan(
+        job_name=name,
+        chunks=chunks,
+        margin=job.canary_margin,
+        job=job,
+        manifest=manifest,
+        refusal=lp.refusal,
+        forecaster=(
+            partial(build_forecaster, cfg, run, ls.stage, ls.layer) if build_forecaster else None
+        ),
+    )
+    return replace(lp, canary=plan)

@@ -1,0 +1,72 @@
+"""Out-of-memory kills: the alert a layer sends once, and the memory its next attempt asks.
+
+A pod over its memory limit is ended by the OOM killer (container reason `OOMKilled`); its
+Job retries the index with the same pod template, so more memory needs a new attempt (a
+re-created Job: `pipeline submit`, or `pipeline apply` of new resources). With
+`job.oom_memory_factor` set, an attempt that saw OOM kills hands its successor that factor
+more memory (compounded per such attempt), snapped to Autopilot by `shared.jobs.autopilot` as any
+request. Pure module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.config.config import JobOverride, LayerOverride, PipelineConfig
+from shared.jobs.autopilot import ResourceLimitError, layer_requests
+from shared.model.state import LayerState, RunState
+from shared.reconcile.evictions import evicted_repeatedly
+
+
+def oom_alert_details(
+    ls: LayerState, peak_memory_gib: float | None = None
+) -> dict[str, Any] | None:
+    """The details of the layer's one `oom_killed` alert, when it has OOM kills and has not
+    alerted yet (marks it alerted). `peak_memory_gib`: the highest usage seen, if measured."""
+    if not ls.oom_killed or ls.oom_alerted:
+        return None
+    ls.oom_alerted = True
+    details = {
+        "pods": ls.oom_killed,
+        "memory_request_gib": ls.memory_request_gib,
+        "peak_memory_gib": peak_memory_gib,
+        "fix": (
+            "raise job.resources.memory for this layer (`pipeline apply`), or set "
+            "job.oom_memory_factor, then `pipeline submit` once the layer has failed"
+        ),
+    }
+    return details
+
+
+def next_memory_factor(ls: LayerState, factor: float | None) -> float:
+    """The memory factor of the layer's next attempt: raised by `factor` if this attempt
+    saw OOM kills or an index evicted `job.max_evictions_per_index` times for node pressure
+    (shared.reconcile.evictions), and the factor is on; else unchanged."""
+    if factor and (ls.oom_killed or evicted_repeatedly(ls)):
+        return ls.memory_factor * factor
+    return ls.memory_factor
+
+
+def with_memory_factors(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
+    """`cfg` with a per-layer memory override for every layer of `run` whose attempt asks
+    for more memory (`memory_factor` > 1): its configured (snapped) memory times the
+    factor. The overrides go through the same snapping and ceilings as any request."""
+    raised = [ls for ls in run.layers.values() if ls.memory_factor > 1.0]
+    if not raised:
+        return cfg
+    workloads = dict(cfg.job.workloads)
+    for stage in sorted({ls.stage for ls in raised}):
+        job = cfg.job.for_stage(stage)
+        overrides = dict(job.resources.overrides)
+        for ls in (ls for ls in raised if ls.stage == stage):
+            try:
+                base = layer_requests(job, ls.layer).memory_gib
+            except ResourceLimitError:
+                continue  # the layer is refused anyway; the plan says why
+            old = overrides.get(ls.layer) or LayerOverride()
+            overrides[ls.layer] = old.model_copy(update={"memory": base * ls.memory_factor})
+        resources = job.resources.model_copy(update={"overrides": overrides})
+        current = workloads.get(stage)
+        workloads[stage] = (current or JobOverride()).model_copy(update={"resources": resources})
+    job_cfg = cfg.job.model_copy(update={"workloads": workloads})
+    return cfg.model_copy(update={"job": job_cfg})

@@ -1,0 +1,1 @@
+"""What operators read: progress, timeline, fleet."""

@@ -1,0 +1,163 @@
+"""The local chaos injector's fault mechanics that need no stack: the cluster API gate, the
+Pub/Sub fault hook, the function-host killer and the worker mailbox."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from adapters import chaos_mailbox as mb
+from adapters.local.chaos import ClusterApiGate, HostKiller, PubSubFaults
+from shared.chaos import chaos_plan as cp
+from shared.ports.cluster import ClusterUnreachableError
+
+
+class Cluster:
+    namespace = "default"
+
+    def get_job(self, name: str) -> str:
+        return f"job {name}"
+
+
+def test_the_gate_refuses_every_call_while_down_then_passes_them_through():
+    gate = ClusterApiGate(Cluster())
+    assert gate.get_job("a") == "job a" and gate.namespace == "default"
+    gate.refuse_for(0.3)
+    with pytest.raises(ClusterUnreachableError, match="get_job"):
+        gate.get_job("a")
+    assert gate.refused == 1
+    time.sleep(0.35)
+    assert gate.get_job("b") == "job b"
+
+
+class Message:
+    def __init__(self) -> None:
+        self.acked = 0
+
+    def ack(self) -> None:
+        self.acked += 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "now", "later", "acked"),
+    [
+        (cp.PUBSUB_DUPLICATE, ["m", "m"], ["m", "m"], 0),
+        (cp.PUBSUB_DROP, [], [], 1),
+        (cp.PUBSUB_DELAY, [], ["m"], 0),
+    ],
+)
+def test_pubsub_faults_take_the_next_event_or_kick(monkeypatch, kind, now, later, acked):
+    monkeypatch.setattr("adapters.local.chaos.DELAY_S", 0.1)
+    hook, seen, msg = PubSubFaults(), [], Message()
+    assert hook("job-events-fn", msg, lambda: seen.append("x")) is False  # nothing armed
+    hook.arm(kind)
+    assert hook("ticks-fn", msg, lambda: seen.append("tick")) is False  # ticks are left be
+    assert hook("job-events-fn", msg, lambda: seen.append("m")) is True
+    assert seen == now and msg.acked == acked
+    time.sleep(0.3)
+    assert seen == later and dict(hook.injected) == {kind: 1}
+
+
+def test_a_reordered_message_goes_after_the_next_one():
+    hook, seen = PubSubFaults(), []
+    hook.arm(cp.PUBSUB_REORDER)
+    assert hook("kick-fn", Message(), lambda: seen.append("first")) is True
+    assert hook("job-events-fn", Message(), lambda: seen.append("second")) is False
+    seen.append("second")  # the dispatcher delivers the message the hook let through
+    time.sleep(0.2)
+    assert seen == ["second", "first"]
+
+
+def test_the_host_killer_fires_once_per_arming_and_only_with_actions():
+    from shared.control.reconciler import Reconciler
+
+    original = Reconciler.act
+    acted: list[object] = []
+    Reconciler.act = lambda self, decision, manifests: acted.append(decision)  # type: ignore
+    killer = HostKiller()
+    try:
+        killer.install()
+
+        class Decision:
+            def __init__(self, actions: list[str]) -> None:
+                self.actions = actions
+
+        killer.arm()
+        Reconciler.act(None, Decision([]), {})  # nothing to act on: not the moment
+        with pytest.raises(RuntimeError, match="between commit and act"):
+            Reconciler.act(None, Decision(["create"]), {})
+        Reconciler.act(None, Decision(["create"]), {})  # disarmed: acts
+        assert len(acted) == 2 and killer.injected == 1
+        killer.uninstall()
+    finally:
+        Reconciler.act = original  # type: ignore[method-assign]
+
+
+def test_each_armed_fault_goes_to_exactly_one_worker(tmp_path):
+    root = mb.mailbox(tmp_path)
+    for i in range(20):
+        mb.arm(root, f"{i:05d}-chunk_transient", "chunk_transient")
+    got: list[dict] = []
+    lock = threading.Lock()
+
+    def worker(name: str) -> None:
+        while (fault := mb.take(root, name)) is not None:
+            with lock:
+                got.append(fault)
+
+    threads = [threading.Thread(target=worker, args=(f"pod-{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(f["fault_id"] for f in got) == [f"{i:05d}-chunk_transient" for i in range(20)]
+    assert len(mb.taken(root)) == 20 and mb.still_armed(root) == []
+
+
+class PodCluster:
+    """The local cluster's chaos hooks, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def kill_pod(self, name):
+        self.calls.append(("kill", name))
+        return True
+
+    def preempt_pod(self, name):
+        self.calls.append(("preempt", name))
+        return True
+
+    def lose_node(self, names, keep_running=False):
+        self.calls.append(("lose", names[0], keep_running))
+        return names
+
+
+def test_pod_faults_strike_held_workers_and_every_other_lost_node_leaves_a_zombie(tmp_path):
+    from adapters.local.chaos import ChaosInjector
+
+    cluster = PodCluster()
+    inj = ChaosInjector([], tmp_path, cluster, ClusterApiGate(cluster), probe=lambda f: [9, 10])
+    for seq in range(3):
+        inj._arm(cp.Fault(seq, cp.NODE_LOST, 0.0))
+    assert [mb.take(tmp_path, "p")["zombie"] for _ in range(3)] == [
+        True, False, True,
+    ]  # fmt: skip
+    faults = [
+        {"fault_id": "1-pod_sigkill", "kind": cp.POD_SIGKILL, "pod": "a", "chunk_id": 1},
+        {"fault_id": "2-pod_preempted", "kind": cp.POD_PREEMPTED, "pod": "b", "chunk_id": 2},
+        {"fault_id": "3-node_lost", "kind": cp.NODE_LOST, "pod": "c", "zombie": True},
+        {"fault_id": "4-node_lost", "kind": cp.NODE_LOST, "pod": "d", "zombie": False},
+    ]
+    for f in faults:
+        inj._hit_pod(f)
+    assert cluster.calls == [
+        ("kill", "a"), ("preempt", "b"), ("lose", "c", True), ("lose", "d", False),
+    ]  # fmt: skip
+    released = {p.name.split(".")[0] for p in (tmp_path / mb.HELD).glob("*.released")}
+    assert released == {"3-node_lost"}  # only the zombie's process goes on; a preempted
+    # worker stays held past its grace period
+    assert [s["rows_at_kill"] for s in inj.struck] == [[9, 10]] * 4
+    assert [s["zombie"] for s in inj.struck] == [False, False, True, False]

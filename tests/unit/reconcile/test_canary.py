@@ -1,0 +1,412 @@
+"""The canary (shared.reconcile.canary, canary_plan, canary_forecast): its Job in the worker
+contract's own terms, its figures, the layer sized from them (pins kept), the reconcile that creates
+it, waits for it and only then starts (or asks to approve) the layer, and the simulator's
+forecast fed with its runtimes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from shared.config.config import LayerOverride
+from shared.config.config_files import load_config
+from shared.forecast.canary_forecast import chunk_runtime, forecast_build
+from shared.jobs.autopilot import Requests
+from shared.jobs.layer_spec import layer_spec
+from shared.model.grid import batch_coords
+from shared.model.worker_contract import BATCH_SIZE
+from shared.money.pricing import RateRow
+from shared.reconcile.build_plan import new_run, plan_for
+from shared.reconcile.canary import (
+    CANARY_LABEL,
+    CanaryFigures,
+    CanaryPlan,
+    canary_figures,
+    canary_manifest,
+    canary_size,
+    pod_summary,
+    size_layer,
+    with_canary_sizes,
+)
+from shared.reconcile.decide import decide
+from shared.reconcile.decision import Alert, Billing, CreateJob, LayerPlan, PatchJob, Plan, Snapshot
+from shared.reconcile.vcpu_budget import VcpuBudget, running_vcpus
+from tests.builders.decide_runs import RAMP, job, make_run, name_for
+from tests.builders.pod_infos import T0, pod_info
+
+DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml"
+SUMMARY = (
+    '{"severity": "INFO", "message": "batch summary: 1 processed, 0 skipped of 1", '
+    '"chunk_compute_s": %s, "startup_s": %s, "exit_code": 0}'
+)
+
+
+def _demo(canary: int | None = 8):
+    cfg = load_config(DEMO)
+    ctl = cfg.controller.model_copy(update={"canary_chunks": canary})
+    return cfg.model_copy(update={"controller": ctl})
+
+
+def _env(manifest: dict, name: str) -> str:
+    env = manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+    return next(v["value"] for v in env if v["name"] == name)
+
+
+def test_the_canary_job_is_the_layers_own_with_one_chunk_per_index() -> None:
+    """Only the name, the label, completions and PCG_BATCH_SIZE change: pod i then builds
+    window position i of the layer's permutation, as the images' harness computes it."""
+    cfg = _demo()
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    lp = plan_for(cfg, run).layers["ingest-L2"]
+    assert lp.canary is not None and lp.canary.chunks == 8
+    m = lp.canary.manifest
+    assert m["metadata"]["name"] == lp.canary.job_name == f"{lp.job_name}-canary"
+    assert m["metadata"]["labels"][CANARY_LABEL] == "true"
+    assert m["spec"]["completions"] == 8 and _env(m, BATCH_SIZE) == "1"
+    assert _env(lp.manifest, BATCH_SIZE) == "32"  # the layer's own Job is untouched
+    for key in ("PCG_PERM_SEED", "PCG_LAYER", "PCG_GRID_SHAPE"):
+        assert _env(m, key) == _env(lp.manifest, key)
+    spec = layer_spec(cfg, "ingest", 2)
+    shape, seed = cfg.layer2_shape(), cfg.job.perm_seed
+    canary = [tuple(batch_coords(i, shape, seed, 1)[0]) for i in range(8)]
+    first_window = [tuple(c) for c in batch_coords(0, shape, seed, spec.batch_size)]
+    assert canary == first_window[:8]  # the full layer finds them done and skips them
+    assert len({c[0] for c in canary}) > 2  # scattered, not one row of the grid
+    # upper layers and a config without a canary get none
+    assert plan_for(cfg, run).layers["ingest-L3"].canary is None
+    assert plan_for(_demo(None), run).layers["ingest-L2"].canary is None
+
+
+@pytest.mark.parametrize(("asked", "chunks", "expected"), [(8, 512, 8), (8, 3, 3), (1, 1, 1)])
+def test_canary_size(asked: int, chunks: int, expected: int) -> None:
+    assert canary_size(asked, chunks) == expected
+
+
+def test_canary_manifest_caps_max_failed_indexes() -> None:
+    cfg = _demo()
+    lp = plan_for(cfg, new_run(cfg, "r1", ["ingest"], "auto", T0)).layers["ingest-L2"]
+    assert canary_manifest(lp.manifest, "x", 2)["spec"]["maxFailedIndexes"] == 2
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        ("noise\n" + SUMMARY % (3.5, 12.0), (12.0, 3.5)),
+        ("2026 INFO " + SUMMARY % (0.25, 1.5) + "\n", (1.5, 0.25)),
+        ("layer 2 batch 0: 1 chunks\nlayer 2 batch 0 done: 1 ok", None),  # the images' harness
+        ('batch summary: {"chunk_compute_s": 1}', None),  # no start-up
+        ("", None),
+    ],
+)
+def test_pod_summary_from_the_workers_log(log: str, expected: tuple[float, float] | None) -> None:
+    assert pod_summary(log) == expected
+
+
+def _pod(i: int, run_s: float, **kw):
+    start = T0 + timedelta(seconds=2 + i)
+    return pod_info(
+        f"u{i}",
+        "Succeeded",
+        name=f"p{i}",
+        index=i,
+        created=T0,
+        started=start,
+        finished=start + timedelta(seconds=run_s),
+        **kw,
+    )
+
+
+def test_canary_figures() -> None:
+    pods = [_pod(i, 10.0 + i, peak_memory_gib=0.5 + i / 10, cpu_used=0.2) for i in range(4)]
+    pods.append(pod_info("bad", "Failed", started=T0, finished=T0 + timedelta(seconds=5)))
+    logs = {"p0": SUMMARY % (2.0, 8.0), "p1": SUMMARY % (4.0, 7.0)}
+    f = canary_figures(pods, logs)
+    assert f is not None and f.chunks == 4
+    assert (f.runtime_p50_s, f.runtime_p95_s) == (11.0, 13.0)
+    assert (f.start_p50_s, f.start_max_s) == (3.0, 5.0)
+    assert f.peak_memory_gib == pytest.approx(0.8) and f.cpu_p95 == 0.2
+    assert f.pod_seconds == 10 + 11 + 12 + 13 + 5  # the failed attempt is billed too
+    assert (f.chunk_p50_s, f.chunk_p95_s, f.startup_p50_s) == (2.0, 4.0, 7.0)
+    assert canary_figures([pods[-1]]) is None
+
+
+FIG = CanaryFigures(8, 10.0, 12.0, 1.0, 2.0, peak_memory_gib=1.7, cpu_p95=0.6, pod_seconds=80)
+
+
+@pytest.mark.parametrize(
+    ("figures", "pin", "margin", "expected"),
+    [
+        (FIG, None, 1.25, (0.75, 2.25)),  # 0.6x1.25=0.75; 1.7x1.25=2.125 -> 2.25
+        (FIG, None, 1.0, (0.75, 1.75)),
+        (FIG, LayerOverride(memory=4.0), 1.25, (0.75, 4.0)),  # memory pinned
+        (FIG, LayerOverride(cpu=2.0), 1.25, (2.0, 2.25)),  # CPU pinned
+        (replace(FIG, peak_memory_gib=None, cpu_p95=None), None, 1.25, (0.25, 0.5)),  # GKE
+        (replace(FIG, peak_memory_gib=0.05, cpu_p95=0.01), None, 1.25, (0.25, 0.5)),  # minimum
+    ],
+)
+def test_size_layer_from_the_canary(
+    figures: CanaryFigures,
+    pin: LayerOverride | None,
+    margin: float,
+    expected: tuple[float, float],
+) -> None:
+    job = _demo().job
+    if pin is not None:
+        res = job.resources.model_copy(update={"overrides": {2: pin}})
+        job = job.model_copy(update={"resources": res})
+    got = size_layer(figures, job, 2, margin)
+    assert (got.cpu, got.memory_gib) == expected
+
+
+def _plan(run, lp_canary: CanaryPlan | None) -> Plan:
+    layers = {
+        k: LayerPlan(10, RAMP, 0.25, 0.5, job_name=name_for(ls)) for k, ls in run.layers.items()
+    }
+    layers["ingest-L2"] = replace(layers["ingest-L2"], canary=lp_canary)
+    return Plan(layers)
+
+
+def _canary_plan(forecast: dict | None = None) -> CanaryPlan:
+    def forecaster(figures, planned, sized, now):
+        return forecast or {"wall_s": 99.0}
+
+    return CanaryPlan("job-ingest-2-0-canary", 4, 1.25, _demo().job, forecaster=forecaster)
+
+
+@pytest.mark.parametrize("advance", ["auto", "approve"])
+def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
+    run = make_run(advance)
+    plan = _plan(run, _canary_plan())
+    d = decide(Snapshot(run), plan, None, T0)
+    ls = d.state.layers["ingest-L2"]
+    assert d.actions == [CreateJob("ingest", 2, "job-ingest-2-0-canary", 4)]
+    assert ls.phase == "waiting" and ls.canary_phase == "running"
+    # running: the layer waits, no approval asked yet
+    later = T0 + timedelta(seconds=30)
+    running = {ls.canary_job: job(ls.canary_job, completions=4)}
+    d2 = decide(Snapshot(d.state, running), plan, None, later)
+    assert d2.actions == [] and d2.state.layers["ingest-L2"].phase == "waiting"
+    # done: figures kept, layer sized (0.75 vCPU / 1.25 GiB): held one reconcile for the size
+    done = {ls.canary_job: job(ls.canary_job, completions=4, condition="Complete")}
+    pods = {ls.canary_job: [_pod(i, 10.0, peak_memory_gib=0.9, cpu_used=0.5) for i in range(4)]}
+    d3 = decide(Snapshot(d2.state, done, pods), plan, None, later)
+    ls3 = d3.state.layers["ingest-L2"]
+    assert ls3.canary_phase == "done" and ls3.phase == "waiting" and d3.actions == []
+    assert ls3.canary["sized"] == {"cpu": 0.75, "memory_gib": 1.25}
+    assert ls3.canary["forecast"] == {"wall_s": 99.0} and ls3.canary["chunks"] == 4
+    assert ls3.cpu_seconds == pytest.approx(4 * 10 * 1.0)  # its pods billed to the layer
+    # next reconcile: the config carries the sized requests; the layer goes on
+    d4 = decide(Snapshot(d3.state), _plan(d3.state, None), None, later)
+    if advance == "auto":
+        assert [type(a) for a in d4.actions] == [CreateJob]
+        assert d4.state.layers["ingest-L2"].phase == "running"
+    else:
+        (alert,) = d4.actions
+        assert isinstance(alert, Alert) and alert.kind == "approval_needed"
+        assert alert.details["canary"]["forecast"] == {"wall_s": 99.0}
+
+
+def test_a_canary_of_the_planned_size_does_not_hold_the_layer() -> None:
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary_job = "running", "job-ingest-2-0-canary"
+    done = {ls.canary_job: job(ls.canary_job, completions=4, condition="Complete")}
+    pods = {ls.canary_job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
+    d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
+    assert d.state.layers["ingest-L2"].phase == "running"  # 0.25/0.5 as planned: no wait
+
+
+def test_a_failed_canary_alerts_and_the_layer_goes_on_as_configured() -> None:
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary_job = "running", "job-ingest-2-0-canary"
+    failed = {ls.canary_job: job(ls.canary_job, condition="Failed", reason="FailedIndexes")}
+    d = decide(Snapshot(run, failed, {ls.canary_job: []}), _plan(run, _canary_plan()), None, T0)
+    kinds = [a.kind for a in d.actions if isinstance(a, Alert)]
+    assert kinds == ["canary_failed"]
+    assert d.state.layers["ingest-L2"].canary_phase == "failed"
+    assert d.state.layers["ingest-L2"].phase == "running"
+
+
+def test_with_canary_sizes_overrides_only_the_measured_layer() -> None:
+    cfg = _demo()
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary = "done", {"sized": {"cpu": 0.75, "memory_gib": 1.25}}
+    sized = with_canary_sizes(cfg, run)
+    assert layer_spec(sized, "ingest", 2).requests == Requests(0.75, 1.25)
+    assert layer_spec(sized, "ingest", 3).requests == layer_spec(cfg, "ingest", 3).requests
+
+
+@pytest.mark.parametrize(
+    ("figures", "expected"),
+    [
+        # the worker's chunk times: chunk 2 s, the rest of the 10 s pod is start-up
+        (replace(FIG, chunk_p50_s=2.0, chunk_p95_s=2.0), (2.0, 0.05, 8.0)),
+        # no chunk times: the simulator's 10 s start-up, at most half the pod
+        (FIG, (5.0, pytest.approx(0.1108, abs=1e-3), 5.0)),
+        (replace(FIG, runtime_p50_s=40.0, runtime_p95_s=40.0), (30.0, 0.05, 10.0)),
+    ],
+)
+def test_chunk_runtime(figures: CanaryFigures, expected: tuple) -> None:
+    assert chunk_runtime(figures) == expected
+
+
+def test_forecast_build_by_the_simulator_grows_with_the_canarys_chunk_time() -> None:
+    cfg = _demo()
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    quick = replace(FIG, chunk_p50_s=0.1, chunk_p95_s=0.2)
+    slow = replace(FIG, runtime_p50_s=40.0, chunk_p50_s=2.0, chunk_p95_s=3.0)
+    args = (Requests(0.25, 0.5), Requests(0.75, 2.25), T0 + timedelta(seconds=20))
+    a = forecast_build(cfg, run, "ingest", 2, quick, *args)
+    b = forecast_build(cfg, run, "ingest", 2, slow, *args)
+    assert a["wall_s"] == pytest.approx(20.0 + a["remaining_s"])
+    assert b["remaining_s"] > 2 * a["remaining_s"] and b["cost_usd"] > a["cost_usd"]
+    specs = [layer_spec(cfg, "ingest", layer) for layer in range(2, 6)]
+    assert a["pods"] == sum(s.completions for s in specs) + quick.chunks
+
+
+def test_status_shows_the_canary_and_the_right_size_lines() -> None:
+    from scripts.views.status import canary_lines, rightsize_lines
+    from shared.reconcile.canary import canary_summary
+
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase = "done"
+    ls.canary = {
+        "chunks": 8,
+        "runtime_p50_s": 13.3,
+        "runtime_p95_s": 13.8,
+        "peak_memory_gib": 0.125,
+        "sized": {"cpu": 0.5, "memory_gib": 1.0},
+        "forecast": {"wall_s": 540.0, "pods": 30, "cost_usd": 0.016},
+    }
+    (c,) = canary_summary(run)
+    assert c["peak_memory_mib"] == 128.0 and c["forecast_wall_s"] == 540.0
+    (line,) = canary_lines([c])
+    assert "8 chunks" in line and "128 MiB" in line and "sized 0.5 vCPU / 1 GiB" in line
+    assert "30 pods" in line
+    s = {
+        "stage": "ingest",
+        "layer": 3,
+        "basis": "L2",
+        "requested": {"cpu": 1.0, "memory_gib": 4.0},
+        "suggested": {"cpu": 0.5, "memory_gib": 1.0},
+        "used": {"cpu_p95": 0.3, "peak_memory_gib": 1.4},
+        "savings_usd": 0.01,
+        "covered": False,
+    }
+    (line,) = rightsize_lines([s])
+    assert "0.5 vCPU / 1 GiB instead of 1 / 4" in line and "peak 1.40 GiB" in line
+    assert "OOM" in line
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        ({"chunk_p50_s": 3.5, "runtime_p50_s": 13.0}, 3.5),  # the worker's own chunk time
+        ({"runtime_p50_s": 30.0}, 20.0),  # the pod less the 10 s start-up
+        ({"runtime_p50_s": 4.0}, 2.0),  # at most half the pod
+    ],
+)
+def test_the_in_run_forecast_assumes_the_canarys_chunk_time(record: dict, expected: float) -> None:
+    """Before any pod has finished, `status`'s forecast takes the canary's chunk time, not a
+    30 s guess."""
+    from shared.forecast.forecast import DEFAULT_CHUNK_S, run_forecast
+
+    cfg = _demo()
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    assert run_forecast(cfg, run, T0).assumed_chunk_s == DEFAULT_CHUNK_S
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary = "done", record
+    assert run_forecast(cfg, run, T0).assumed_chunk_s == expected
+
+
+def test_a_canary_past_the_class_ceiling_keeps_the_plan_and_says_why() -> None:
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary_job = "running", "job-ingest-2-0-canary"
+    done = {ls.canary_job: job(ls.canary_job, completions=4, condition="Complete")}
+    pods = {ls.canary_job: [_pod(i, 10.0, peak_memory_gib=200.0, cpu_used=0.5) for i in range(4)]}
+    d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
+    ls2 = d.state.layers["ingest-L2"]
+    assert "ceiling" in ls2.canary["size_error"]
+    assert ls2.canary["sized"] == ls2.canary["planned"] and ls2.phase == "running"
+
+
+# -- run controls: pause/resume and controller.max_vcpus cover the canary --------------------
+
+
+def _canary_running(status: str, **job_kw):
+    run = make_run("auto")
+    run.status = status
+    ls = run.layers["ingest-L2"]
+    ls.canary_phase, ls.canary_job = "running", "job-ingest-2-0-canary"
+    ls.canary = {"chunks": 4, "parallelism": 4, "cpu": 0.25}
+    jobs = {ls.canary_job: job(ls.canary_job, completions=4, parallelism=4, **job_kw)}
+    return run, jobs
+
+
+@pytest.mark.parametrize(
+    ("status", "job_kw", "expected"),
+    [
+        ("paused", {}, [PatchJob("job-ingest-2-0-canary", suspend=True)]),  # pipeline pause
+        ("paused", {"suspended": True}, []),  # already suspended
+        ("running", {"suspended": True}, [PatchJob("job-ingest-2-0-canary", suspend=False)]),
+        ("running", {}, []),  # running as it should: the layer waits for it
+        ("paused", {"condition": "Complete"}, []),  # ended: nothing to suspend
+    ],
+)
+def test_pause_and_resume_suspend_a_running_canary(status, job_kw, expected) -> None:
+    run, jobs = _canary_running(status, **job_kw)
+    d = decide(
+        Snapshot(run, jobs, {"job-ingest-2-0-canary": []}), _plan(run, _canary_plan()), None, T0
+    )
+    assert [a for a in d.actions if isinstance(a, PatchJob)] == expected
+    assert d.state.layers["ingest-L2"].phase == "waiting"
+
+
+# $1 per vCPU-second on Spot, nothing else.
+DOLLAR_PER_CPU_S = (RateRow("test", "general-purpose", 0.0, 3600.0, 0.0, 0.0, 0.0),)
+
+
+def test_the_budget_guard_suspends_a_running_canary() -> None:
+    run, jobs = _canary_running("running")
+    run.budget_usd = 1.0
+    # an earlier canary's pods, billed to its layer before it started: $2, over the budget
+    run.layers["ingest-L2"].cpu_seconds = 2.0
+    plan = replace(_plan(run, _canary_plan()), billing=Billing("test"))
+    d = decide(Snapshot(run, jobs, {"job-ingest-2-0-canary": []}), plan, DOLLAR_PER_CPU_S, T0)
+    assert d.state.status == "paused"
+    assert PatchJob("job-ingest-2-0-canary", suspend=True) in d.actions
+
+
+@pytest.mark.parametrize(
+    ("max_vcpus", "others", "expected"),
+    [
+        (None, 0.0, CreateJob("ingest", 2, "job-ingest-2-0-canary", 4)),  # no cap: all chunks
+        (10.0, 0.0, CreateJob("ingest", 2, "job-ingest-2-0-canary", 4)),  # room for 4 x 0.25
+        (10.0, 9.5, CreateJob("ingest", 2, "job-ingest-2-0-canary", 2)),  # room for 2
+        (10.0, 9.9, None),  # not one pod fits: held by the cap
+    ],
+)
+def test_a_canary_starts_within_max_vcpus(max_vcpus, others, expected) -> None:
+    run = make_run("auto")
+    plan = replace(_plan(run, _canary_plan()), max_vcpus=max_vcpus)
+    d = decide(Snapshot(run, others_vcpus=others), plan, None, T0)
+    ls = d.state.layers["ingest-L2"]
+    assert d.actions == ([expected] if expected else [])
+    assert ls.held_by_vcpu_cap == (expected is None)
+    assert ls.canary_phase == ("running" if expected else "")
+
+
+def test_a_running_canary_counts_against_max_vcpus() -> None:
+    run, _ = _canary_running("running")  # 4 pods x 0.25 vCPU
+    assert running_vcpus([run]) == 1.0
+    budget = VcpuBudget.of(10.0, run, others=2.0)
+    assert budget is not None and budget.free == 7.0
+    run.layers["ingest-L2"].canary_phase = "done"
+    assert running_vcpus([run]) == 0.0

@@ -1,0 +1,231 @@
+"""Pod accounting and cost roll-ups, table-driven: what a reconcile records, what it costs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.config.config import Ramp
+from shared.model.state import LayerState, RunState, build_layers
+from shared.money.costs import Billing, layer_cost, run_cost
+from shared.money.pricing import Rate, RateRow, load_rates
+from shared.ports.cluster import JobStatus, PodInfo
+from shared.reconcile.decide import decide
+from shared.reconcile.decision import Alert, LayerPlan, PatchJob, Plan, Snapshot
+from shared.reconcile.pod_accounting import (
+    OPEN_PAGE,
+    close_layer,
+    pack_open,
+    pod_key,
+    record_pods,
+    unpack_open,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+RATE = Rate("r", "general-purpose", True, cpu_hr=3600.0, mem_hr=360.0, cluster_fee_hr=36.0)
+
+
+def pod(
+    uid: str,
+    phase: str = "Running",
+    created: int = 0,
+    started: int = 0,
+    finished: int | None = None,
+    reason: str | None = None,
+    index: int = 0,
+) -> PodInfo:
+    return PodInfo(
+        name=f"p-{uid}",
+        uid=uid,
+        job_name="j",
+        index=index,
+        phase=phase,
+        cpu_request=0.5,
+        memory_request_gib=2.0,
+        created=T0 + timedelta(seconds=created),
+        started=T0 + timedelta(seconds=started),
+        finished=None if finished is None else T0 + timedelta(seconds=finished),
+        reason=reason,
+    )
+
+
+def test_records_each_finished_pod_once_across_reconciles():
+    ls = LayerState("ingest", 2)
+    now = T0 + timedelta(seconds=100)
+    first = record_pods(ls, [pod("a"), pod("b")], now)
+    assert first == [] and unpack_open(ls.open_pods) == {pod_key("a"), pod_key("b")}
+    assert ls.running_cpu_seconds == pytest.approx(2 * 0.5 * 100)
+    listing = [
+        pod("a", "Succeeded", finished=10),
+        pod("b"),
+        pod("c", "Failed", created=50, started=50, finished=60),
+    ]
+    second = record_pods(ls, listing, now)
+    assert sorted(r.uid for r in second) == ["a", "c"]
+    assert record_pods(ls, listing, now) == []  # the same listing again: nothing new
+    assert (ls.pods_succeeded, ls.pods_failed) == (1, 1)
+    assert ls.cpu_seconds == pytest.approx(0.5 * 10 + 0.5 * 10)
+    assert ls.memory_gib_seconds == pytest.approx(2.0 * 20)
+
+
+def test_pod_created_and_finished_between_listings_is_recorded():
+    ls = LayerState("ingest", 2)
+    record_pods(ls, [pod("a", created=5)], T0)
+    unseen = pod("z", "Succeeded", created=7, started=7, finished=9)
+    assert [r.uid for r in record_pods(ls, [pod("a", created=5), unseen], T0)] == ["z"]
+
+
+def test_same_second_creation_is_not_lost_or_doubled():
+    ls = LayerState("ingest", 2)
+    record_pods(ls, [pod("a", "Succeeded", created=5, finished=6)], T0)
+    late = pod("b", "Succeeded", created=5, finished=7)  # same creation second, listed later
+    assert [
+        r.uid for r in record_pods(ls, [pod("a", "Succeeded", created=5, finished=6), late], T0)
+    ] == ["b"]
+
+
+def test_preemptions_counted_apart():
+    ls = LayerState("ingest", 2)
+    record_pods(ls, [pod("a", "Failed", finished=3, reason="DisruptionTarget")], T0)
+    assert (ls.pods_preempted, ls.pods_failed) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("cpu_s", "mem_s", "phase", "completions", "succeeded", "runtime", "want_usd", "backfill"),
+    [
+        (3600, 0, "running", 10, 0, 0, 3600.0, 0),  # 1 vCPU-hour at 3600 $/h
+        (0, 3600, "running", 10, 0, 0, 360.0, 0),
+        (0, 0, "succeeded", 4, 2, 20, 2 * 10 * (0.5 * 1 + 2 * 0.1), 2),  # 2 unseen at 10 s mean
+        (0, 0, "succeeded", 2, 2, 20, 0.0, 0),
+    ],
+)
+def test_layer_cost(cpu_s, mem_s, phase, completions, succeeded, runtime, want_usd, backfill):
+    ls = LayerState(
+        "ingest",
+        2,
+        phase=phase,
+        completions=completions,
+        cpu_seconds=cpu_s,
+        memory_gib_seconds=mem_s,
+        pods_succeeded=succeeded,
+        succeeded_runtime_s=runtime,
+        cpu_request=0.5,
+        memory_request_gib=2.0,
+    )
+    cost = layer_cost(ls, RATE)
+    assert cost.usd == pytest.approx(want_usd)
+    assert cost.backfilled_pods == backfill
+
+
+def test_close_layer_stops_accrual():
+    ls = LayerState("ingest", 2, running_cpu_seconds=5.0, open_pods=["x"])
+    close_layer(ls)
+    assert (ls.running_cpu_seconds, ls.open_pods) == (0.0, [])
+
+
+def run_with(spans: list[tuple[int, int | None]]) -> RunState:
+    tops = {"ingest": 1 + len(spans)}
+    run = RunState("r", "g", ["ingest"], tops, layers=build_layers(["ingest"], tops))
+    for ls, (start, end) in zip(run.ordered_layers(), spans, strict=True):
+        ls.submitted_at = T0 + timedelta(hours=start)
+        ls.finished_at = None if end is None else T0 + timedelta(hours=end)
+        ls.phase = "running" if end is None else "succeeded"
+    return run
+
+
+@pytest.mark.parametrize(
+    ("spans", "now_h", "fee_hours"),
+    [
+        ([(0, 1)], 5, 1.0),
+        ([(0, 2), (1, 3)], 5, 3.0),
+        ([(0, 1), (2, 3)], 5, 2.0),
+        ([(0, None)], 4, 4.0),
+    ],
+)
+def test_cluster_fee_over_union_of_job_spans(spans, now_h, fee_hours):
+    cost = run_cost(run_with(spans), load_rates(), Billing("us-east1"), T0 + timedelta(hours=now_h))
+    assert cost.cluster_fee_usd == pytest.approx(0.1 * fee_hours)
+
+
+def test_unknown_region_names_the_known_ones():
+    with pytest.raises(ValueError, match="region"):
+        run_cost(run_with([(0, 1)]), load_rates(), Billing("mars-north1"), T0)
+
+
+# $1 per vCPU-second on Spot, nothing else: a layer's spend is its recorded vCPU-seconds.
+DOLLAR_PER_CPU_S = (RateRow("test", "general-purpose", 0.0, 3600.0, 0.0, 0.0, 0.0),)
+
+
+@pytest.mark.parametrize(("cpu_seconds", "paused"), [(12.5, True), (10.0, True), (9.0, False)])
+def test_budget_guard_pauses_suspends_and_alerts_once(cpu_seconds, paused):
+    tops = {"ingest": 3}
+    run = RunState(
+        "r",
+        "g",
+        ["ingest"],
+        tops,
+        advance="auto",
+        budget_usd=10.0,
+        layers=build_layers(["ingest"], tops),
+    )
+    ls = run.layers["ingest-L2"]
+    ls.phase, ls.job_name, ls.completions, ls.progress_at = "running", "j2", 5, T0
+    ls.submitted_at, ls.cpu_seconds = T0, cpu_seconds
+    jobs = {"j2": JobStatus("j2", {}, {}, completions=5, parallelism=2, suspended=False)}
+    plan = Plan({k: LayerPlan(5, Ramp()) for k in run.layers}, billing=Billing("test"))
+    d = decide(Snapshot(run, jobs), plan, DOLLAR_PER_CPU_S, T0)
+    assert (d.state.status == "paused") is paused
+    assert (PatchJob("j2", suspend=True) in d.actions) is paused
+    alerts = [a for a in d.actions if isinstance(a, Alert)]
+    assert [a.kind for a in alerts] == (["budget_reached"] if paused else [])
+    if paused:
+        assert alerts[0].details == {
+            "spend_usd": cpu_seconds,
+            "budget_usd": 10.0,
+            "pods_usd": cpu_seconds,
+            "cluster_fee_usd": 0.0,
+        }
+    d2 = decide(Snapshot(d.state, jobs), plan, DOLLAR_PER_CPU_S, T0)
+    assert not [a for a in d2.actions if isinstance(a, Alert)]
+
+
+def test_budget_guard_needs_rates_and_billing():
+    tops = {"ingest": 2}
+    run = RunState(
+        "r", "g", ["ingest"], tops, budget_usd=1.0, layers=build_layers(["ingest"], tops)
+    )
+    ls = run.layers["ingest-L2"]
+    ls.phase, ls.job_name, ls.submitted_at, ls.cpu_seconds = "running", "j2", T0, 100.0
+    jobs = {"j2": JobStatus("j2", {}, {}, completions=5, parallelism=2, suspended=False)}
+    plans = {k: LayerPlan(5, Ramp()) for k in run.layers}
+    for plan, rates in [
+        (Plan(plans), DOLLAR_PER_CPU_S),
+        (Plan(plans, billing=Billing("test")), None),
+    ]:
+        assert decide(Snapshot(run, jobs), plan, rates, T0).state.status == "running"
+
+
+def test_open_pods_pack_into_few_strings_and_read_back():
+    keys = [pod_key(f"uid-{i}") for i in range(OPEN_PAGE * 2 + 1)]
+    packed = pack_open(reversed(keys))
+    assert len(packed) == 3 and unpack_open(packed) == set(keys)
+    assert packed == pack_open(keys)  # order-independent: an unchanged set compares equal
+
+
+def test_open_pods_of_an_older_document_are_still_recognised():
+    """Layer documents written before packing hold one raw uid per entry."""
+    ls = LayerState("ingest", 2, open_pods=["a"], pods_watermark=T0 + timedelta(seconds=99))
+    done = record_pods(ls, [pod("a", "Succeeded", finished=10)], T0 + timedelta(seconds=100))
+    assert [r.uid for r in done] == ["a"]
+
+
+def test_many_running_pods_are_recorded_once_each_when_they_finish():
+    ls = LayerState("ingest", 2)
+    now = T0 + timedelta(seconds=100)
+    running = [pod(f"u{i}") for i in range(5000)]
+    assert record_pods(ls, running, now) == []
+    assert len(ls.open_pods) == 3
+    finished = [pod(f"u{i}", "Succeeded", finished=20) for i in range(5000)]
+    assert len(record_pods(ls, finished, now)) == 5000
+    assert record_pods(ls, finished, now) == [] and ls.open_pods == []
