@@ -23,6 +23,7 @@ from shared.control.commit_record import CommitRecord, commit_record
 from shared.control.controller_log import log_json, take_log_bytes
 from shared.control.observe import Observation, Observer
 from shared.control.outbox import Outbox
+from shared.control.rightsize_version import with_rightsize_version
 from shared.forecast.canary_forecast import forecast_build
 from shared.jobs.manifest import for_create
 from shared.model.state import SETUP_LAYER, layer_key
@@ -43,7 +44,6 @@ from shared.reconcile.decision import (
     Plan,
 )
 from shared.reconcile.ownership import stamped
-from shared.reconcile.rightsize_version import with_rightsize_version
 
 log = logging.getLogger("cave_pipeline.controller")
 

@@ -316,7 +316,7 @@ def test_with_usage_fills_only_what_the_cluster_left_empty(cluster, read, expect
     assert (got.peak_memory_gib, got.cpu_used) == expected
 
 
-# -- job.rightsize: auto records a config version (shared.reconcile.rightsize_version)
+# -- job.rightsize: auto records a config version (shared.control.rightsize_version)
 # ------------------
 
 
@@ -338,8 +338,8 @@ def _started_l3(tmp_path: Path, mode: str, requests: tuple[float, float] | None 
 
 
 def test_auto_records_a_config_version_by_rightsize(tmp_path: Path) -> None:
+    from shared.control.rightsize_version import with_rightsize_version
     from shared.jobs.layer_spec import layer_spec
-    from shared.reconcile.rightsize_version import with_rightsize_version
 
     cfg, decision = _started_l3(tmp_path, "auto")
     before = decision.state.config_version
@@ -368,8 +368,8 @@ def test_auto_records_a_config_version_by_rightsize(tmp_path: Path) -> None:
 def test_no_config_version_without_a_right_sized_change(
     tmp_path: Path, mode: str, requests: str | None, job_name: str
 ) -> None:
+    from shared.control.rightsize_version import with_rightsize_version
     from shared.jobs.layer_spec import layer_spec
-    from shared.reconcile.rightsize_version import with_rightsize_version
 
     cfg = load_config(_write(tmp_path, "  rightsize: auto\n"))
     own = layer_spec(cfg, "ingest", 3).requests
