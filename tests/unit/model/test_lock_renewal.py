@@ -208,3 +208,71 @@ def test_a_dataset_root_lock_expiry_sets_the_scale_of_every_rendered_job():
 
 def _cfg_with(cfg: Any, env: dict[str, str]) -> Any:
     return cfg.model_copy(update={"env": env})
+
+
+# Tables that kill mutants the mutation runner found alive (docs/testing-mutation.md).
+
+
+@pytest.mark.parametrize(
+    ("scale", "layers", "lifetime_s", "want"),
+    [
+        (
+            1.0,
+            range(2, 6),
+            180,
+            "env.PCG_LOCK_EXPIRY_SCALE=1 (yours, kept): L3 renews every 120 s, L4 renews every "
+            "180 s, L5 renews every 240 s, against a claim lifetime of 180 s (the graph's "
+            "ROOT_LOCK_EXPIRY, 3 min by default); the images need a renewal at most every "
+            "60 s; at L4, L5 a live claim lapses before it is renewed and a contender can "
+            "take a chunk that is still being written. Remove it to get a safe scale per layer",
+        ),
+        (  # late but renewed in time: no lapse clause; a short lifetime in 3 digits
+            0.02,
+            range(2, 4),
+            3,
+            "env.PCG_LOCK_EXPIRY_SCALE=0.02 (yours, kept): L2 renews every 1.2 s, L3 renews "
+            "every 2.4 s, against a "
+            "claim lifetime of 3 s (the graph's ROOT_LOCK_EXPIRY, 3 min by default); the "
+            "images need a renewal at most every 1 s. Remove it to get a safe scale per layer",
+        ),
+        (  # 10 s and more are printed whole (10.5 s as "10 s")
+            0.175,
+            range(2, 3),
+            30,
+            "env.PCG_LOCK_EXPIRY_SCALE=0.175 (yours, kept): L2 renews every 10 s, against "
+            "a claim lifetime of 30 s (the graph's ROOT_LOCK_EXPIRY, 3 min by default); the "
+            "images need a renewal at most every 10 s. Remove it to get a safe scale per layer",
+        ),
+    ],
+)
+def test_override_warning_text(scale, layers, lifetime_s, want):
+    from shared.model.lock_renewal import override_warning
+
+    assert override_warning(scale, layers, lifetime_s) == want
+
+
+def test_claim_lifetime_edges_and_messages():
+    from shared.model.lock_renewal import LockRenewalError, claim_lifetime_s, parse_scale
+
+    assert claim_lifetime_s({"graph_config": ["not", "a", "mapping"]}) == 180.0
+    assert claim_lifetime_s({"graph_config": {"ROOT_LOCK_EXPIRY": 0.5}}) == 0.5  # under 1 s
+    with pytest.raises(LockRenewalError) as bad:
+        claim_lifetime_s({"graph_config": {"ROOT_LOCK_EXPIRY": 0}})
+    assert str(bad.value) == (
+        "graph_config.ROOT_LOCK_EXPIRY: 0 is not a number of seconds > 0; give the claim "
+        "lifetime in seconds (e.g. 180) or drop it for the 3-minute default"
+    )
+    with pytest.raises(LockRenewalError) as bad:
+        parse_scale("-1")
+    assert str(bad.value) == (
+        "env.PCG_LOCK_EXPIRY_SCALE: '-1' is not a number > 0; remove it (the controller sets "
+        "a safe value per layer) or give a positive number"
+    )
+
+
+def test_a_renewal_half_a_second_late_is_a_breach():
+    from shared.model.lock_renewal import renewal_breaches
+
+    scale = 60.5 * 3 / 180  # L2 renews every 60.5 s against a 60 s bound (180 s lifetime)
+    assert [b.layer for b in renewal_breaches(scale, [2], 180.0)] == [2]
+    assert renewal_breaches(1.0, [2], 180.0) == []  # exactly at the bound: not a breach

@@ -16,16 +16,25 @@ from shared.reconcile.build_plan import new_run
 from shared.reconcile.completeness import (
     MAX_EXAMPLES,
     MAX_RANGES,
+    Coverage,
     LayerGrid,
+    LayerVerdict,
+    MissingChunk,
+    StageVerdict,
+    incomplete_details,
+    incomplete_reason,
     layer_grid,
     marker_coverage,
     run_complete,
     run_verdict,
     verify_layer,
     verify_run,
+    verify_stage,
 )
 from shared.reconcile.decision import Alert
+from shared.reconcile.hung_pods import plan_batch, window_chunk_ids
 from shared.reconcile.layer_verify import apply_ledger_check
+from tests.builders.pod_infos import T0
 from tests.builders.stored_runs import DEMO
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -243,3 +252,164 @@ def test_run_finished_carries_the_verdict():
     body = alert_body(cfg, run, Alert("run_finished", details={"status": "succeeded"}), NOW)
     assert body["verify"] == run_verdict(cfg, run)
     assert body["verify"]["ingest"]["layers_unchecked"] == [2, 3, 4, 5]
+
+
+# Tables that kill mutants the mutation runner found alive (docs/testing-mutation.md).
+GRID = LayerGrid("ingest", 3, (4, 3, 2), 6, 10)  # 24 chunks
+MISSING = verify_layer(GRID, np.array([GRID.chunk_id(p) for p in range(2, 24)], np.uint64))
+
+
+def test_missing_chunk_and_layer_verdict_json():
+    assert MissingChunk(5, (0, 2, 1), 99).to_json() == {
+        "position": 5,
+        "coord": [0, 2, 1],
+        "chunk_id": 99,
+    }
+    assert MISSING.to_json() == {
+        "stage": "ingest",
+        "layer": 3,
+        "chunks_expected": 24,
+        "chunks_marked": 22,
+        "chunks_missing": 2,
+        "missing_positions": "0-1",
+        "missing_intervals": 1,
+        "missing_examples": [
+            {"position": 0, "coord": [0, 0, 0], "chunk_id": GRID.chunk_id(0)},
+            {"position": 1, "coord": [0, 0, 1], "chunk_id": GRID.chunk_id(1)},
+        ],
+        "outside_grid": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("coverage", "want"),
+    [
+        (
+            Coverage(True, ""),
+            {"checked": True, "why": "", "complete": False, "chunks_marked": 22},
+        ),
+        (
+            Coverage(False, "writes no done markers"),
+            {"checked": False, "why": "writes no done markers", "complete": None},
+        ),
+    ],
+)
+def test_stage_verdict_json(coverage, want):
+    verdict = StageVerdict("ingest", coverage, (MISSING,) if coverage.checkable else (), 30)
+    doc = verdict.to_json()
+    layers = [MISSING.to_json()] if coverage.checkable else []
+    assert doc == {"chunks_marked": None, **want, "chunks_expected": 30, "layers": layers}
+
+
+@pytest.mark.parametrize("readable", [True, False])
+def test_verify_stage_counts_every_layer_checked_or_not(readable):
+    cfg = load_config(DEMO)
+    grids = [layer_grid(cfg, "ingest", layer) for layer in (2, 3)]
+    done = np.array([grids[1].chunk_id(0)], np.uint64) if readable else None
+    verdict = verify_stage(cfg, "ingest", range(2, 4), done)
+    assert verdict.chunks_expected == grids[0].chunks + grids[1].chunks
+    assert verdict.coverage.checkable
+    if readable:
+        assert [v.layer for v in verdict.layers] == [2, 3]
+        assert [v.chunks_marked for v in verdict.layers] == [0, 1]
+    else:
+        assert verdict.layers == ()
+
+
+def test_incomplete_reason_and_details_name_the_way_out():
+    verdict = LayerVerdict("ingest", 3, 24, 22, "0-1", 1)
+    reason = (
+        "incomplete: the Job completed but 2 of 24 chunks carry no done marker (flat "
+        "positions 0-1); list them with `pipeline verify r9 --stage ingest`, then "
+        "`pipeline submit r9 ingest 3` (done chunks are skipped)"
+    )
+    assert incomplete_reason("r9", verdict) == reason
+    blank = LayerVerdict("ingest", 3, 24, 24)
+    assert "(flat positions -)" in incomplete_reason("r9", blank)
+    assert incomplete_details("r9", verdict) == {
+        "chunks_expected": 24,
+        "chunks_marked": 22,
+        "chunks_missing": 2,
+        "missing_positions": "0-1",
+        "missing_intervals": 1,
+        "missing_examples": [],
+        "outside_grid": 0,
+        "reason": reason,
+        "fix": "pipeline verify r9 --stage ingest, then pipeline submit r9 ingest 3",
+    }
+
+
+def test_batch_windows_partition_the_layer():
+    cfg = load_config(DEMO)
+    for layer in (2, 3, 5):
+        grid = layer_grid(cfg, "ingest", layer)
+        ls = LayerState(stage="ingest", layer=layer)
+        per_pod = plan_batch(cfg, ls)
+        pods = -(-grid.chunks // per_pod)
+        windows = [window_chunk_ids(cfg, "ingest", layer, i) for i in range(pods)]
+        assert all(len(w) == per_pod for w in windows[:-1]) and 0 < len(windows[-1]) <= per_pod
+        every = [c for w in windows for c in w]
+        assert sorted(every) == sorted(grid.chunk_id(p) for p in range(grid.chunks))
+    top = LayerState(stage="ingest", layer=5)
+    assert plan_batch(cfg, top) == layer_grid(cfg, "ingest", 5).chunks == 1  # the root chunk
+    assert (
+        plan_batch(cfg, LayerState(stage="ingest", layer=2)) < layer_grid(cfg, "ingest", 2).chunks
+    )
+
+
+def test_an_id_one_past_the_grid_in_y_is_outside():
+    from shared.reconcile.completeness import marked_mask
+
+    stray = np.array([GRID.chunk_id(0) + (3 << 50)], np.uint64)  # y = 3 on a (4, 3, 2) grid
+    marked, outside = marked_mask(GRID, stray)
+    assert outside == 1 and not marked.any()
+
+
+def test_verify_run_of_one_stage_reads_every_layer_with_the_config():
+    from shared.reconcile.build_plan import new_run
+    from shared.reconcile.completeness import verify_run
+
+    cfg = load_config(DEMO)
+    run = new_run(cfg, "r1", ["ingest", "l2cache"], "auto", T0)
+    seen = []
+
+    def scan(c, stage):
+        seen.append((c is cfg, stage))
+        return np.array([], np.uint64)
+
+    verdicts = verify_run(cfg, run, scan, "ingest")
+    assert list(verdicts) == ["ingest"] and seen == [(True, "ingest")]
+    assert [v.layer for v in verdicts["ingest"].layers] == list(
+        range(2, run.top_layers["ingest"] + 1)
+    )
+
+
+@pytest.mark.parametrize(
+    ("commands", "stage", "why"),
+    [
+        ({}, "ingest", "its pods run the worker, which marks each chunk done"),
+        (
+            {"ingest": ["python", "-m", "pychunkedgraph.pipeline.ingest"]},
+            "ingest",
+            "its image's ingest marks each chunk done in the ledger",
+        ),
+        (
+            {"meshing": ["python", "-m", "pychunkedgraph.pipeline.meshing"]},
+            "meshing",
+            "its pods run the image's own command (python -m pychunkedgraph.pipeline.meshing), "
+            "which writes no done markers: only the Job's completed indexes vouch for its chunks",
+        ),
+    ],
+)
+def test_marker_coverage_says_why(commands, stage, why):
+    from shared.reconcile.completeness import marker_coverage
+
+    cfg = load_config(DEMO).model_copy(update={"commands": commands})
+    assert marker_coverage(cfg, stage).why == why
+
+
+@pytest.mark.parametrize("readable", [True, False])
+def test_a_stage_verdict_names_its_stage(readable):
+    cfg = load_config(DEMO)
+    done = np.array([], np.uint64) if readable else None
+    assert verify_stage(cfg, "ingest", range(2, 3), done).stage == "ingest"

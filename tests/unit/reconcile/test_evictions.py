@@ -242,3 +242,31 @@ def decide_with(run: RunState, pods: list[PodInfo], limit: int = 3):
     )
     seen = Snapshot(run, {ls.job_name: job(ls.job_name)}, {ls.job_name: pods})
     return decide(seen, plan, None, T0)
+
+
+# Tables that kill mutants the mutation runner found alive (docs/testing-mutation.md).
+
+
+def test_eviction_alert_details_in_full():
+    from shared.reconcile.evictions import eviction_alert_details
+
+    ls = LayerState(stage="ingest", layer=2, job_name="j2", memory_request_gib=2.5)
+    ls.evictions = "3:4"  # index 3 evicted 4 times (the stored "index:count" form)
+    assert eviction_alert_details(ls, 3) == {
+        "indexes": [3],
+        "evictions": {"3": 4},
+        "max_evictions_per_index": 3,
+        "job": "j2",
+        "memory_request_gib": 2.5,
+        "fix": "the kubelet evicts these pods for node memory pressure (they use more than "
+        "their request) and the Job retries them without end: raise job.resources.memory for "
+        "this layer (`pipeline apply`) or set job.oom_memory_factor, then `pipeline delete` "
+        "and `pipeline submit` the layer (done chunks are skipped)",
+    }
+
+
+def test_eviction_counts_text_skips_empty_parts_and_zero_counts():
+    from shared.reconcile.evictions import format_counts, parse_counts
+
+    assert parse_counts("1:2,,3:4") == {1: 2, 3: 4}
+    assert format_counts({3: 0, 4: 1}) == "4:1"

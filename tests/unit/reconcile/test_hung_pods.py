@@ -170,3 +170,30 @@ def test_decide_deletes_a_hung_pod_and_alerts_once():
     ended = [pod_info("a", phase="Failed", job_name=name, finished=at(4011), exit_code=137)]
     d3 = decide(Snapshot(d2.state, seen.jobs, {name: ended}), plans(run), None, at(4020))
     assert not [a for a in d3.actions if isinstance(a, DeletePod)]
+
+
+# Tables that kill mutants the mutation runner found alive (docs/testing-mutation.md).
+
+
+def test_find_hung_skips_pods_not_running_or_not_started_and_goes_on():
+    at = T0 + timedelta(seconds=100)
+    pods = [
+        pod_info("pending", phase="Pending"),  # started, but not running
+        pod_info("unstarted", started=None),  # running, no start time yet
+        pod_info("silent"),  # no signals at all: judged from its start
+    ]
+    found = find_hung(pods, {}, at, 60)
+    assert [(h.name, h.idle_s) for h in found] == [("p-silent", 100.0)]
+
+
+def test_chunk_times_per_pod_and_short_runs():
+    from shared.reconcile.hung_pods import note_chunk_times
+    from shared.reconcile.pod_accounting import PodRecord
+
+    def rec(uid, seconds, phase="Succeeded"):
+        end = T0 + timedelta(seconds=seconds)
+        return PodRecord(uid, f"p-{uid}", 0, phase, 1.0, 2.0, T0, T0, end, 0, None, "n")
+
+    ls = LayerState(stage="ingest", layer=2)
+    note_chunk_times(ls, [rec("a", 0.5), rec("b", 0.0), rec("c", 9.0, "Failed")], 1)
+    assert ls.chunk_s_samples == [0.5]  # one chunk per pod: its whole runtime; 0 s skipped
