@@ -2,26 +2,28 @@
 #
 #   docker build -f worker.Dockerfile -t worker .                          # the harness alone
 #   docker build -f worker.Dockerfile --build-arg EXTRAS=worker,demo \
-#     --build-arg PACKAGES="shared worker demo" -t worker-demo .            # the demo
+#     --build-arg PACKAGES="shared adapters worker demo" -t worker-demo .   # the demo
 #
 # Slim on purpose: only the project's base dependencies plus the extras named in EXTRAS
 # (`worker` = kvdbclient; the demo workloads add `demo` = scipy), and only the packages named in
-# PACKAGES (`shared` and `worker`; the demo's pods import `demo` too) - no controller, CLI or
-# test code. The packages are used from source on PYTHONPATH (no wheel build), byte-compiled at
+# PACKAGES (`shared`, `adapters` and `worker`; the demo's pods import `demo` too) - no
+# controller, CLI or test code, and not the local stack (`adapters/local`, which the worker never
+# imports). The packages are used from source on PYTHONPATH (no wheel build), byte-compiled at
 # build time so a pod's interpreter start-up stays short. cloudbuild.yaml builds both variants;
 # tests/unit/deploy/test_demo_image.py checks that the demo's copies every package its pods import.
 
 # The source tree of the image: the packages PACKAGES names, and nothing else.
 FROM python:3.12-slim AS source
-ARG PACKAGES="shared worker"
+ARG PACKAGES="shared adapters worker"
 WORKDIR /src
 COPY shared/ all/shared/
+COPY adapters/ all/adapters/
 COPY worker/ all/worker/
 COPY demo/ all/demo/
 RUN mkdir app && for p in $PACKAGES; do \
       [ -d "all/$p" ] || { echo "PACKAGES names $p, which worker.Dockerfile does not copy" >&2; exit 1; }; \
       cp -r "all/$p" app/; \
-    done
+    done && rm -rf app/adapters/local
 
 FROM python:3.12-slim
 

@@ -43,7 +43,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("config/precomputed_info.py", ".read_text"): "reads a local watershed's info file",
     ("money/pricing.py", ".read_text"): "reads the packaged rate card (shared/data)",
     ("control/controller.py", "datetime.datetime.now"): "the reconcile loop's default clock",
-    ("control/controller.py", "uuid.uuid4"): "a lease holder id per reconcile",
+    ("control/triggers.py", "uuid.uuid4"): "a lease holder id per reconcile",
+    ("control/outbox.py", "uuid.uuid4"): "a take holder id per publish",
+    ("control/reconciler.py", "time.monotonic"): "a reconcile's own wall time, for its bill",
 }
 
 

@@ -161,8 +161,9 @@ def test_the_plain_worker_image_holds_only_the_harness() -> None:
 
 
 DOCKERFILE = """FROM python:3.12-slim AS source
-ARG PACKAGES="shared worker"
+ARG PACKAGES="shared adapters worker"
 COPY shared/ all/shared/
+COPY adapters/ all/adapters/
 COPY worker/ all/worker/
 {extra}RUN mkdir app && for p in $PACKAGES; do cp -r "all/$p" app/; done
 """
@@ -171,9 +172,9 @@ COPY worker/ all/worker/
 @pytest.mark.parametrize(
     ("extra", "args", "ok"),
     [
-        ("COPY demo/ all/demo/\n", {"PACKAGES": "shared worker demo"}, True),
+        ("COPY demo/ all/demo/\n", {"PACKAGES": "shared adapters worker demo"}, True),
         ("COPY demo/ all/demo/\n", {}, False),  # the demo build forgot PACKAGES
-        ("", {"PACKAGES": "shared worker demo"}, False),  # the Dockerfile never copies demo/
+        ("", {"PACKAGES": "shared adapters worker demo"}, False),  # the Dockerfile never copies demo/
     ],
 )
 def test_the_check_on_small_builds(tmp_path: Path, extra: str, args: dict, ok: bool) -> None:
