@@ -33,14 +33,6 @@ SKIPPED_DIRS = {".git", ".venv", "venv", "mutants", "build", "node_modules", "__
 SKIPPED_DIRS |= {".local-stack", ".pytest_cache", ".ruff_cache", ".hypothesis", ".terraform"}
 SKIPPED_DIRS |= {"fixtures"}  # recorded payloads, not prose
 
-# Pages other branches add (merged together with this one). Each entry must NOT exist yet:
-# once the page is there, this test fails until the entry is removed, so the list cannot rot.
-PENDING_PAGES: frozenset[str] = frozenset(
-    {
-        "docs/layout.md",
-    }
-)
-
 PATH_REF = re.compile(r"(?<![\w./-])docs/([\w./-]+?\.md)#([\w-]+)")
 MD_LINK = re.compile(r"\]\(([^)\s]*)\)")
 EXPLICIT_ANCHOR = re.compile(r"<a\s+(?:id|name)=[\"']([^\"']+)[\"']")
@@ -129,8 +121,6 @@ def _check_target(
 ) -> Problem | None:
     rel = page.resolve().relative_to(pages.root.resolve()).as_posix()
     if not page.exists():
-        if rel in PENDING_PAGES:
-            return None
         return Problem(src, line, f"{rel} does not exist")
     if anchor is not None and page.suffix == ".md" and anchor not in pages.anchors(page):
         return Problem(src, line, f"{rel} has no section #{anchor}")
@@ -170,11 +160,6 @@ def test_every_cited_section_exists() -> None:
     assert not problems, "broken docs references:\n" + "\n".join(map(str, problems))
 
 
-def test_pending_pages_are_not_there_yet() -> None:
-    arrived = sorted(p for p in PENDING_PAGES if (ROOT / p).exists())
-    assert not arrived, f"{arrived} exist now: remove them from PENDING_PAGES"
-
-
 # ------------------------------------------------------------- the checker on small trees
 
 
@@ -207,7 +192,7 @@ DEAD = "DESIGN"  # split from its number so that this file does not cite it
         ({"D0CS/q.md": "[s](#gone)\n"}, ["D0CS/q.md:1: D0CS/q.md has no section #gone"]),
         ({"D0CS/q.md": "[s](../nothing.py)\n"}, ["D0CS/q.md:1: nothing.py does not exist"]),
         ({"D0CS/q.md": "```\n[s](../nothing.py)\n```\n[w](https://x.org/a.md#b)\n"}, []),
-        ({"README.md": "[s](D0CS/p.md#setup) [c](D0CS/layout.md)\n"}, []),  # pending
+        ({"README.md": "[c](D0CS/layout.md)\n"}, ["README.md:1: D0CS/layout.md does not exist"]),
         ({"a.py": f"# {DEAD} 4.2\n"}, ["a.py:1: cites the design handbook"]),
         ({"a.yaml": f"# {DEAD} section 8\n"}, ["a.yaml:1: cites the design handbook"]),
         ({"a.md": f"see {DEAD}.md\n"}, ["a.md:1: cites the design handbook"]),

@@ -1,4 +1,4 @@
-"""The house's import contracts (pyproject.toml `[tool.importlinter]`, docs/house-layout.md)
+"""The house's import contracts (pyproject.toml `[tool.importlinter]`, docs/layout.md)
 hold, cover every room and top-level package, and catch an upward import.
 
 `lint-imports` builds the import graph with grimp: lazy imports inside functions count.

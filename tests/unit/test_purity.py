@@ -1,5 +1,5 @@
 """The core (`shared/`) does no I/O: no file reads or writes, no clock, no unseeded randomness,
-no environment, no processes or sockets (docs/house-layout.md).
+no environment, no processes or sockets (docs/layout.md).
 
 What the core needs of the world it is handed: a clock (`now` arguments), a seed (a
 `random.Random(seed)` of its own is fine), an observed snapshot, a port. The few places that
