@@ -54,6 +54,10 @@ from worker.plugins import ChunkContext
 
 __all__ = ["BatchRunner", "BatchStats"]
 
+# While waiting on a chunk another worker holds, a line this often: the wait (up to the lock
+# expiry) must not look like a hung worker (docs/hung-workers.md), whose floor may be 20 s.
+WAITING_LOG_EVERY_S = 10.0
+
 
 @dataclass
 class BatchStats:
@@ -339,6 +343,7 @@ class BatchRunner:
         # Polled often enough to meet a dead attempt's claim between the takeover window and
         # its expiry (docs/zombies.md).
         delay, waited, cap = 0.2, False, claim_poll_cap_s(expiry)
+        said_at = self.clock()
         while True:
             sent = self.clock()
             result = chaos_points.claim(self.ledger, cid, self.token, self.lineage, clog)
@@ -350,6 +355,11 @@ class BatchRunner:
                 clog.info(f"chunk {name} is held by another worker; waiting up to {patience:g} s")
                 waited = True
             left = deadline - self.clock()
+            if self.clock() - said_at >= WAITING_LOG_EVERY_S:
+                # A worker waiting on a held claim is not hung: the controller reads its log
+                # lines as progress (docs/hung-workers.md), and the wait may outlast the floor.
+                said_at = self.clock()
+                clog.info(f"chunk {name} still held by another worker; {max(left, 0):.0f} s left")
             if left <= 0:
                 self._waited_out = True
                 clog.error(

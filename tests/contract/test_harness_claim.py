@@ -127,3 +127,21 @@ def test_a_chunk_done_meanwhile_is_reported_done(client):
     runner.ledger.mark_done(6, OTHER)
     result, _ = runner._claim(6, "2_(1, 1, 1)", runner.log)
     assert result is ClaimResult.ALREADY_DONE and _messages(out) == []
+
+
+def test_a_long_wait_keeps_logging_so_the_worker_never_looks_hung(client, monkeypatch):
+    """The controller reads a worker's newest log line as progress (docs/hung-workers.md): a
+    wait on a held chunk says so every WAITING_LOG_EVERY_S, or a replacement waiting out a
+    dead attempt's claim would be deleted as hung."""
+    import worker.harness as harness
+
+    out = io.StringIO()
+    runner = _runner(client, out)
+    ticks = iter(range(0, 10_000, 4))  # each look at the clock: 4 s later
+    runner.clock = lambda: float(next(ticks))
+    monkeypatch.setattr(harness, "WAITING_LOG_EVERY_S", 7.0)
+    runner.ledger.claim(5, OTHER)  # live, another index, never renewed here
+    result, _ = runner._claim(5, "2_(1, 1, 0)", runner.log)
+    assert result is None  # given up: the clock ran past the expiry
+    still = [m for m in _messages(out) if m.startswith("chunk 2_(1, 1, 0) still held")]
+    assert still, _messages(out)
