@@ -134,6 +134,10 @@ class BigtableMeter:
             except OSError:
                 client.close()
                 continue
+            # gRPC writes small frames and waits for answers: without TCP_NODELAY, Nagle's
+            # algorithm holds each one for the peer's delayed ACK (tens of ms a request).
+            for sock in (client, server):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sockets = [s for s in self._sockets if s.fileno() != -1] + [client, server]
             for args in ((client, server, FrameCounter()), (server, client, None)):
                 threading.Thread(target=self._pump, args=args, daemon=True).start()
