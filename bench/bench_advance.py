@@ -73,11 +73,11 @@ def advances(state: RunState, stack: LocalStack) -> list[tuple[int, float]]:
     layers = sorted(state.layers.values(), key=lambda ls: ls.layer)
     out = []
     for lower, upper in zip(layers, layers[1:], strict=False):
-        done = stack.cluster.get_job(lower.job_name)
-        created = stack.cluster.get_job(upper.job_name)
+        done = stack.cluster.get_job(lower.job.name)
+        created = stack.cluster.get_job(upper.job.name)
         if done and created and done.completion_time and created.created:
             seconds = (created.created - done.completion_time).total_seconds()
-            out.append((lower.completions, seconds))
+            out.append((lower.job.completions, seconds))
     return out
 
 

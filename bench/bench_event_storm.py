@@ -108,7 +108,7 @@ def storm(project: str, mode: str, args: argparse.Namespace) -> dict[str, float]
     cluster = MovingLayer()
     Controller(store, cluster, lambda *a: None).reconcile(run.run_id)
     key = "ingest-L2"
-    job_name = store.load_run(run.run_id).layers[key].job_name
+    job_name = store.load_run(run.run_id).layers[key].job.name
 
     stats = {"reconciles": 0, "stale_retries": 0, "stale_errors": 0, "acked_no_work": 0}
     stats_lock = threading.Lock()
@@ -175,7 +175,7 @@ def storm(project: str, mode: str, args: argparse.Namespace) -> dict[str, float]
                 waiting[1] = max(waiting[1], waiting[0])
             pool.submit(deliver, event)
         # latency of the last event's effect: until the stored layer shows its progress
-        while store.load_run(run.run_id).layers[key].progress_count < target:
+        while store.load_run(run.run_id).layers[key].progress.count < target:
             if time.monotonic() - last_fire > 300:
                 break
             time.sleep(0.05)

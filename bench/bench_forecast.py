@@ -59,16 +59,16 @@ def state_at(cfg: PipelineConfig, jobs: dict[int, dict[str, Any]], t0: datetime,
         assert created is not None
         if created > t:
             continue
-        ls.phase, ls.submitted_at, ls.ramp_started_at = "running", created, created
-        ls.eligible_at, ls.completions = created, status["completions"]
+        ls.phase, ls.timing.submitted_at, ls.timing.ramp_started_at = "running", created, created
+        ls.timing.eligible_at, ls.job.completions = created, status["completions"]
         pods = job["pods"]
         done = [p for p in pods if p["phase"] == "Succeeded" and _at(p["finished"]) <= t]
-        ls.completed_indexes = intervals.format(p["index"] for p in done)
-        ls.pods_succeeded = len(done)
-        ls.succeeded_runtime_s = sum(
+        ls.progress.completed_indexes = intervals.format(p["index"] for p in done)
+        ls.pods.succeeded = len(done)
+        ls.pods.succeeded_runtime_s = sum(
             (_at(p["finished"]) - _at(p["started"])).total_seconds() for p in done
         )
-        ls.active = sum(
+        ls.progress.active = sum(
             1
             for p in pods
             if p["started"]
@@ -77,7 +77,7 @@ def state_at(cfg: PipelineConfig, jobs: dict[int, dict[str, Any]], t0: datetime,
         )
         finished = _at(status.get("completion_time"))
         if finished is not None and finished <= t:
-            ls.phase, ls.finished_at = "succeeded", finished
+            ls.phase, ls.timing.finished_at = "succeeded", finished
     return run
 
 

@@ -221,7 +221,7 @@ def measure(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str, flo
     cluster = LayerInProgress(args.pods, max(FAILS_PER_STEP + 1, args.pods // 5))
     controller = Controller(store, cluster, lambda *a: None, clock=lambda: cluster.clock)
     controller.reconcile(run.run_id)  # creates the layer-2 Job
-    batches = store.load_run(run.run_id).layers["ingest-L2"].completions
+    batches = store.load_run(run.run_id).layers["ingest-L2"].job.completions
     per_call: list[Counter[str]] = []
     times: list[float] = []
     profiler = cProfile.Profile() if args.profile else None
@@ -246,7 +246,7 @@ def measure(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str, flo
     return {
         "pods": args.pods,
         "batches": batches,
-        "completed_intervals": layer.completed_indexes.count(",") + 1,
+        "completed_intervals": layer.progress.completed_indexes.count(",") + 1,
         "reconcile_median_s": round(statistics.median(times), 3),
         "reconcile_max_s": round(max(times), 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -46,8 +46,10 @@ def main() -> None:
                 "setup_s": round((setup.finished_at - setup.started_at).total_seconds(), 2)
                 if setup.finished_at and setup.started_at
                 else None,
-                "to_layer2_s": round((first.submitted_at - setup.finished_at).total_seconds(), 2)
-                if first.submitted_at and setup.finished_at
+                "to_layer2_s": round(
+                    (first.timing.submitted_at - setup.finished_at).total_seconds(), 2
+                )
+                if first.timing.submitted_at and setup.finished_at
                 else None,
             }
         )

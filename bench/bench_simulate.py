@@ -62,9 +62,9 @@ def demo_check(size: int, timeout_s: float) -> dict:
     report, _ = run_simulation(cfg, settings, ["ingest"])
     measured = result.wall_s
     layers = {
-        ls.key: round((ls.finished_at - ls.submitted_at).total_seconds(), 2)
+        ls.key: round((ls.timing.finished_at - ls.timing.submitted_at).total_seconds(), 2)
         for ls in result.run.ordered_layers()
-        if ls.finished_at and ls.submitted_at
+        if ls.timing.finished_at and ls.timing.submitted_at
     }
     return {
         "size": size,

@@ -52,7 +52,7 @@ class AutoApprover:
         due: list[LayerState] = []
         wait: float | None = None
         for ls in run.ordered_layers():
-            if ls.phase != "waiting" or ls.approved or not run.dependencies_met(ls):
+            if ls.phase != "waiting" or ls.approval.granted or not run.dependencies_met(ls):
                 continue
             since = run.ready_since(ls) or self.first_seen.setdefault(ls.key, now)
             left = (since - now).total_seconds() + self.after_s

@@ -152,7 +152,7 @@ class ChaosSession:
         done_cells: dict[tuple[str, int], int] = {}
         done_by: dict[tuple[str, int], int] = {}
         root, bits = _root_layer(cfg), cfg.ds.graph_config.SPATIAL_BITS
-        self.hung_pods_replaced = sum(ls.pods_hung for ls in run.layers.values())
+        self.hung_pods_replaced = sum(ls.faults.hung for ls in run.layers.values())
         for ls in run.ordered_layers():
             spec = layer_spec(cfg, ls.stage, ls.layer)
             ids = [

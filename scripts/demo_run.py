@@ -86,10 +86,10 @@ class DemoResult:
         # A stage's first layer with nothing to wait for (ingest L2 in auto mode) starts in
         # the reconcile that sees the run: no latency to measure there.
         latencies = [
-            (ls.submitted_at - ls.eligible_at).total_seconds()
+            (ls.timing.submitted_at - ls.timing.eligible_at).total_seconds()
             for ls in run.layers.values()
-            if ls.submitted_at
-            and ls.eligible_at
+            if ls.timing.submitted_at
+            and ls.timing.eligible_at
             and (ls.layer > 2 or dependencies(ls.stage) or run.advance != "auto")
         ]
         return {
@@ -113,7 +113,7 @@ class DemoResult:
             "bill": self.bill,
             "advance": run.advance,
             "advance_latency_s": round(statistics.median(latencies), 3) if latencies else None,
-            "approved_by_demo": sum(ls.approved_by == APPROVER for ls in run.layers.values()),
+            "approved_by_demo": sum(ls.approval.by == APPROVER for ls in run.layers.values()),
             "eta_forecasts": self.eta_forecasts,
             "mid_layer_forecasts": self.mid_layer_forecasts,
             "forecast_error_at_40pct": self.forecast_error_at_40pct,
@@ -180,7 +180,7 @@ def verify_summary(run: RunState, verdicts: dict[str, StageVerdict]) -> dict[str
             "checked_by_controller": [
                 ls.layer
                 for ls in run.ordered_layers()
-                if ls.stage == name and ls.chunks_marked is not None
+                if ls.stage == name and ls.progress.chunks_marked is not None
             ],
         }
         for name, v in verdicts.items()
@@ -268,7 +268,7 @@ def run_demo(
                 chaos.end()
             for client in tables.values():
                 close_bigtable_client(client)
-        jobs = [ls.job_name for ls in run.layers.values() if ls.job_name]
+        jobs = [ls.job.name for ls in run.layers.values() if ls.job.name]
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
         # The whole bill, with what the stack's Bigtable meter saw (docs/bigtable-ramp-and-bill.md).
         assert stack.bigtable_meter is not None
@@ -308,7 +308,7 @@ class RampWatch:
         def progress(run: RunState) -> None:
             on_progress(run)
             running = [ls for ls in run.layers.values() if ls.phase == "running"]
-            now = [sum(ls.parallelism for ls in running), run.ramp_hold]
+            now = [sum(ls.job.parallelism for ls in running), run.ramp_hold]
             if running and (not self.entries or self.entries[-1][1:] != now):
                 self.entries.append([round(time.monotonic() - self.started, 1), *now])
 
@@ -351,8 +351,8 @@ class EtaRecorder:
             return
         running = [ls for ls in run.layers.values() if ls.phase == "running"]
         moved = any(
-            intervals.count(ls.completed_indexes) - self.seen.get(ls.key, 0)
-            >= self.step * max(1, ls.completions)
+            intervals.count(ls.progress.completed_indexes) - self.seen.get(ls.key, 0)
+            >= self.step * max(1, ls.job.completions)
             for ls in running
         )
         if running and (moved or elapsed - self.last_at >= self.every_s):
@@ -362,7 +362,9 @@ class EtaRecorder:
     def _entry(self, run: RunState, elapsed: float) -> list[float]:
         fc = run_forecast(self.cfg, run, datetime.now(UTC))
         self.last_at = elapsed
-        self.seen = {k: intervals.count(ls.completed_indexes) for k, ls in run.layers.items()}
+        self.seen = {
+            k: intervals.count(ls.progress.completed_indexes) for k, ls in run.layers.items()
+        }
         return [round(elapsed, 2), round(elapsed + fc.remaining_s, 2)]
 
     def error_at(self, wall_s: float, share: float = 0.4) -> float | None:
@@ -399,14 +401,15 @@ def _watch(
             return run
         if time.monotonic() > deadline:
             where = [
-                f"{ls.key} {ls.phase} {intervals.count(ls.completed_indexes)}/{ls.completions}"
+                f"{ls.key} {ls.phase} "
+                f"{intervals.count(ls.progress.completed_indexes)}/{ls.job.completions}"
                 for ls in run.ordered_layers()
                 if ls.phase == "running"
             ]
             waiting = [
                 ls.key
                 for ls in run.ordered_layers()
-                if ls.phase == "waiting" and not ls.approved and run.dependencies_met(ls)
+                if ls.phase == "waiting" and not ls.approval.granted and run.dependencies_met(ls)
             ]
             if waiting and run.advance != "auto":
                 where.append(f"awaiting approval: {', '.join(waiting)}")

@@ -79,6 +79,6 @@ def resolve_target(
     run_id, stage, raw_layer = args[:3]
     run = connect().store.load_run(run_id)
     ls = layer_of(run, stage, parse_int(raw_layer, "LAYER"))
-    if need_job and not ls.job_name:
+    if need_job and not ls.job.name:
         raise LookupError(f"{ls.key} of run {run_id} is {ls.phase}: it has no Job yet")
-    return Target(ls.job_name, run, ls, run_config(run)), list(args[3:])
+    return Target(ls.job.name, run, ls, run_config(run)), list(args[3:])

@@ -59,7 +59,7 @@ class ReportData:
 
 def collect(store: Any, run: RunState, now: datetime) -> ReportData:
     """Everything the report shows, read once from the store."""
-    keys = [ls.key for ls in run.ordered_layers() if ls.submitted_at is not None]
+    keys = [ls.key for ls in run.ordered_layers() if ls.timing.submitted_at is not None]
     data = build(run, {key: store.pod_records(run.run_id, key) for key in keys}, now)
     # The whole bill among the facts (docs/bigtable-ramp-and-bill.md).
     try:
@@ -84,7 +84,7 @@ def build(run: RunState, records: dict[str, list[dict[str, Any]]], now: datetime
         costs = None
     failed, total = [], 0
     for ls in run.ordered_layers():
-        indexes = intervals.parse(ls.failed_indexes)
+        indexes = intervals.parse(ls.progress.failed_indexes)
         total += len(indexes)
         if not indexes:
             continue

@@ -115,18 +115,18 @@ def _target(cfg: PipelineConfig, ls: LayerState, now: datetime) -> int | None:
     return parallelism_target(
         ramp,
         completions,
-        ls.ramp_started_at,
+        ls.timing.ramp_started_at,
         now,
-        override=ls.scale_override,
-        current=ls.parallelism,
+        override=ls.job.scale_override,
+        current=ls.job.parallelism,
     )
 
 
 def _pods_of(cluster: ClusterReader | None, ls: LayerState, notes: list[str]) -> LayerPods | None:
-    if cluster is None or ls.phase != "running" or not ls.job_name:
+    if cluster is None or ls.phase != "running" or not ls.job.name:
         return None
     try:
-        return observe_pods(cluster, ls.job_name)
+        return observe_pods(cluster, ls.job.name)
     except ClusterError as e:
         notes.append(f"cluster not read for {ls.key}: {str(e).splitlines()[0][:80]}")
         return None

@@ -91,13 +91,13 @@ class FirestoreRuns(FirestoreDocs):
             for key, ls in after.layers.items()
             if key not in before.layers or before.layers[key].to_doc() != ls.to_doc()
         ]
-        old_names = {key: ls.job_name for key, ls in before.layers.items()}
-        new_jobs = [ls.job_name for ls in changed if ls.job_name not in ("", old_names.get(ls.key))]
+        old_names = {key: ls.job.name for key, ls in before.layers.items()}
+        new_jobs = [ls.job.name for ls in changed if ls.job.name not in ("", old_names.get(ls.key))]
         # A layer's canary Job (shared.reconcile.canary): its events reconcile the run as the
         # layer's do.
-        old_canaries = {key: ls.canary_job for key, ls in before.layers.items()}
+        old_canaries = {key: ls.canary.job for key, ls in before.layers.items()}
         new_jobs += [
-            ls.canary_job for ls in changed if ls.canary_job not in ("", old_canaries.get(ls.key))
+            ls.canary.job for ls in changed if ls.canary.job not in ("", old_canaries.get(ls.key))
         ]
         old_setups = {k: st.job_name for k, st in before.setups.items()}
         new_jobs += [

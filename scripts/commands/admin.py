@@ -77,7 +77,7 @@ def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
 
 
 def _running_layers(run: RunState) -> list[str]:
-    return [ls.key for ls in run.ordered_layers() if ls.phase == "running" and ls.job_name]
+    return [ls.key for ls in run.ordered_layers() if ls.phase == "running" and ls.job.name]
 
 
 def _stop_runs(services: Services, active: list[RunState], yes: bool) -> dict[str, list[str]]:

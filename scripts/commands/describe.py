@@ -111,15 +111,17 @@ def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
         for ls in (ls for ls in run.ordered_layers() if ls.stage == stage):
             size = layer_size(cfg, ls.stage, ls.layer)
             done = (
-                size.chunks if ls.phase == "succeeded" else chunks_done(ls.completed_indexes, size)
+                size.chunks
+                if ls.phase == "succeeded"
+                else chunks_done(ls.progress.completed_indexes, size)
             )
             wall = None
-            if ls.submitted_at is not None:
-                wall = ((ls.finished_at or now) - ls.submitted_at).total_seconds()
+            if ls.timing.submitted_at is not None:
+                wall = ((ls.timing.finished_at or now) - ls.timing.submitted_at).total_seconds()
             rows.append(
                 {**_money(costs.get(ls.key, {})), "stage": ls.stage, "layer": ls.layer,
                  "key": ls.key, "phase": ls.phase, "chunks_done": done, "chunks": size.chunks,
-                 "hung": ls.pods_hung, "wall_s": wall}
+                 "hung": ls.faults.hung, "wall_s": wall}
             )  # fmt: skip
     return rows
 

@@ -51,15 +51,15 @@ def _inspect_job(out: Console, job: str) -> None:
 def _inspect_layer(out: Console, target: Target, limit: int) -> None:
     ls, run = target.ls, target.run
     assert ls is not None and run is not None
-    failed = ls.failed_indexes
+    failed = ls.progress.failed_indexes
     out.print(
         f"{ls.stage} L{ls.layer} of run {run.run_id}: {ls.phase}"
         + (f" ({ls.failure_reason})" if ls.failure_reason else "")
-        + (f", job {ls.job_name}" if ls.job_name else "")
+        + (f", job {ls.job.name}" if ls.job.name else "")
     )
     out.print(
         f"failed indexes: {failed or 'none'} ({intervals.count(failed)}) · retries (failed pod "
-        f"attempts): {ls.pods_failed} · preempted: {ls.pods_preempted}",
+        f"attempts): {ls.pods.failed} · preempted: {ls.pods.preempted}",
         markup=False,
     )
     indexes = intervals.parse(failed)
@@ -106,7 +106,7 @@ def _inspect_index(
             f"{target.ls.stage} L{target.ls.layer} batch {index} of run {target.run.run_id} "
             f"(job {target.job}): {len(coords)} chunks, first {coords[0]}"
         )
-        if index in intervals.parse(target.ls.failed_indexes):
+        if index in intervals.parse(target.ls.progress.failed_indexes):
             head += " · FAILED index"
     out.print(head, markup=False)
     pods = sorted(cluster.list_pods(target.job, index), key=lambda p: p.created or EPOCH)

@@ -103,15 +103,17 @@ def watch_lease_expiry(
 def may_finish_soon(ls: LayerState, now: datetime, horizon_s: float) -> bool:
     """A running layer that may finish within `horizon_s`: in its tail (no remaining index
     without a pod), or done by then at the rate of progress since its Job was submitted."""
-    if ls.phase != "running" or not ls.job_name:
+    if ls.phase != "running" or not ls.job.name:
         return False
-    done = intervals.count(ls.completed_indexes) + intervals.count(ls.failed_indexes)
-    remaining = ls.completions - done
-    if remaining <= max(ls.parallelism, 1):
+    done = intervals.count(ls.progress.completed_indexes) + intervals.count(
+        ls.progress.failed_indexes
+    )
+    remaining = ls.job.completions - done
+    if remaining <= max(ls.job.parallelism, 1):
         return True
-    if done <= 0 or ls.submitted_at is None:
+    if done <= 0 or ls.timing.submitted_at is None:
         return False
-    elapsed = (now - ls.submitted_at).total_seconds()
+    elapsed = (now - ls.timing.submitted_at).total_seconds()
     return elapsed > 0 and remaining * elapsed / done <= horizon_s
 
 
@@ -121,7 +123,7 @@ def jobs_to_watch(runs: list[RunState], now: datetime, horizon_s: float) -> dict
     for run in runs:
         if run.status != "running":
             continue
-        names = [ls.job_name for ls in run.layers.values() if may_finish_soon(ls, now, horizon_s)]
+        names = [ls.job.name for ls in run.layers.values() if may_finish_soon(ls, now, horizon_s)]
         if names:
             out[run.run_id] = names
     return out

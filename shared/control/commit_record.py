@@ -56,6 +56,6 @@ def claim_lost_checks(decision: Decision, budget: int = CLAIM_LOST_PODS) -> list
             pods.append((rec.name, rec.index))
         if pods:
             out.append(
-                claim_lost_check(decision.state, ls.stage, ls.layer, ls.job_name, pods, decision.at)
+                claim_lost_check(decision.state, ls.stage, ls.layer, ls.job.name, pods, decision.at)
             )
     return out

@@ -100,17 +100,17 @@ class Observer:
             with_run_sizes(config_from_dict(run.config, run.dataset), run), run
         )
         now = self.clock()
-        running = [ls.job_name for ls in run.layers.values() if ls.phase == "running"]
+        running = [ls.job.name for ls in run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.get_job(name) for name in running}
         pods = {name: self.cluster.list_pods(name) for name, job in jobs.items() if job}
         # A re-submitted layer's earlier Job and its pods, which outlive it while they stop.
-        for name in {ls.retire_job for ls in run.layers.values() if ls.retire_job}:
+        for name in {ls.job.retire_job for ls in run.layers.values() if ls.job.retire_job}:
             jobs[name] = self.cluster.get_job(name)
             pods[name] = self.cluster.list_pods(name)
         # A layer's canary Job and its pods while it runs, and once it ended the log tails of
         # its succeeded pods: their per-chunk times (shared.reconcile.canary).
         canary_logs: dict[str, str] = {}
-        for name in {ls.canary_job for ls in run.layers.values() if ls.canary_phase == "running"}:
+        for name in {ls.canary.job for ls in run.layers.values() if ls.canary.phase == "running"}:
             jobs[name] = self.cluster.get_job(name)
             pods[name] = self.cluster.list_pods(name)
             if (job := jobs[name]) is not None and job.finished:
@@ -121,11 +121,11 @@ class Observer:
         # report it (GKE): right-sizing keeps it on the layer as it closes.
         usage_read = set()
         for ls in run.layers.values():
-            job = jobs.get(ls.job_name) if ls.phase == "running" else None
-            if job is not None and job.finished and ls.job_name in pods:
-                pods[ls.job_name], read = self._with_life_usage(ls.job_name, pods[ls.job_name])
+            job = jobs.get(ls.job.name) if ls.phase == "running" else None
+            if job is not None and job.finished and ls.job.name in pods:
+                pods[ls.job.name], read = self._with_life_usage(ls.job.name, pods[ls.job.name])
                 if read:
-                    usage_read.add(ls.job_name)
+                    usage_read.add(ls.job.name)
         others = 0.0
         if cfg.controller.max_vcpus is not None:
             # The cap is the project's: what the other running runs hold counts against it.
@@ -148,8 +148,8 @@ class Observer:
         hung = {
             ls.key: found
             for ls in run.layers.values()
-            if ls.phase == "running" and ls.job_name in pods
-            for found in [self._hung(cfg, ls, pods[ls.job_name], now)]
+            if ls.phase == "running" and ls.job.name in pods
+            for found in [self._hung(cfg, ls, pods[ls.job.name], now)]
             if found
         }
         snap = Snapshot(
@@ -203,7 +203,7 @@ class Observer:
         per_signal = 1 if self.done_times is not None else plan_batch(cfg, ls)
         after = layer_hung_after_s(ls, ctl.hung_after_chunks, ctl.hung_floor_s, per_signal)
         progress: dict[str, list[datetime | None]] = {}
-        for pod in candidates(pods, now, after, ls.hung_pod_uids):
+        for pod in candidates(pods, now, after, ls.faults.hung_pod_uids):
             try:
                 progress[pod.name] = self._progress(cfg, ls, pod)
             except Exception as e:  # noqa: BLE001 - unjudged this time, never deleted blind
@@ -242,7 +242,7 @@ class Observer:
             ls
             for ls in run.layers.values()
             if ls.phase == "running"
-            and (job := jobs.get(ls.job_name)) is not None
+            and (job := jobs.get(ls.job.name)) is not None
             and job.condition == "Complete"
             and marker_coverage(cfg, ls.stage).checkable
         ]

@@ -33,9 +33,9 @@ def with_rightsize_version(decision: Decision) -> Decision:
         for a in decision.actions
         if isinstance(a, CreateJob)
         and (key := layer_key(a.stage, a.layer)) in state.layers
-        and state.layers[key].job_name == a.job_name
+        and state.layers[key].job.name == a.job_name
         # started now (a Job re-created after a crash between commit and create is not)
-        and state.layers[key].submitted_at == decision.at
+        and state.layers[key].timing.submitted_at == decision.at
     ]
     if not started or not state.config:
         return decision
@@ -48,8 +48,8 @@ def with_rightsize_version(decision: Decision) -> Decision:
         configured = layer_requests(cfg.job.for_stage(ls.stage), ls.layer)
         prefix = f"config.job.workloads.{ls.stage}.resources.overrides.{ls.layer}"
         for field_name, old, new in (
-            ("cpu", configured.cpu, ls.cpu_request),
-            ("memory", configured.memory_gib, ls.memory_request_gib),
+            ("cpu", configured.cpu, ls.pods.cpu_request),
+            ("memory", configured.memory_gib, ls.pods.memory_request_gib),
         ):
             if old != new:
                 changes.append(

@@ -99,16 +99,16 @@ def _pod_seconds(
 ) -> float:
     """One pod of `ls`: its own observed mean, else the start-up plus its batch at the
     per-chunk time of the nearest observed layer below of its stage (else of any layer)."""
-    if ls.pods_succeeded:
-        return ls.succeeded_runtime_s / ls.pods_succeeded
+    if ls.pods.succeeded:
+        return ls.pods.succeeded_runtime_s / ls.pods.succeeded
     below = sorted(
         (o for o in run.layers.values() if o.stage == ls.stage and o.layer < ls.layer),
         key=lambda o: -o.layer,
     )
     others = [o for o in run.layers.values() if o.stage != ls.stage]
     for o in below + others:
-        if o.pods_succeeded:
-            pod = o.succeeded_runtime_s / o.pods_succeeded
+        if o.pods.succeeded:
+            pod = o.pods.succeeded_runtime_s / o.pods.succeeded
             fixed = min(overhead_s, pod * START_UP_SHARE)
             per_chunk = (pod - fixed) / max(1, batch_chunks[o.key])
             return fixed + per_chunk * batch_chunks[ls.key]
@@ -119,9 +119,9 @@ def observed_advance_s(run: RunState) -> float | None:
     """Median seconds from a layer's dependencies being done to its Job's submission, over
     the layers that waited on another layer (None before any did)."""
     waits = sorted(
-        (ls.submitted_at - ready).total_seconds()
+        (ls.timing.submitted_at - ready).total_seconds()
         for ls in run.layers.values()
-        if ls.submitted_at is not None
+        if ls.timing.submitted_at is not None
         and (ready := run.ready_since(ls)) is not None
         and ready != run.created_at
     )
@@ -156,12 +156,12 @@ def forecast(
         if ls.phase in ("succeeded", "failed"):
             done_at[ls.key] = start
             continue
-        left = plan.completions - intervals.count(ls.completed_indexes)
+        left = plan.completions - intervals.count(ls.progress.completed_indexes)
         pod_s = _pod_seconds(run, ls, batch_chunks, default_chunk_s, pod_overhead_s)
-        if ls.phase == "running" and ls.ramp_started_at is not None:
-            ramp_elapsed = max(0.0, (now - ls.ramp_started_at).total_seconds())
+        if ls.phase == "running" and ls.timing.ramp_started_at is not None:
+            ramp_elapsed = max(0.0, (now - ls.timing.ramp_started_at).total_seconds())
             # pods run at different times once some have finished (and been replaced)
-            in_flight = ls.active if ls.pods_succeeded else 0
+            in_flight = ls.progress.active if ls.pods.succeeded else 0
             remaining = drain_seconds(left, pod_s, plan.ramp, ramp_elapsed, in_flight)
         else:
             start += advance_s
@@ -173,7 +173,7 @@ def forecast(
     total = max(done_at.values(), default=0.0)
     # The cluster fee runs while any Job does: the rest of the run, at one cluster.
     fee = max((r.cluster_fee_hr for r in rates.values()), default=0.0) * total / 3600
-    observed = any(ls.pods_succeeded for ls in run.layers.values())
+    observed = any(ls.pods.succeeded for ls in run.layers.values())
     assumed = None if observed else default_chunk_s
     return RunForecast(total, sum(lf.projected_usd for lf in out) + fee, out, assumed)
 

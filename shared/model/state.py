@@ -24,55 +24,97 @@ def layer_key(stage: str, layer: int) -> str:
     return f"{stage}-L{layer}"
 
 
-@dataclass
-class LayerState:
-    """One layer of one stage: its state machine, approval, Job and progress."""
+@dataclass(slots=True)
+class Approval:
+    """The operator's go-ahead for a layer under `advance: approve`, and its reminder."""
 
-    stage: str
-    layer: int
-    phase: str = "waiting"
-    approved: bool = False
-    approved_by: str = ""
-    approved_at: datetime | None = None
+    granted: bool = False
+    by: str = ""
+    at: datetime | None = None
+    alerted: bool = False  # the approval-pending alert was sent
+
+
+@dataclass(slots=True)
+class JobAttempt:
+    """The layer's current Indexed Job: which attempt, its name and size, and the earlier Job
+    a re-submit retires."""
+
     attempt: int = 0  # bumped by each operator re-submit; part of the Job name
-    job_name: str = ""
+    name: str = ""
     completions: int = 0
     parallelism: int = 0
     scale_override: int | None = None
-    eligible_at: datetime | None = None  # dependencies complete (and approved, if needed)
-    ramp_started_at: datetime | None = None
-    submitted_at: datetime | None = None
-    finished_at: datetime | None = None
-    completed_indexes: str = ""
-    failed_indexes: str = ""
-    active: int = 0  # pods running or pending, as last observed
-    alerted_indexes: str = ""
-    approval_alerted: bool = False
-    progress_count: int = 0
-    progress_at: datetime | None = None
-    stall_alerted: bool = False
-    failure_reason: str = ""
     delete_requested: bool = False  # operator `pipeline delete`: remove the Job and its pods
     # A re-submitted layer's earlier Job: this attempt starts only once none of its pods still
     # runs (deleted first when the operator asked), so two attempts never overlap.
     retire_job: str = ""
     retire_delete: bool = False
-    # Pod accounting (see shared.reconcile.pod_accounting): requests of this layer's pods, usage of
-    # the pods recorded as finished, the running pods' usage so far, and what has been recorded.
+
+
+@dataclass(slots=True)
+class Timing:
+    """When the layer became eligible, was held, ramped, was submitted and finished."""
+
+    eligible_at: datetime | None = None  # dependencies complete (and approved, if needed)
+    # Ready to start but held back by controller.max_vcpus at the last reconcile.
+    held_by_vcpu_cap: bool = False
+    ramp_started_at: datetime | None = None
+    # When a busy Bigtable last stepped this layer's parallelism down
+    # (shared.reconcile.bigtable_load: at most one step per ramp period).
+    ramp_lowered_at: datetime | None = None
+    submitted_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass(slots=True)
+class Progress:
+    """How far the Job's indexes have got: the index sets, the progress mark the stall alert
+    watches, and the ledger check at completion."""
+
+    completed_indexes: str = ""
+    failed_indexes: str = ""
+    active: int = 0  # pods running or pending, as last observed
+    alerted_indexes: str = ""
+    count: int = 0  # completed indexes at the last progress mark
+    at: datetime | None = None  # when the count last moved
+    stall_alerted: bool = False
+    # Chunks found marked done in the ledger when the layer's Job completed (None: not
+    # checked; shared.reconcile.completeness, docs/verify.md).
+    chunks_marked: int | None = None
+
+
+@dataclass(slots=True)
+class PodUsage:
+    """Pod accounting (shared.reconcile.pod_accounting): requests of this layer's pods, usage of
+    the pods recorded as finished, the running pods' usage so far, what has been recorded, and
+    what succeeded pods used (rightsizing, the hung threshold)."""
+
     cpu_request: float = 0.0
     memory_request_gib: float = 0.0
     cpu_seconds: float = 0.0  # vCPU-seconds of finished pods
     memory_gib_seconds: float = 0.0
     running_cpu_seconds: float = 0.0  # accrued by pods still running at the last reconcile
     running_memory_gib_seconds: float = 0.0
-    pods_succeeded: int = 0
-    pods_failed: int = 0
-    pods_preempted: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    preempted: int = 0
     succeeded_runtime_s: float = 0.0
-    open_pods: list[str] = field(default_factory=list)  # uids seen unfinished last time
-    pods_watermark: datetime | None = None  # pods created after it are new to us
-    pods_at_watermark: list[str] = field(default_factory=list)
-    pods_listed_at: datetime | None = None  # the last listing: when open pods were last seen
+    open: list[str] = field(default_factory=list)  # uids seen unfinished last time
+    watermark: datetime | None = None  # pods created after it are new to us
+    at_watermark: list[str] = field(default_factory=list)
+    listed_at: datetime | None = None  # the last listing: when open pods were last seen
+    # What its succeeded pods used (the latest 200: mean vCPU, peak GiB;
+    # shared.reconcile.rightsize).
+    used_cpu: list[float] = field(default_factory=list)
+    used_memory_gib: list[float] = field(default_factory=list)
+    # The per-chunk times of the latest succeeded pods (the hung threshold's p95).
+    chunk_s_samples: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Faults:
+    """What went wrong with this attempt's pods and what the controller did about it."""
+
     # Out-of-memory kills (container reason OOMKilled) of this attempt's pods; alerted once.
     oom_killed: int = 0
     oom_alerted: bool = False
@@ -84,42 +126,151 @@ class LayerState:
     # job.max_evictions_per_index.
     evictions: str = ""
     eviction_alerted_indexes: str = ""
+    # Hung pods (shared.reconcile.hung_pods): how many were deleted and their uids (each is
+    # handled once).
+    hung: int = 0
+    hung_pod_uids: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Canary:
+    """The layer's canary (controller.canary_chunks; shared.reconcile.canary)."""
+
+    phase: str = ""  # "" (none), running, done or failed
+    job: str = ""
+    record: dict[str, Any] = field(default_factory=dict)  # figures, sized requests, forecast
+
+
+# The stored layer document is flat (one key per field, the names below, in this order): the
+# records are how the code reads it, not how Firestore holds it. Flat key -> (record, field);
+# record None: a field of LayerState itself.
+_FLAT_KEYS: tuple[tuple[str, str | None, str], ...] = (
+    ("stage", None, "stage"),
+    ("layer", None, "layer"),
+    ("phase", None, "phase"),
+    ("approved", "approval", "granted"),
+    ("approved_by", "approval", "by"),
+    ("approved_at", "approval", "at"),
+    ("attempt", "job", "attempt"),
+    ("job_name", "job", "name"),
+    ("completions", "job", "completions"),
+    ("parallelism", "job", "parallelism"),
+    ("scale_override", "job", "scale_override"),
+    ("eligible_at", "timing", "eligible_at"),
+    ("ramp_started_at", "timing", "ramp_started_at"),
+    ("submitted_at", "timing", "submitted_at"),
+    ("finished_at", "timing", "finished_at"),
+    ("completed_indexes", "progress", "completed_indexes"),
+    ("failed_indexes", "progress", "failed_indexes"),
+    ("active", "progress", "active"),
+    ("alerted_indexes", "progress", "alerted_indexes"),
+    ("approval_alerted", "approval", "alerted"),
+    ("progress_count", "progress", "count"),
+    ("progress_at", "progress", "at"),
+    ("stall_alerted", "progress", "stall_alerted"),
+    ("failure_reason", None, "failure_reason"),
+    ("delete_requested", "job", "delete_requested"),
+    ("retire_job", "job", "retire_job"),
+    ("retire_delete", "job", "retire_delete"),
+    ("cpu_request", "pods", "cpu_request"),
+    ("memory_request_gib", "pods", "memory_request_gib"),
+    ("cpu_seconds", "pods", "cpu_seconds"),
+    ("memory_gib_seconds", "pods", "memory_gib_seconds"),
+    ("running_cpu_seconds", "pods", "running_cpu_seconds"),
+    ("running_memory_gib_seconds", "pods", "running_memory_gib_seconds"),
+    ("pods_succeeded", "pods", "succeeded"),
+    ("pods_failed", "pods", "failed"),
+    ("pods_preempted", "pods", "preempted"),
+    ("succeeded_runtime_s", "pods", "succeeded_runtime_s"),
+    ("open_pods", "pods", "open"),
+    ("pods_watermark", "pods", "watermark"),
+    ("pods_at_watermark", "pods", "at_watermark"),
+    ("pods_listed_at", "pods", "listed_at"),
+    ("oom_killed", "faults", "oom_killed"),
+    ("oom_alerted", "faults", "oom_alerted"),
+    ("memory_factor", "faults", "memory_factor"),
+    ("evictions", "faults", "evictions"),
+    ("eviction_alerted_indexes", "faults", "eviction_alerted_indexes"),
+    ("done_before", None, "done_before"),
+    ("held_by_vcpu_cap", "timing", "held_by_vcpu_cap"),
+    ("pods_hung", "faults", "hung"),
+    ("hung_pod_uids", "faults", "hung_pod_uids"),
+    ("chunk_s_samples", "pods", "chunk_s_samples"),
+    ("chunks_marked", "progress", "chunks_marked"),
+    ("ramp_lowered_at", "timing", "ramp_lowered_at"),
+    ("used_cpu", "pods", "used_cpu"),
+    ("used_memory_gib", "pods", "used_memory_gib"),
+    ("canary_phase", "canary", "phase"),
+    ("canary_job", "canary", "job"),
+    ("canary", "canary", "record"),
+)
+
+
+@dataclass(slots=True)
+class LayerState:
+    """One layer of one stage: its state machine, approval, Job and progress.
+
+    Identity (stage, layer) and the state machine (phase, why it failed, and whether an earlier
+    run built it) are fields of their own; the rest is grouped by what it is about:
+    `approval` (the operator's go-ahead), `job` (the current Indexed Job attempt and the one it
+    retires), `timing` (eligible, held, ramped, submitted, finished), `progress` (the Job's
+    indexes and the stall watch), `pods` (pod accounting: requests, usage, what succeeded pods
+    used), `faults` (OOM kills, evictions, hung pods) and `canary`.
+
+    The stored document stays flat (`to_doc`/`from_doc` and `_FLAT_KEYS`): the records are a
+    shape in code only, so documents written before them load unchanged.
+    """
+
+    stage: str
+    layer: int
+    phase: str = "waiting"
+    failure_reason: str = ""
     # `pipeline start --from-layer`: built by an earlier run (its done markers were checked).
     done_before: bool = False
-    # Ready to start but held back by controller.max_vcpus at the last reconcile.
-    held_by_vcpu_cap: bool = False
-    # Hung pods (shared.reconcile.hung_pods): how many were deleted, their uids (each is handled
-    # once) and the per-chunk times of the latest succeeded pods (the hung threshold's p95).
-    pods_hung: int = 0
-    hung_pod_uids: list[str] = field(default_factory=list)
-    chunk_s_samples: list[float] = field(default_factory=list)
-    # Chunks found marked done in the ledger when the layer's Job completed (None: not
-    # checked; shared.reconcile.completeness, docs/verify.md).
-    chunks_marked: int | None = None
-    # When a busy Bigtable last stepped this layer's parallelism down
-    # (shared.reconcile.bigtable_load: at most one step per ramp period).
-    ramp_lowered_at: datetime | None = None
-    # What its succeeded pods used (the latest 200: mean vCPU, peak GiB;
-    # shared.reconcile.rightsize).
-    used_cpu: list[float] = field(default_factory=list)
-    used_memory_gib: list[float] = field(default_factory=list)
-    # Its canary (controller.canary_chunks; shared.reconcile.canary): "" (none), running, done or
-    # failed; its Job; and its record (figures, sized requests, the build's forecast).
-    canary_phase: str = ""
-    canary_job: str = ""
-    canary: dict[str, Any] = field(default_factory=dict)
+    approval: Approval = field(default_factory=Approval)
+    job: JobAttempt = field(default_factory=JobAttempt)
+    timing: Timing = field(default_factory=Timing)
+    progress: Progress = field(default_factory=Progress)
+    pods: PodUsage = field(default_factory=PodUsage)
+    faults: Faults = field(default_factory=Faults)
+    canary: Canary = field(default_factory=Canary)
 
     @property
     def key(self) -> str:
         return layer_key(self.stage, self.layer)
 
     def to_doc(self) -> dict[str, Any]:
-        return asdict(self)
+        """The flat stored document (the keys of `_FLAT_KEYS`, in that order)."""
+        nested = asdict(self)
+        return {
+            flat: nested[name] if record is None else nested[record][name]
+            for flat, record, name in _FLAT_KEYS
+        }
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> LayerState:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in known})
+        """Read a flat stored document; unknown keys are ignored, missing ones take defaults."""
+        top: dict[str, Any] = {}
+        parts: dict[str, dict[str, Any]] = {}
+        for flat, record, name in _FLAT_KEYS:
+            if flat not in doc:
+                continue
+            if record is None:
+                top[name] = doc[flat]
+            else:
+                parts.setdefault(record, {})[name] = doc[flat]
+        return cls(**top, **{r: _RECORDS[r](**kw) for r, kw in parts.items()})
+
+
+_RECORDS: dict[str, type] = {
+    "approval": Approval,
+    "job": JobAttempt,
+    "timing": Timing,
+    "progress": Progress,
+    "pods": PodUsage,
+    "faults": Faults,
+    "canary": Canary,
+}
 
 
 @dataclass
@@ -232,14 +383,14 @@ class RunState:
         created). None while something it waits for has not finished."""
         below = self.layer_below(ls)
         if below is not None:
-            return below.finished_at
+            return below.timing.finished_at
         setup = self.setups.get(ls.stage)
         if setup is not None:  # it ran once the stages it waits for were done
             return setup.finished_at if setup.phase == "succeeded" else None
         deps = dependencies_in(ls.stage, self.stages)
         if not deps:
             return self.created_at
-        stamps = [self.top_layer(d).finished_at for d in deps]
+        stamps = [self.top_layer(d).timing.finished_at for d in deps]
         return None if None in stamps else max(stamps)  # type: ignore[type-var]
 
     def run_doc(self) -> dict[str, Any]:

@@ -63,15 +63,19 @@ class RunCost:
 
 def layer_cost(ls: LayerState, rate: Rate) -> LayerCost:
     """Recorded usage (finished + running so far) priced, plus the backfill."""
-    cpu_s = ls.cpu_seconds + ls.running_cpu_seconds
-    mem_s = ls.memory_gib_seconds + ls.running_memory_gib_seconds
+    cpu_s = ls.pods.cpu_seconds + ls.pods.running_cpu_seconds
+    mem_s = ls.pods.memory_gib_seconds + ls.pods.running_memory_gib_seconds
     usd = pod_cost(rate, cpu_s, mem_s, 1.0)
     missing = 0
-    done = ls.completions if ls.phase == "succeeded" else intervals.count(ls.completed_indexes)
-    if ls.phase in ("succeeded", "failed") and ls.pods_succeeded < done:
-        missing = done - ls.pods_succeeded
-        mean = ls.succeeded_runtime_s / ls.pods_succeeded if ls.pods_succeeded else 0.0
-        usd += pod_cost(rate, ls.cpu_request, ls.memory_request_gib, mean * missing)
+    done = (
+        ls.job.completions
+        if ls.phase == "succeeded"
+        else intervals.count(ls.progress.completed_indexes)
+    )
+    if ls.phase in ("succeeded", "failed") and ls.pods.succeeded < done:
+        missing = done - ls.pods.succeeded
+        mean = ls.pods.succeeded_runtime_s / ls.pods.succeeded if ls.pods.succeeded else 0.0
+        usd += pod_cost(rate, ls.pods.cpu_request, ls.pods.memory_request_gib, mean * missing)
     return LayerCost(ls.key, usd, missing)
 
 
@@ -106,12 +110,14 @@ def run_cost(run: RunState, rates: tuple[RateRow, ...], billing: Billing, now: d
         if setup.started_at is not None:
             spans.append((setup.started_at, setup.finished_at or now))
     for ls in run.ordered_layers():
-        if ls.submitted_at is None:
-            if ls.cpu_seconds or ls.memory_gib_seconds:  # its canary's pods, billed already
+        if ls.timing.submitted_at is None:
+            if (
+                ls.pods.cpu_seconds or ls.pods.memory_gib_seconds
+            ):  # its canary's pods, billed already
                 layers.append(layer_cost(ls, rate_of(ls.stage)))
             continue
         layers.append(layer_cost(ls, rate_of(ls.stage)))
-        spans.append((ls.submitted_at, ls.finished_at or now))
+        spans.append((ls.timing.submitted_at, ls.timing.finished_at or now))
     fee_rate = rate_for(rates, billing.region, "")
     return RunCost(layers, cluster_fee(fee_rate, spans) if spans else 0.0)
 

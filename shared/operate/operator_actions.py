@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.model.state import SETUP_LAYER, LayerState, RunState, SetupState, layer_key
+from shared.model.state import SETUP_LAYER, JobAttempt, LayerState, RunState, SetupState, layer_key
 from shared.reconcile.oom import next_memory_factor
 
 
@@ -40,8 +40,8 @@ def approve(
     else:
         targets = [ls for ls in run.ordered_layers() if ls.stage == stage and ls.phase == "waiting"]
     for ls in targets:
-        if not ls.approved:
-            ls.approved, ls.approved_by, ls.approved_at = True, by, now
+        if not ls.approval.granted:
+            ls.approval.granted, ls.approval.by, ls.approval.at = True, by, now
     return [ls.key for ls in targets]
 
 
@@ -61,7 +61,7 @@ def scale(run: RunState, stage: str, layer: int, parallelism: int | None) -> Non
     """Pin a layer's parallelism (None hands it back to the ramp)."""
     if parallelism is not None and parallelism < 1:
         raise ActionError(f"parallelism must be >= 1, got {parallelism}")
-    layer_of(run, stage, layer).scale_override = parallelism
+    layer_of(run, stage, layer).job.scale_override = parallelism
 
 
 def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
@@ -70,9 +70,9 @@ def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> Non
     if ls.phase not in ("running", "failed"):
         raise ActionError(f"{ls.key} is {ls.phase}: only a running or failed layer has a Job")
     if ls.phase == "running":
-        ls.phase, ls.finished_at = "failed", now
+        ls.phase, ls.timing.finished_at = "failed", now
         ls.failure_reason = f"deleted by {by}"
-    ls.delete_requested = True
+    ls.job.delete_requested = True
 
 
 def resubmit(
@@ -92,14 +92,14 @@ def resubmit(
     ls = layer_of(run, stage, layer)
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
-    fresh = LayerState(stage=ls.stage, layer=ls.layer, attempt=ls.attempt + 1)
+    fresh = LayerState(stage=ls.stage, layer=ls.layer, job=JobAttempt(attempt=ls.job.attempt + 1))
     # The old Job's pods may still be finishing (a `pipeline delete` not yet carried out, or
     # pods in their grace period): the new Job waits for them, and a pending delete is kept.
-    fresh.retire_job = ls.job_name or ls.retire_job
-    fresh.retire_delete = ls.delete_requested or ls.retire_delete
-    fresh.memory_factor = next_memory_factor(ls, oom_memory_factor)
+    fresh.job.retire_job = ls.job.name or ls.job.retire_job
+    fresh.job.retire_delete = ls.job.delete_requested or ls.job.retire_delete
+    fresh.faults.memory_factor = next_memory_factor(ls, oom_memory_factor)
     _carry_costs(ls, fresh)
-    fresh.approved, fresh.approved_by, fresh.approved_at = True, by, now
+    fresh.approval.granted, fresh.approval.by, fresh.approval.at = True, by, now
     run.layers[ls.key] = fresh
     if run.status == "failed":
         run.status = "running"
@@ -122,14 +122,19 @@ def _carry_costs(old: LayerState, fresh: LayerState) -> None:
     """Keep what earlier attempts cost (the budget guard and `pipeline costs` count every
     attempt). Usage accrued by pods still open is closed into the totals: the new attempt's
     accounting starts from its own pods and would never close the old ones."""
-    fresh.cpu_seconds = old.cpu_seconds + old.running_cpu_seconds
-    fresh.memory_gib_seconds = old.memory_gib_seconds + old.running_memory_gib_seconds
-    fresh.pods_succeeded = old.pods_succeeded
-    fresh.pods_failed = old.pods_failed
-    fresh.pods_preempted = old.pods_preempted
-    fresh.pods_hung = old.pods_hung
-    fresh.succeeded_runtime_s = old.succeeded_runtime_s
-    fresh.cpu_request, fresh.memory_request_gib = old.cpu_request, old.memory_request_gib
+    fresh.pods.cpu_seconds = old.pods.cpu_seconds + old.pods.running_cpu_seconds
+    fresh.pods.memory_gib_seconds = (
+        old.pods.memory_gib_seconds + old.pods.running_memory_gib_seconds
+    )
+    fresh.pods.succeeded = old.pods.succeeded
+    fresh.pods.failed = old.pods.failed
+    fresh.pods.preempted = old.pods.preempted
+    fresh.faults.hung = old.faults.hung
+    fresh.pods.succeeded_runtime_s = old.pods.succeeded_runtime_s
+    fresh.pods.cpu_request, fresh.pods.memory_request_gib = (
+        old.pods.cpu_request,
+        old.pods.memory_request_gib,
+    )
 
 
 class ActiveRunError(ActionError):

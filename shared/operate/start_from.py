@@ -94,8 +94,8 @@ def skip_below(
     keys = []
     for layer in range(FIRST_LAYER, first):
         ls = run.layers[layer_key(stage, layer)]
-        ls.phase, ls.done_before, ls.finished_at = "succeeded", True, now
-        ls.approved, ls.approved_by, ls.approved_at = True, by, now
-        ls.completions = 0
+        ls.phase, ls.done_before, ls.timing.finished_at = "succeeded", True, now
+        ls.approval.granted, ls.approval.by, ls.approval.at = True, by, now
+        ls.job.completions = 0
         keys.append(ls.key)
     return keys

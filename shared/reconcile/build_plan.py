@@ -40,7 +40,7 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
     rendered if `render` (else only named)."""
     settings = cfg.job.for_stage(ls.stage)
     ramp, evictions = settings.ramp, settings.max_evictions_per_index
-    name = job_name(cfg.graph_id, ls.stage, ls.layer, attempt_salt(run_id, ls.attempt))
+    name = job_name(cfg.graph_id, ls.stage, ls.layer, attempt_salt(run_id, ls.job.attempt))
     manifest: dict[str, Any] | None = None
     refusal = ""
     try:
@@ -51,7 +51,7 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
                 ls.layer,
                 run_id=run_id,
                 parallelism=_PLANNED_PARALLELISM,
-                attempt=ls.attempt,
+                attempt=ls.job.attempt,
             )
     except ManifestError as e:
         refusal = str(e)

@@ -198,18 +198,18 @@ def canary_holds(
 
     A canary is created once the layer may start (before its approval); while it runs the
     layer waits. When it ends the layer keeps its figures, sized requests and forecast in
-    `ls.canary`; the layer then waits one more reconcile if the size changed (the next one
+    `ls.canary.record`; the layer then waits one more reconcile if the size changed (the next one
     plans its Job at the new size), else goes on. A canary with no succeeded pod is recorded
     as failed and alerted; the layer goes on as configured. `parallelism`: the pods the new
     canary Job may run at once (controller.max_vcpus; default all its chunks)."""
     if parallelism is None and plan is not None:
         parallelism = plan.chunks
-    if plan is None or ls.canary_phase in ("done", "failed"):
+    if plan is None or ls.canary.phase in ("done", "failed"):
         return False, []
-    if not ls.canary_phase:
-        ls.canary_phase, ls.canary_job = "running", plan.job_name
+    if not ls.canary.phase:
+        ls.canary.phase, ls.canary.job = "running", plan.job_name
         # Its pods' vCPU, counted against controller.max_vcpus while it runs (canary_vcpus).
-        ls.canary = {
+        ls.canary.record = {
             "chunks": plan.chunks,
             "parallelism": parallelism,
             "cpu": planned.cpu,
@@ -217,7 +217,7 @@ def canary_holds(
         }
         return True, [("create", (plan.job_name, parallelism))]
     if job is None:  # committed but not created (a crash in between): the name is idempotent
-        return True, [("create", (ls.canary_job, ls.canary.get("parallelism", plan.chunks)))]
+        return True, [("create", (ls.canary.job, ls.canary.record.get("parallelism", plan.chunks)))]
     if not job.finished:
         return True, []
     figures = canary_figures(pods, logs)
@@ -225,13 +225,13 @@ def canary_holds(
     for p in pods:
         if p.started and p.finished:
             seconds = (p.finished - p.started).total_seconds()
-            ls.cpu_seconds += p.cpu_request * seconds
-            ls.memory_gib_seconds += p.memory_request_gib * seconds
+            ls.pods.cpu_seconds += p.cpu_request * seconds
+            ls.pods.memory_gib_seconds += p.memory_request_gib * seconds
     if figures is None:
-        ls.canary_phase = "failed"
+        ls.canary.phase = "failed"
         reason = job.reason or "no canary pod succeeded"
-        ls.canary = {**ls.canary, "failed": reason}
-        fix = f"see `pipeline inspect` of Job {ls.canary_job}; the layer goes on as configured"
+        ls.canary.record = {**ls.canary.record, "failed": reason}
+        fix = f"see `pipeline inspect` of Job {ls.canary.job}; the layer goes on as configured"
         return False, [("alert", ("canary_failed", {"reason": reason, "fix": fix}))]
     problems = {}
     try:
@@ -239,7 +239,7 @@ def canary_holds(
     except ResourceLimitError as e:  # past the class's ceiling: keep the plan, say why
         sized, problems["size_error"] = planned, str(e)
     record: dict[str, Any] = {
-        **ls.canary,
+        **ls.canary.record,
         **{k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(figures).items()},
         "planned": {"cpu": planned.cpu, "memory_gib": planned.memory_gib},
         "sized": {"cpu": sized.cpu, "memory_gib": sized.memory_gib},
@@ -251,34 +251,41 @@ def canary_holds(
             record["forecast"] = plan.forecaster(figures, planned, sized, now)
         except ValueError as e:  # e.g. a region the rate table lacks: no forecast, no stop
             record["forecast_error"] = str(e).splitlines()[0]
-    ls.canary, ls.canary_phase = record, "done"
+    ls.canary.record, ls.canary.phase = record, "done"
     return (sized.cpu, sized.memory_gib) != (planned.cpu, planned.memory_gib), []
 
 
 def canary_vcpus(ls: LayerState) -> float:
     """The vCPUs a layer's running canary requests (its parallelism x its pods' vCPU),
     counted against controller.max_vcpus like a running layer's (shared.reconcile.vcpu_budget)."""
-    if ls.canary_phase != "running":
+    if ls.canary.phase != "running":
         return 0.0
-    c = ls.canary
+    c = ls.canary.record
     return float(c.get("parallelism", c.get("chunks", 0))) * float(c.get("cpu", 0.0))
 
 
 def canary_details(ls: LayerState) -> dict[str, Any]:
     """What a layer's `approval_needed` alert adds: its canary's record, if it ran."""
-    return {"canary": ls.canary} if ls.canary_phase == "done" else {}
+    return {"canary": ls.canary.record} if ls.canary.phase == "done" else {}
 
 
 def with_canary_sizes(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
     """`cfg` with each layer's canary-sized requests as its per-layer override (the layers
     whose canary is done). Applied before the OOM bump (shared.reconcile.oom), which raises them."""
-    sized = [ls for ls in run.layers.values() if ls.canary_phase == "done" and "sized" in ls.canary]
+    sized = [
+        ls
+        for ls in run.layers.values()
+        if ls.canary.phase == "done" and "sized" in ls.canary.record
+    ]
     if not sized:
         return cfg
     return with_layer_requests(
         cfg,
         {
-            (ls.stage, ls.layer): (ls.canary["sized"]["cpu"], ls.canary["sized"]["memory_gib"])
+            (ls.stage, ls.layer): (
+                ls.canary.record["sized"]["cpu"],
+                ls.canary.record["sized"]["memory_gib"],
+            )
             for ls in sized
         },
     )
@@ -308,9 +315,9 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
     cost: shared.money.costs, added by the caller that prices the run)."""
     out = []
     for ls in run.ordered_layers():
-        if not ls.canary_phase:
+        if not ls.canary.phase:
             continue
-        c, fc = ls.canary, ls.canary.get("forecast") or {}
+        c, fc = ls.canary.record, ls.canary.record.get("forecast") or {}
         peak = c.get("peak_memory_gib")
         measured = None
         if run.finished_at and run.created_at:
@@ -319,7 +326,7 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
             {
                 "stage": ls.stage,
                 "layer": ls.layer,
-                "phase": ls.canary_phase,
+                "phase": ls.canary.phase,
                 "chunks": c.get("chunks"),
                 "runtime_p50_s": c.get("runtime_p50_s"),
                 "runtime_p95_s": c.get("runtime_p95_s"),
@@ -343,8 +350,8 @@ def canary_chunk_s(run: RunState) -> float | None:
     forecast before any pod of the run has finished; None without a finished canary."""
     times = []
     for ls in run.layers.values():
-        c = ls.canary
-        if ls.canary_phase != "done":
+        c = ls.canary.record
+        if ls.canary.phase != "done":
             continue
         if c.get("chunk_p50_s") is not None:
             times.append(float(c["chunk_p50_s"]))

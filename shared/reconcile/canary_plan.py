@@ -38,10 +38,10 @@ def with_canary(
         or ls.layer != FIRST_LAYER
         or ls.done_before
         or ls.phase != "waiting"
-        or ls.canary_phase in ("done", "failed")
+        or ls.canary.phase in ("done", "failed")
     ):
         return lp
-    name = ls.canary_job or canary_job_name(lp.job_name)
+    name = ls.canary.job or canary_job_name(lp.job_name)
     chunks = canary_size(wanted, math.prod(layer_shape(cfg.layer2_shape(), ls.layer)))
     job = cfg.job.for_stage(ls.stage)
     manifest = canary_manifest(lp.manifest, name, chunks) if lp.manifest is not None else None

@@ -28,11 +28,11 @@ def canary_step(
     as many pods at once as the cap leaves room for."""
     if lp.canary is None:
         return False
-    name = ls.canary_job or lp.canary.job_name
+    name = ls.canary.job or lp.canary.job_name
     parallelism = None
-    if not ls.canary_phase and vcpus is not None:
-        ls.held_by_vcpu_cap = not vcpus.room_for_one(lp.cpu)
-        if ls.held_by_vcpu_cap:
+    if not ls.canary.phase and vcpus is not None:
+        ls.timing.held_by_vcpu_cap = not vcpus.room_for_one(lp.cpu)
+        if ls.timing.held_by_vcpu_cap:
             return True
         parallelism = vcpus.take_new(lp.cpu, lp.canary.chunks)
     holds, todo = canary_holds(
@@ -61,9 +61,9 @@ def canary_run_control(
     """The patch that keeps a layer's running canary Job in step with its run: suspended
     while the run is paused (`pipeline pause`, the budget guard), resumed after; None when it
     is already so, or has ended."""
-    if ls.canary_phase != "running" or not ls.canary_job:
+    if ls.canary.phase != "running" or not ls.canary.job:
         return None
-    job = jobs.get(ls.canary_job)
+    job = jobs.get(ls.canary.job)
     if job is None or job.finished or job.suspended == paused:
         return None
-    return PatchJob(ls.canary_job, suspend=paused)
+    return PatchJob(ls.canary.job, suspend=paused)

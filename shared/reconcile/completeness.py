@@ -267,7 +267,8 @@ def run_verdict(cfg: PipelineConfig, run: RunState) -> dict[str, dict[str, Any]]
         if coverage.checkable:
             # Layers built before the run were checked by `pipeline start --from-layer`.
             marked = {
-                ls.layer: chunks[ls.layer] if ls.done_before else ls.chunks_marked for ls in mine
+                ls.layer: chunks[ls.layer] if ls.done_before else ls.progress.chunks_marked
+                for ls in mine
             }
             entry["chunks_marked"] = sum(n for n in marked.values() if n is not None)
             entry["layers_unchecked"] = [layer for layer, n in marked.items() if n is None]

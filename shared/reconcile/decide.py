@@ -59,20 +59,24 @@ __all__ = ["decide", "ramp_target", "reject"]
 
 def _job_progress(ls: LayerState, job: JobStatus, now: datetime, out: list[Action]) -> None:
     """Copy the Job's index sets into the layer and alert newly failed indexes once."""
-    ls.completed_indexes = job.completed_indexes
-    ls.failed_indexes = job.failed_indexes
-    ls.active = 0 if job.finished else job.active
+    ls.progress.completed_indexes = job.completed_indexes
+    ls.progress.failed_indexes = job.failed_indexes
+    ls.progress.active = 0 if job.finished else job.active
     done = intervals.count(job.completed_indexes)
-    if done > ls.progress_count or ls.progress_at is None:
-        ls.progress_count, ls.progress_at, ls.stall_alerted = done, now, False
-    fresh = set(intervals.parse(job.failed_indexes)) - set(intervals.parse(ls.alerted_indexes))
+    if done > ls.progress.count or ls.progress.at is None:
+        ls.progress.count, ls.progress.at, ls.progress.stall_alerted = done, now, False
+    fresh = set(intervals.parse(job.failed_indexes)) - set(
+        intervals.parse(ls.progress.alerted_indexes)
+    )
     if fresh:
         out.append(
             Alert(
-                "failed_indexes", ls.stage, ls.layer, {"indexes": sorted(fresh), "job": ls.job_name}
+                "failed_indexes", ls.stage, ls.layer, {"indexes": sorted(fresh), "job": ls.job.name}
             )
         )
-        ls.alerted_indexes = intervals.format(set(intervals.parse(ls.alerted_indexes)) | fresh)
+        ls.progress.alerted_indexes = intervals.format(
+            set(intervals.parse(ls.progress.alerted_indexes)) | fresh
+        )
 
 
 def _running_layer(
@@ -90,21 +94,21 @@ def _running_layer(
     if job is None:
         # Committed as running but the Job is missing (crash between commit and create, or
         # deleted by hand): create it again; the deterministic name makes this idempotent.
-        out.append(CreateJob(ls.stage, ls.layer, ls.job_name, max(1, ls.parallelism), paused))
+        out.append(CreateJob(ls.stage, ls.layer, ls.job.name, max(1, ls.job.parallelism), paused))
         return
     foreign = foreign_owner(job, run, ls)
     if foreign is not None:
         # A leftover under our name (a purged run's, another attempt's): never adopt its
         # progress or its Complete condition, never touch it.
-        ls.phase, ls.finished_at, ls.failure_reason = "failed", now, foreign
+        ls.phase, ls.timing.finished_at, ls.failure_reason = "failed", now, foreign
         out.append(Alert("layer_failed", ls.stage, ls.layer, {"reason": foreign, "fix": foreign}))
         return
     _job_progress(ls, job, now, out)
     if job.condition == "Complete":
-        ls.phase, ls.finished_at = "succeeded", job.completion_time or now
+        ls.phase, ls.timing.finished_at = "succeeded", job.completion_time or now
         return
     if job.condition == "Failed":
-        ls.phase, ls.finished_at, ls.failure_reason = "failed", now, job.reason or "Failed"
+        ls.phase, ls.timing.finished_at, ls.failure_reason = "failed", now, job.reason or "Failed"
         out.append(
             Alert(
                 "layer_failed",
@@ -116,32 +120,34 @@ def _running_layer(
         return
     if paused:
         if not job.suspended:
-            out.append(PatchJob(ls.job_name, suspend=True))
+            out.append(PatchJob(ls.job.name, suspend=True))
         return
     if job.suspended:
-        out.append(PatchJob(ls.job_name, suspend=False))
+        out.append(PatchJob(ls.job.name, suspend=False))
     target = parallelism_target(
         plan.ramp,
         plan.completions,
-        ls.ramp_started_at,
+        ls.timing.ramp_started_at,
         now,
-        override=ls.scale_override,
-        current=ls.parallelism,
+        override=ls.job.scale_override,
+        current=ls.job.parallelism,
     )
-    if ls.scale_override is None:
+    if ls.job.scale_override is None:
         # A busy Bigtable holds the ramp or steps it down (docs/bigtable-ramp-and-bill.md).
-        gated = throttle(bigtable, target, ls.parallelism, plan.ramp, now, ls.ramp_lowered_at)
+        gated = throttle(
+            bigtable, target, ls.job.parallelism, plan.ramp, now, ls.timing.ramp_lowered_at
+        )
         target = gated.parallelism
-        ls.ramp_started_at = gated.ramp_started_at or ls.ramp_started_at
-        ls.ramp_lowered_at = gated.lowered_at or ls.ramp_lowered_at
+        ls.timing.ramp_started_at = gated.ramp_started_at or ls.timing.ramp_started_at
+        ls.timing.ramp_lowered_at = gated.lowered_at or ls.timing.ramp_lowered_at
     if vcpus is not None:
         target = vcpus.take_running(ls, plan.cpu, target)
     if target != job.parallelism:
-        out.append(PatchJob(ls.job_name, parallelism=target))
-    ls.parallelism = target
-    stalled_for = (now - (ls.progress_at or now)).total_seconds()
-    if stalled_for >= stall_after_s and not ls.stall_alerted:
-        ls.stall_alerted = True
+        out.append(PatchJob(ls.job.name, parallelism=target))
+    ls.job.parallelism = target
+    stalled_for = (now - (ls.progress.at or now)).total_seconds()
+    if stalled_for >= stall_after_s and not ls.progress.stall_alerted:
+        ls.progress.stall_alerted = True
         out.append(
             Alert("layer_stalled", ls.stage, ls.layer, {"no_progress_s": round(stalled_for)})
         )
@@ -151,8 +157,8 @@ def _eligible_since(run: RunState, ls: LayerState) -> datetime | None:
     """When the layer could first have started: its dependencies met and, unless the run
     advances on its own, its approval set."""
     stamps = [t for t in (run.ready_since(ls),) if t]
-    if run.advance != "auto" and ls.approved_at:
-        stamps.append(ls.approved_at)
+    if run.advance != "auto" and ls.approval.at:
+        stamps.append(ls.approval.at)
     return max(stamps) if stamps else None
 
 
@@ -175,9 +181,9 @@ def _budget_guard(
     if state.status == "running":
         state.status = "paused"
         for ls in state.layers.values():
-            job = jobs.get(ls.job_name)
+            job = jobs.get(ls.job.name)
             if ls.phase == "running" and job is not None and not job.suspended:
-                out.append(PatchJob(ls.job_name, suspend=True))
+                out.append(PatchJob(ls.job.name, suspend=True))
             if (patch := canary_run_control(ls, jobs, paused=True)) is not None:
                 out.append(patch)
     details = {
@@ -211,21 +217,21 @@ def decide(
             setup_step(state, setup, sp, seen, now, out)
     for ls in state.ordered_layers():
         lp = plan.layers[ls.key]
-        if ls.delete_requested:
-            ls.delete_requested = False
-            out.append(DeleteJob(ls.job_name))
+        if ls.job.delete_requested:
+            ls.job.delete_requested = False
+            out.append(DeleteJob(ls.job.name))
             continue
-        if ls.retire_job and not _retired(ls, seen, out):
+        if ls.job.retire_job and not _retired(ls, seen, out):
             continue  # the earlier attempt's pods still run: never overlap them
         # A running canary is paused and resumed with its run, as layer Jobs are.
         if (patch := canary_run_control(ls, jobs, state.status == "paused")) is not None:
             out.append(patch)
         if ls.phase == "running":
-            job = jobs.get(ls.job_name)
-            if ls.job_name in pods:
+            job = jobs.get(ls.job.name)
+            if ls.job.name in pods:
                 # A Complete Job's completion time vouches for pods that vanished unseen.
                 record = job.completion_time if job is not None else None
-                records[ls.key] = record_pods(ls, pods[ls.job_name], now, record)
+                records[ls.key] = record_pods(ls, pods[ls.job.name], now, record)
                 oom = oom_alert_details(ls)
                 if oom is not None:
                     out.append(Alert("oom_killed", ls.stage, ls.layer, oom))
@@ -237,18 +243,18 @@ def decide(
             _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus, bigtable)
             apply_ledger_check(state.run_id, ls, seen.ledger_checks.get(ls.key), now, out)
             if ls.phase != "running":
-                if ls.job_name in seen.usage_read:  # read from monitoring as the Job ended
-                    note_earlier_usage(ls, pods[ls.job_name], records.get(ls.key, []))
+                if ls.job.name in seen.usage_read:  # read from monitoring as the Job ended
+                    note_earlier_usage(ls, pods[ls.job.name], records.get(ls.key, []))
                 close_layer(ls)
         elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
             if canary_step(ls, lp, seen, now, out, vcpus):
                 continue
-            if state.advance == "auto" or ls.approved:
-                ls.held_by_vcpu_cap = vcpus is not None and not vcpus.room_for_one(lp.cpu)
-                if not ls.held_by_vcpu_cap:
+            if state.advance == "auto" or ls.approval.granted:
+                ls.timing.held_by_vcpu_cap = vcpus is not None and not vcpus.room_for_one(lp.cpu)
+                if not ls.timing.held_by_vcpu_cap:
                     _start_layer(state, ls, lp, now, out, vcpus)
-            elif not ls.approval_alerted:
-                ls.approval_alerted = True
+            elif not ls.approval.alerted:
+                ls.approval.alerted = True
                 details = {"advance": run.advance, **canary_details(ls)}
                 out.append(Alert("approval_needed", ls.stage, ls.layer, details))
     _budget_guard(state, jobs, now, plan.billing, rates, out)
@@ -266,9 +272,9 @@ def _hung_pods(ls: LayerState, seen: Snapshot, out: list[Action]) -> None:
     already handled that is still listed running gets its (idempotent) delete again, so a
     delete lost after the commit is not lost for good."""
     for hung in mark_handled(ls, seen.hung.get(ls.key, ())):
-        out.append(DeletePod(ls.job_name, hung.name))
+        out.append(DeletePod(ls.job.name, hung.name))
         details = {
-            "job": ls.job_name,
+            "job": ls.job.name,
             "pod": hung.name,
             "index": hung.index,
             "no_progress_s": round(hung.idle_s),
@@ -278,23 +284,23 @@ def _hung_pods(ls: LayerState, seen: Snapshot, out: list[Action]) -> None:
         }
         out.append(Alert("pod_hung", ls.stage, ls.layer, details))
     fresh = {d.pod_name for d in out if isinstance(d, DeletePod)}
-    handled = set(ls.hung_pod_uids)
-    for pod in seen.pods.get(ls.job_name, ()):
+    handled = set(ls.faults.hung_pod_uids)
+    for pod in seen.pods.get(ls.job.name, ()):
         if pod.uid in handled and pod.phase == "Running" and pod.name not in fresh:
-            out.append(DeletePod(ls.job_name, pod.name))
+            out.append(DeletePod(ls.job.name, pod.name))
 
 
 def _retired(ls: LayerState, seen: Snapshot, out: list[Action]) -> bool:
     """Whether a re-submitted layer's earlier Job is out of the way: deleted, when the
     operator asked (re-sent while it is listed: deletes are idempotent), and none of its pods
     still listed unfinished. Clears the record once it is."""
-    job = seen.jobs.get(ls.retire_job)
-    if ls.retire_delete and job is not None:
-        out.append(DeleteJob(ls.retire_job))
+    job = seen.jobs.get(ls.job.retire_job)
+    if ls.job.retire_delete and job is not None:
+        out.append(DeleteJob(ls.job.retire_job))
         return False
-    if any(p.phase not in FINISHED for p in seen.pods.get(ls.retire_job, ())):
+    if any(p.phase not in FINISHED for p in seen.pods.get(ls.job.retire_job, ())):
         return False
-    ls.retire_job, ls.retire_delete = "", False
+    ls.job.retire_job, ls.job.retire_delete = "", False
     return True
 
 
@@ -306,15 +312,15 @@ def _start_layer(
     out: list[Action],
     vcpus: VcpuBudget | None = None,
 ) -> None:
-    ls.phase, ls.completions = "running", lp.completions
-    ls.cpu_request, ls.memory_request_gib = lp.cpu, lp.memory_gib
-    ls.job_name = lp.job_name
-    ls.eligible_at = _eligible_since(state, ls) or now
-    ls.submitted_at = ls.ramp_started_at = ls.progress_at = now
-    ls.parallelism = ramp_target(lp.ramp, lp.completions, now, now)
+    ls.phase, ls.job.completions = "running", lp.completions
+    ls.pods.cpu_request, ls.pods.memory_request_gib = lp.cpu, lp.memory_gib
+    ls.job.name = lp.job_name
+    ls.timing.eligible_at = _eligible_since(state, ls) or now
+    ls.timing.submitted_at = ls.timing.ramp_started_at = ls.progress.at = now
+    ls.job.parallelism = ramp_target(lp.ramp, lp.completions, now, now)
     if vcpus is not None:
-        ls.parallelism = vcpus.take_new(lp.cpu, ls.parallelism)
-    out.append(CreateJob(ls.stage, ls.layer, ls.job_name, ls.parallelism))
+        ls.job.parallelism = vcpus.take_new(lp.cpu, ls.job.parallelism)
+    out.append(CreateJob(ls.stage, ls.layer, ls.job.name, ls.job.parallelism))
 
 
 def reject(decision: Decision, refusals: dict[str, str]) -> Decision:
@@ -337,7 +343,7 @@ def reject(decision: Decision, refusals: dict[str, str]) -> Decision:
             fail_setup(state, state.setups[action.stage], reason, decision.at, actions)
             continue
         ls = state.layers[layer_key(action.stage, action.layer)]
-        ls.phase, ls.finished_at = "failed", decision.at
+        ls.phase, ls.timing.finished_at = "failed", decision.at
         ls.failure_reason = f"rejected: {refusals[action.job_name]}"
         close_layer(ls)
         fix = f"correct the config, then `pipeline submit {state.run_id} {ls.stage} {ls.layer}`"

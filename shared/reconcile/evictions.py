@@ -81,38 +81,38 @@ def format_counts(counts: dict[int, int]) -> str:
 
 def count_evictions(ls: LayerState, evicted_indexes: Iterable[int]) -> None:
     """Add one eviction per entry (an index evicted twice appears twice) to the layer."""
-    counts = parse_counts(ls.evictions)
+    counts = parse_counts(ls.faults.evictions)
     for index in evicted_indexes:
         counts[index] = counts.get(index, 0) + 1
-    ls.evictions = format_counts(counts)
+    ls.faults.evictions = format_counts(counts)
 
 
 def total_evictions(ls: LayerState) -> int:
     """Node-pressure evictions of the layer's current attempt, all indexes together."""
-    return sum(parse_counts(ls.evictions).values())
+    return sum(parse_counts(ls.faults.evictions).values())
 
 
 def evicted_repeatedly(ls: LayerState) -> bool:
     """Whether an index of this attempt reached the limit (its next attempt gets more memory)."""
-    return bool(ls.eviction_alerted_indexes)
+    return bool(ls.faults.eviction_alerted_indexes)
 
 
 def eviction_alert_details(ls: LayerState, max_per_index: int) -> dict[str, Any] | None:
     """The details of one `index_evicted_repeatedly` alert for the indexes that reached
     `max_per_index` evictions and were not alerted yet (marks them alerted), or None.
     `alerts.alert_body` adds each index's chunks."""
-    counts = parse_counts(ls.evictions)
-    alerted = set(intervals.parse(ls.eviction_alerted_indexes))
+    counts = parse_counts(ls.faults.evictions)
+    alerted = set(intervals.parse(ls.faults.eviction_alerted_indexes))
     fresh = sorted(i for i, n in counts.items() if n >= max_per_index and i not in alerted)
     if not fresh:
         return None
-    ls.eviction_alerted_indexes = intervals.format(alerted | set(fresh))
+    ls.faults.eviction_alerted_indexes = intervals.format(alerted | set(fresh))
     return {
         "indexes": fresh,
         "evictions": {str(i): counts[i] for i in fresh},
         "max_evictions_per_index": max_per_index,
-        "job": ls.job_name,
-        "memory_request_gib": ls.memory_request_gib,
+        "job": ls.job.name,
+        "memory_request_gib": ls.pods.memory_request_gib,
         "fix": (
             "the kubelet evicts these pods for node memory pressure (they use more than their "
             "request) and the Job retries them without end: raise job.resources.memory for "

@@ -96,7 +96,7 @@ def layer_hung_after_s(
     `chunks_per_signal`: the chunks a pod may build between two signs of progress (1 when
     done markers are read; the batch when only logs are, as a worker may log once a batch),
     so a healthy pod is never judged between two of them."""
-    chunk = p95(ls.chunk_s_samples)
+    chunk = p95(ls.pods.chunk_s_samples)
     per_signal = None if chunk is None else chunk * max(1, chunks_per_signal)
     return hung_after_s(after_chunks, floor_s, per_signal)
 
@@ -109,7 +109,7 @@ def note_chunk_times(ls: LayerState, records: Iterable[PodRecord], chunks_per_po
     per_pod = max(1, chunks_per_pod)
     fresh = [r.seconds / per_pod for r in records if r.phase == "Succeeded" and r.seconds > 0]
     if fresh:
-        ls.chunk_s_samples = (ls.chunk_s_samples + fresh)[-CHUNK_SAMPLES:]
+        ls.pods.chunk_s_samples = (ls.pods.chunk_s_samples + fresh)[-CHUNK_SAMPLES:]
 
 
 def candidates(
@@ -154,9 +154,9 @@ def find_hung(
 def mark_handled(ls: LayerState, hung: Iterable[HungPod]) -> list[HungPod]:
     """Record the hung pods not handled before on the layer (counted in `pods_hung`, their
     uids remembered so a pod is deleted and alerted once); returns those new ones."""
-    known = set(ls.hung_pod_uids)
+    known = set(ls.faults.hung_pod_uids)
     new = [h for h in hung if h.uid not in known]
     if new:
-        ls.pods_hung += len(new)
-        ls.hung_pod_uids = (ls.hung_pod_uids + [h.uid for h in new])[-HANDLED_KEEP:]
+        ls.faults.hung += len(new)
+        ls.faults.hung_pod_uids = (ls.faults.hung_pod_uids + [h.uid for h in new])[-HANDLED_KEEP:]
     return new

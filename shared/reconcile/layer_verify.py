@@ -23,9 +23,9 @@ def apply_ledger_check(
     """Record `verdict` on the just-succeeded layer `ls`; fail it if chunks are unmarked."""
     if verdict is None or ls.phase != "succeeded":
         return
-    ls.chunks_marked = verdict.chunks_marked
+    ls.progress.chunks_marked = verdict.chunks_marked
     if verdict.complete:
         return
-    ls.phase, ls.finished_at = "failed", now
+    ls.phase, ls.timing.finished_at = "failed", now
     ls.failure_reason = incomplete_reason(run_id, verdict)
     out.append(Alert("layer_incomplete", ls.stage, ls.layer, incomplete_details(run_id, verdict)))

@@ -23,12 +23,12 @@ def oom_alert_details(
 ) -> dict[str, Any] | None:
     """The details of the layer's one `oom_killed` alert, when it has OOM kills and has not
     alerted yet (marks it alerted). `peak_memory_gib`: the highest usage seen, if measured."""
-    if not ls.oom_killed or ls.oom_alerted:
+    if not ls.faults.oom_killed or ls.faults.oom_alerted:
         return None
-    ls.oom_alerted = True
+    ls.faults.oom_alerted = True
     details = {
-        "pods": ls.oom_killed,
-        "memory_request_gib": ls.memory_request_gib,
+        "pods": ls.faults.oom_killed,
+        "memory_request_gib": ls.pods.memory_request_gib,
         "peak_memory_gib": peak_memory_gib,
         "fix": (
             "raise job.resources.memory for this layer (`pipeline apply`), or set "
@@ -42,16 +42,16 @@ def next_memory_factor(ls: LayerState, factor: float | None) -> float:
     """The memory factor of the layer's next attempt: raised by `factor` if this attempt
     saw OOM kills or an index evicted `job.max_evictions_per_index` times for node pressure
     (shared.reconcile.evictions), and the factor is on; else unchanged."""
-    if factor and (ls.oom_killed or evicted_repeatedly(ls)):
-        return ls.memory_factor * factor
-    return ls.memory_factor
+    if factor and (ls.faults.oom_killed or evicted_repeatedly(ls)):
+        return ls.faults.memory_factor * factor
+    return ls.faults.memory_factor
 
 
 def with_memory_factors(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
     """`cfg` with a per-layer memory override for every layer of `run` whose attempt asks
     for more memory (`memory_factor` > 1): its configured (snapped) memory times the
     factor. The overrides go through the same snapping and ceilings as any request."""
-    raised = [ls for ls in run.layers.values() if ls.memory_factor > 1.0]
+    raised = [ls for ls in run.layers.values() if ls.faults.memory_factor > 1.0]
     if not raised:
         return cfg
     workloads = dict(cfg.job.workloads)
@@ -64,7 +64,7 @@ def with_memory_factors(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
             except ResourceLimitError:
                 continue  # the layer is refused anyway; the plan says why
             old = overrides.get(ls.layer) or LayerOverride()
-            overrides[ls.layer] = old.model_copy(update={"memory": base * ls.memory_factor})
+            overrides[ls.layer] = old.model_copy(update={"memory": base * ls.faults.memory_factor})
         resources = job.resources.model_copy(update={"overrides": overrides})
         current = workloads.get(stage)
         workloads[stage] = (current or JobOverride()).model_copy(update={"resources": resources})

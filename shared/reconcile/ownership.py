@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from shared.jobs.manifest import PREFIX, label_value
-from shared.model.state import LayerState, RunState
+from shared.model.state import LayerState, RunState, SetupState
 from shared.ports.cluster import JobStatus
 
 RUN_LABEL = PREFIX + "run"
@@ -19,15 +19,20 @@ ATTEMPT = PREFIX + "attempt"
 RUN_CREATED = PREFIX + "run-created"
 
 
-def owner_marks(run: RunState, ls: LayerState) -> dict[str, str]:
+def _attempt(ls: LayerState | SetupState) -> int:
+    """The attempt a layer's (or a stage's setup pass's) Job belongs to."""
+    return ls.attempt if isinstance(ls, SetupState) else ls.job.attempt
+
+
+def owner_marks(run: RunState, ls: LayerState | SetupState) -> dict[str, str]:
     """The annotations naming the run incarnation and attempt that own a layer's Job."""
-    marks = {RUN_ID: run.run_id, ATTEMPT: str(ls.attempt)}
+    marks = {RUN_ID: run.run_id, ATTEMPT: str(_attempt(ls))}
     if run.created_at is not None:
         marks[RUN_CREATED] = run.created_at.isoformat()
     return marks
 
 
-def stamped(manifest: dict[str, Any], run: RunState, ls: LayerState) -> dict[str, Any]:
+def stamped(manifest: dict[str, Any], run: RunState, ls: LayerState | SetupState) -> dict[str, Any]:
     """A copy of `manifest` carrying the owner marks of `ls`'s attempt in `run`."""
     out = copy.deepcopy(manifest)
     meta = out.setdefault("metadata", {})
@@ -35,7 +40,7 @@ def stamped(manifest: dict[str, Any], run: RunState, ls: LayerState) -> dict[str
     return out
 
 
-def foreign_owner(job: JobStatus, run: RunState, ls: LayerState) -> str | None:
+def foreign_owner(job: JobStatus, run: RunState, ls: LayerState | SetupState) -> str | None:
     """Why `job` (found under `ls`'s Job name) is not this attempt's, or None if it is. Each
     mark the Job carries must name this run and attempt; a mark it lacks is not held against
     it (Jobs created before the marks existed, simulated clusters)."""
@@ -54,9 +59,9 @@ def foreign_owner(job: JobStatus, run: RunState, ls: LayerState) -> str | None:
     return None
 
 
-def _reason(job: JobStatus, run: RunState, ls: LayerState, owner: str) -> str:
+def _reason(job: JobStatus, run: RunState, ls: LayerState | SetupState, owner: str) -> str:
     return (
-        f"Job {job.name} belongs to {owner}, not to attempt {ls.attempt} of run "
+        f"Job {job.name} belongs to {owner}, not to attempt {_attempt(ls)} of run "
         f"{run.run_id}: delete it (kubectl delete job {job.name}) or purge that run, then "
         f"`pipeline submit {run.run_id} {ls.stage} {ls.layer}`"
     )

@@ -92,11 +92,11 @@ _FIELDS = tuple(f.name for f in fields(PodRecord))
 
 def _is_new(pod: PodInfo, ls: LayerState) -> bool:
     """Created after the last listing (so never seen), judged by the API server's clock."""
-    if ls.pods_watermark is None or pod.created is None:
+    if ls.pods.watermark is None or pod.created is None:
         return True
-    if pod.created > ls.pods_watermark:
+    if pod.created > ls.pods.watermark:
         return True
-    return pod.created == ls.pods_watermark and pod.uid not in ls.pods_at_watermark
+    return pod.created == ls.pods.watermark and pod.uid not in ls.pods.at_watermark
 
 
 # Open pods are stored as short digests of their uids, packed OPEN_PAGE to a string: at
@@ -134,39 +134,39 @@ def record_pods(
     `job_record` is the latest time the Job itself vouches for its pods (its completion
     time, or the time of the event that reported them): a pod that vanished from the listing
     is closed there when that is later than its last sighting."""
-    open_before = unpack_open(ls.open_pods)
+    open_before = unpack_open(ls.pods.open)
     records = [
         PodRecord.of(p)
         for p in pods
         if p.phase in FINISHED and (_was_open(p.uid, open_before) or _is_new(p, ls))
     ]
     for rec in records:
-        ls.cpu_seconds += rec.cpu * rec.seconds
-        ls.memory_gib_seconds += rec.memory_gib * rec.seconds
+        ls.pods.cpu_seconds += rec.cpu * rec.seconds
+        ls.pods.memory_gib_seconds += rec.memory_gib * rec.seconds
         if rec.phase == "Succeeded":
-            ls.pods_succeeded += 1
-            ls.succeeded_runtime_s += rec.seconds
+            ls.pods.succeeded += 1
+            ls.pods.succeeded_runtime_s += rec.seconds
         elif rec.reason == "DisruptionTarget":
             # Preempted or evicted: the Job's DisruptionTarget rule spends no retry on either.
-            ls.pods_preempted += 1
+            ls.pods.preempted += 1
         else:
-            ls.pods_failed += 1
-            ls.oom_killed += rec.reason == OOM_KILLED
+            ls.pods.failed += 1
+            ls.faults.oom_killed += rec.reason == OOM_KILLED
     count_evictions(ls, (rec.index for rec in records if rec.evicted))
     note_usage(ls, measured(records))
     _close_vanished(ls, pods, open_before, job_record, now)
-    ls.pods_listed_at = now
+    ls.pods.listed_at = now
     running = [p for p in pods if p.phase not in FINISHED]
-    ls.open_pods = pack_open(pod_key(p.uid) for p in running)
-    ls.running_cpu_seconds = sum(p.cpu_request * _age(p, now) for p in running)
-    ls.running_memory_gib_seconds = sum(p.memory_request_gib * _age(p, now) for p in running)
+    ls.pods.open = pack_open(pod_key(p.uid) for p in running)
+    ls.pods.running_cpu_seconds = sum(p.cpu_request * _age(p, now) for p in running)
+    ls.pods.running_memory_gib_seconds = sum(p.memory_request_gib * _age(p, now) for p in running)
     stamps = [p.created for p in pods if p.created is not None]
     if stamps:
         mark = max(stamps)
-        if ls.pods_watermark is None or mark >= ls.pods_watermark:
+        if ls.pods.watermark is None or mark >= ls.pods.watermark:
             same = {p.uid for p in pods if p.created == mark}
-            keep = set(ls.pods_at_watermark) if mark == ls.pods_watermark else set()
-            ls.pods_watermark, ls.pods_at_watermark = mark, sorted(same | keep)
+            keep = set(ls.pods.at_watermark) if mark == ls.pods.watermark else set()
+            ls.pods.watermark, ls.pods.at_watermark = mark, sorted(same | keep)
     return records
 
 
@@ -207,19 +207,21 @@ def _close_vanished(
     at its last sighting as running: an upper bound, as a budget guard wants."""
     listed = {pod_key(p.uid) for p in pods} | {p.uid for p in pods}
     vanished = open_before - listed
-    if ls.pods_listed_at is None or not vanished:
+    if ls.pods.listed_at is None or not vanished:
         return
     still = [p for p in pods if _was_open(p.uid, open_before)]
-    seen = ls.pods_listed_at
-    cpu = ls.running_cpu_seconds - sum(p.cpu_request * _age(p, seen) for p in still)
-    mem = ls.running_memory_gib_seconds - sum(p.memory_request_gib * _age(p, seen) for p in still)
-    ls.cpu_seconds += max(0.0, cpu)
-    ls.memory_gib_seconds += max(0.0, mem)
+    seen = ls.pods.listed_at
+    cpu = ls.pods.running_cpu_seconds - sum(p.cpu_request * _age(p, seen) for p in still)
+    mem = ls.pods.running_memory_gib_seconds - sum(
+        p.memory_request_gib * _age(p, seen) for p in still
+    )
+    ls.pods.cpu_seconds += max(0.0, cpu)
+    ls.pods.memory_gib_seconds += max(0.0, mem)
     if job_record is None:
         return
     unseen_s = max(0.0, (min(job_record, now) - seen).total_seconds())
-    ls.cpu_seconds += len(vanished) * ls.cpu_request * unseen_s
-    ls.memory_gib_seconds += len(vanished) * ls.memory_request_gib * unseen_s
+    ls.pods.cpu_seconds += len(vanished) * ls.pods.cpu_request * unseen_s
+    ls.pods.memory_gib_seconds += len(vanished) * ls.pods.memory_request_gib * unseen_s
 
 
 def _age(pod: PodInfo, now: datetime) -> float:
@@ -229,6 +231,6 @@ def _age(pod: PodInfo, now: datetime) -> float:
 def close_layer(ls: LayerState) -> None:
     """A finished layer has no running pods left to accrue: pods still open (a failed Job's,
     deleted with it) are closed at their last sighting, their usage so far kept."""
-    ls.cpu_seconds += ls.running_cpu_seconds
-    ls.memory_gib_seconds += ls.running_memory_gib_seconds
-    ls.open_pods, ls.running_cpu_seconds, ls.running_memory_gib_seconds = [], 0.0, 0.0
+    ls.pods.cpu_seconds += ls.pods.running_cpu_seconds
+    ls.pods.memory_gib_seconds += ls.pods.running_memory_gib_seconds
+    ls.pods.open, ls.pods.running_cpu_seconds, ls.pods.running_memory_gib_seconds = [], 0.0, 0.0

@@ -42,10 +42,10 @@ class PodFigures:
 def note_usage(ls: LayerState, pods: Iterable[PodFigures]) -> None:
     """Keep the figures of the layer's newly succeeded pods (the latest SAMPLES_KEPT)."""
     for pod in pods:
-        ls.used_cpu.append(round(pod.cpu_used, 4))
-        ls.used_memory_gib.append(round(pod.peak_memory_gib, 4))
-    del ls.used_cpu[:-SAMPLES_KEPT]
-    del ls.used_memory_gib[:-SAMPLES_KEPT]
+        ls.pods.used_cpu.append(round(pod.cpu_used, 4))
+        ls.pods.used_memory_gib.append(round(pod.peak_memory_gib, 4))
+    del ls.pods.used_cpu[:-SAMPLES_KEPT]
+    del ls.pods.used_memory_gib[:-SAMPLES_KEPT]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -71,17 +71,21 @@ class LayerUsage:
 
 def layer_usage(ls: LayerState) -> LayerUsage | None:
     """The layer's usage, None while none of its pods has figures."""
-    if not ls.used_cpu or not ls.used_memory_gib:
+    if not ls.pods.used_cpu or not ls.pods.used_memory_gib:
         return None
-    seconds = ls.cpu_seconds / ls.cpu_request if ls.cpu_request else ls.succeeded_runtime_s
+    seconds = (
+        ls.pods.cpu_seconds / ls.pods.cpu_request
+        if ls.pods.cpu_request
+        else ls.pods.succeeded_runtime_s
+    )
     return LayerUsage(
         ls.stage,
         ls.layer,
-        len(ls.used_memory_gib),
-        ls.cpu_request,
-        ls.memory_request_gib,
-        percentile(ls.used_cpu, 95),
-        max(ls.used_memory_gib),
+        len(ls.pods.used_memory_gib),
+        ls.pods.cpu_request,
+        ls.pods.memory_request_gib,
+        percentile(ls.pods.used_cpu, 95),
+        max(ls.pods.used_memory_gib),
         seconds,
     )
 
@@ -115,7 +119,7 @@ def rightsized_layers(
                 out[ls.layer] = size_from(
                     usages, ls.layer, margin * OOM_MARGIN_STEP**misses, compute_class
                 )
-                misses += bool(ls.oom_killed)
+                misses += bool(ls.faults.oom_killed)
             except ResourceLimitError:
                 pass  # past the class's ceiling: the configured request (and its refusal)
         usage = layer_usage(ls)
@@ -198,8 +202,8 @@ def suggest(
         if len(below) == 1:
             basis = f"L{below[0].layer}"
         req = requested.get(ls.key)
-        cpu = ls.cpu_request or (req.cpu if req else 0.0)
-        mem = ls.memory_request_gib or (req.memory_gib if req else 0.0)
+        cpu = ls.pods.cpu_request or (req.cpu if req else 0.0)
+        mem = ls.pods.memory_request_gib or (req.memory_gib if req else 0.0)
         try:
             sug = applied.get(ls.key) or size_from(
                 basis_usage, ls.layer, margins[ls.stage], classes.get(ls.stage, "")

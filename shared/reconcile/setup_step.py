@@ -82,7 +82,7 @@ def setup_step(
     if job is None:  # committed but not created (or deleted by hand): create it again
         _create(setup, sp, out)
         return
-    reason = foreign_owner(job, run, setup)  # type: ignore[arg-type]
+    reason = foreign_owner(job, run, setup)
     if reason is None and job.condition == "Complete":
         if table is None:
             return  # judged once the table is read

@@ -37,7 +37,7 @@ class VcpuBudget:
         if max_vcpus is None:
             return None
         held = {
-            ls.key: ls.parallelism * ls.cpu_request
+            ls.key: ls.job.parallelism * ls.pods.cpu_request
             for ls in run.layers.values()
             if ls.phase == "running"
         }
@@ -47,7 +47,7 @@ class VcpuBudget:
     def take_running(self, ls: LayerState, cpu: float, target: int) -> int:
         """The parallelism a running layer gets: `target` as far as the cap leaves room,
         counting what the layer holds already; at least one pod."""
-        cpu = ls.cpu_request or cpu  # what its pods ask; the config may have changed since
+        cpu = ls.pods.cpu_request or cpu  # what its pods ask; the config may have changed since
         room = self.free + self.held.pop(ls.key, 0.0)
         got = max(1, min(target, _pods(room, cpu))) if cpu > 0 else target
         self.free = room - got * cpu
@@ -73,7 +73,8 @@ def running_vcpus(runs: list[RunState]) -> float:
     """vCPUs requested by the running layers and canaries of the given runs (paused runs'
     Jobs are suspended: they hold none)."""
     return sum(
-        (ls.parallelism * ls.cpu_request if ls.phase == "running" else 0.0) + canary_vcpus(ls)
+        (ls.job.parallelism * ls.pods.cpu_request if ls.phase == "running" else 0.0)
+        + canary_vcpus(ls)
         for run in runs
         if run.status == "running"
         for ls in run.layers.values()

@@ -172,11 +172,11 @@ def waits_on(run: RunState, ls: LayerState) -> str:
         if setup is not None and setup.phase != "succeeded":  # the stage's setup pass
             fix = f": pipeline submit {run.run_id} {ls.stage} 0" if setup.phase == "failed" else ""
             return f"{ls.stage} setup ({setup.phase}{fix})"
-    if run.advance != "auto" and not ls.approved:
+    if run.advance != "auto" and not ls.approval.granted:
         return f"approval: pipeline approve {run.run_id} {ls.stage} {ls.layer}"
     if run.status == "paused":
         return f"run paused: pipeline resume {run.run_id}"
-    if ls.held_by_vcpu_cap:
+    if ls.timing.held_by_vcpu_cap:
         return "room under controller.max_vcpus (running layers hold it)"
     return "the controller's next reconcile"
 
@@ -186,7 +186,7 @@ def _seconds(start: datetime | None, end: datetime | None, now: datetime) -> flo
 
 
 def _approval(run: RunState, ls: LayerState) -> str:
-    return "auto" if run.advance == "auto" else ("yes" if ls.approved else "no")
+    return "auto" if run.advance == "auto" else ("yes" if ls.approval.granted else "no")
 
 
 def layer_progress(
@@ -207,8 +207,8 @@ def layer_progress(
     it spent plus what its remaining pods will cost. Without one, only a running layer has
     an ETA: its chunks left at its own rate so far."""
     total = size.chunks
-    done = total if ls.phase == "succeeded" else chunks_done(ls.completed_indexes, size)
-    elapsed = _seconds(ls.submitted_at, ls.finished_at, now)
+    done = total if ls.phase == "succeeded" else chunks_done(ls.progress.completed_indexes, size)
+    elapsed = _seconds(ls.timing.submitted_at, ls.timing.finished_at, now)
     rate = eta = None
     if elapsed and done:
         rate = done / (elapsed / 60)
@@ -227,13 +227,13 @@ def layer_progress(
         chunks_done=done,
         chunks_total=total,
         percent=100 * done / total if total else 0.0,
-        active=ls.active if running else 0,
+        active=ls.progress.active if running else 0,
         ready=pods.ready if pods is not None else None,
-        retries=ls.pods_failed,
-        failed=intervals.count(ls.failed_indexes),
+        retries=ls.pods.failed,
+        failed=intervals.count(ls.progress.failed_indexes),
         # The layer's own count (pods since garbage-collected included) or the listing's.
         oom=_oom(ls, pods),
-        parallelism=ls.parallelism if running else 0,
+        parallelism=ls.job.parallelism if running else 0,
         ramp_target=ramp_target if running else None,
         approval=_approval(run, ls),
         elapsed_s=elapsed,
@@ -242,7 +242,7 @@ def layer_progress(
         cost_usd=cost_usd,
         waits_on=waits_on(run, ls),
         projected_usd=projected,
-        hung=ls.pods_hung,
+        hung=ls.faults.hung,
     )
 
 
@@ -273,9 +273,9 @@ def run_progress(
     done = sum(lp.chunks_done for lp in layers)
     total = sum(lp.chunks_total for lp in layers)
     spans = sorted(
-        (ls.submitted_at, ls.finished_at or now)
+        (ls.timing.submitted_at, ls.timing.finished_at or now)
         for ls in run.layers.values()
-        if ls.submitted_at is not None
+        if ls.timing.submitted_at is not None
     )
     busy = 0.0
     cursor: datetime | None = None
@@ -327,8 +327,8 @@ def _oom(ls: LayerState, pods: LayerPods | None) -> int | None:
     """OOM kills of the layer's attempt: as counted by the controller, or as listed now
     (whichever saw more); None when neither knows (no count, cluster not read)."""
     if pods is None:
-        return ls.oom_killed or None
-    return max(ls.oom_killed, pods.oom)
+        return ls.faults.oom_killed or None
+    return max(ls.faults.oom_killed, pods.oom)
 
 
 def visible_rows(layers: list[LayerProgress], max_rows: int) -> tuple[list[LayerProgress], dict]:

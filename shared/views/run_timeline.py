@@ -107,12 +107,12 @@ def ramp_allowed(
     for t in times:
         total = 0
         for ls in run.layers.values():
-            start = ls.ramp_started_at or ls.submitted_at
-            if start is None or t < start or t > (ls.finished_at or now):
+            start = ls.timing.ramp_started_at or ls.timing.submitted_at
+            if start is None or t < start or t > (ls.timing.finished_at or now):
                 continue
             ramp = ramps[ls.stage]
             total += parallelism_target(
-                ramp, completions.get(ls.key, 1), start, t, override=ls.scale_override
+                ramp, completions.get(ls.key, 1), start, t, override=ls.job.scale_override
             )
         out.append((t, total))
     return out

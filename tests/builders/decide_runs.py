@@ -21,7 +21,7 @@ def make_run(advance: str = "auto", stages=("ingest",), tops=None) -> RunState:
 
 
 def name_for(ls: LayerState) -> str:
-    return f"job-{ls.stage}-{ls.layer}-{ls.attempt}"
+    return f"job-{ls.stage}-{ls.layer}-{ls.job.attempt}"
 
 
 def plans(run: RunState, completions: int = 10) -> Plan:

@@ -38,16 +38,16 @@ def big_run(
         size = LayerSize(chunks, max(1, 128 // 2 ** (ls.layer - 2)))
         pods = None
         if ls.stage == "ingest" and ls.layer < running:
-            ls.phase, ls.approved = "succeeded", True
-            ls.submitted_at = T0 + timedelta(hours=ls.layer)
-            ls.finished_at = ls.submitted_at + timedelta(minutes=50)
-            ls.pods_failed, ls.completions = 37, size.batches
+            ls.phase, ls.approval.granted = "succeeded", True
+            ls.timing.submitted_at = T0 + timedelta(hours=ls.layer)
+            ls.timing.finished_at = ls.timing.submitted_at + timedelta(minutes=50)
+            ls.pods.failed, ls.job.completions = 37, size.batches
         elif ls.stage == "ingest" and ls.layer == running:
-            ls.phase, ls.approved = "running", True
-            ls.submitted_at = now - timedelta(minutes=95)
-            ls.completions, ls.active, ls.parallelism = size.batches, 480, 500
-            ls.completed_indexes = f"0-{size.batches // 3}"
-            ls.failed_indexes, ls.pods_failed = "17,204", 1234
+            ls.phase, ls.approval.granted = "running", True
+            ls.timing.submitted_at = now - timedelta(minutes=95)
+            ls.job.completions, ls.progress.active, ls.job.parallelism = size.batches, 480, 500
+            ls.progress.completed_indexes = f"0-{size.batches // 3}"
+            ls.progress.failed_indexes, ls.pods.failed = "17,204", 1234
             pods = LayerPods(ready=471, oom=12, nodes=frozenset({"n1"}), pods=480)
         lf = None
         if forecast and ls.phase != "succeeded":

@@ -26,8 +26,8 @@ def report_run(seed: int = 3) -> tuple[RunState, dict[str, list[dict[str, Any]]]
         if ls.layer > 4:
             continue
         n = {2: 16, 3: 4, 4: 1}[ls.layer]
-        ls.submitted_at = ls.ramp_started_at = t
-        ls.completions, ls.phase = n, "succeeded"
+        ls.timing.submitted_at = ls.timing.ramp_started_at = t
+        ls.job.completions, ls.phase = n, "succeeded"
         docs = []
         for index in range(n):
             start = t + timedelta(seconds=rng.uniform(0, 20) + 3 * index)
@@ -45,16 +45,22 @@ def report_run(seed: int = 3) -> tuple[RunState, dict[str, list[dict[str, Any]]]
                 )  # fmt: skip
                 start = end + timedelta(seconds=1)
         records[ls.key] = docs
-        ls.pods_succeeded = n
-        ls.pods_failed = sum(d["phase"] == "Failed" for d in docs)
-        ls.cpu_seconds = sum((d["finished"] - d["started"]).total_seconds() for d in docs) * 0.25
-        ls.memory_gib_seconds = ls.cpu_seconds * 2
-        ls.completed_indexes = f"0-{n - 1}"
-        ls.finished_at = max(d["finished"] for d in docs)
-        t = ls.finished_at + timedelta(seconds=2)
+        ls.pods.succeeded = n
+        ls.pods.failed = sum(d["phase"] == "Failed" for d in docs)
+        ls.pods.cpu_seconds = (
+            sum((d["finished"] - d["started"]).total_seconds() for d in docs) * 0.25
+        )
+        ls.pods.memory_gib_seconds = ls.pods.cpu_seconds * 2
+        ls.progress.completed_indexes = f"0-{n - 1}"
+        ls.timing.finished_at = max(d["finished"] for d in docs)
+        t = ls.timing.finished_at + timedelta(seconds=2)
     top = run.layers["ingest-L5"]
-    top.phase, top.submitted_at, top.finished_at = "failed", t, t + timedelta(seconds=40)
-    top.failed_indexes, top.completions, top.pods_failed = "0", 1, 3
+    top.phase, top.timing.submitted_at, top.timing.finished_at = (
+        "failed",
+        t,
+        t + timedelta(seconds=40),
+    )
+    top.progress.failed_indexes, top.job.completions, top.pods.failed = "0", 1, 3
     records[top.key] = [
         {"uid": f"l5-{i}", "name": f"j5-0-{i}", "index": 0, "phase": "Failed", "cpu": 0.25,
          "memory_gib": 0.5, "created": t, "started": t + timedelta(seconds=13 * i),
@@ -62,5 +68,5 @@ def report_run(seed: int = 3) -> tuple[RunState, dict[str, list[dict[str, Any]]]
          "node": "local"}
         for i in range(3)
     ]  # fmt: skip
-    run.status, run.finished_at = "failed", top.finished_at
-    return run, records, top.finished_at
+    run.status, run.finished_at = "failed", top.timing.finished_at
+    return run, records, top.timing.finished_at

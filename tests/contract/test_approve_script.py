@@ -27,7 +27,7 @@ def store(firestore_project):
 def test_approve_all_waiting_layers_ahead(store, capsys):
     assert approve_main(["--project", store.db.project, "--by", "ana", "r-ap", "ingest"]) == 0
     run = store.load_run("r-ap")
-    assert all(ls.approved and ls.approved_by == "ana" for ls in run.layers.values())
+    assert all(ls.approval.granted and ls.approval.by == "ana" for ls in run.layers.values())
     assert run.version == 1
     # The controller now advances without an operator.
     cluster = RecordingCluster()

@@ -53,8 +53,8 @@ def _running_layer(store: FirestoreRunStore, cluster: RecordingCluster) -> None:
     run = new_run(cfg, "gate", ["ingest"], "auto", NOW)
     run.setups.clear()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", "gate-job", 64, 2
-    ls.submitted_at = ls.ramp_started_at = ls.progress_at = NOW
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", "gate-job", 64, 2
+    ls.timing.submitted_at = ls.timing.ramp_started_at = ls.progress.at = NOW
     store.create_run(run)
     cluster.create_job(
         {"metadata": {"name": "gate-job"}, "spec": {"completions": 64, "parallelism": 2}}
@@ -73,7 +73,7 @@ def test_the_ramp_holds_while_the_emulator_is_busy(meter, firestore_project, loa
         store, cluster, lambda k, b: None, clock=lambda: later, bigtable_monitor=monitor
     ).reconcile("gate")
     run = store.load_run("gate")
-    parallelism = run.layers["ingest-L2"].parallelism
+    parallelism = run.layers["ingest-L2"].job.parallelism
     # The controller's own use rode along with the commit (the bill's controller line).
     usage = ControllerUsage.from_doc(run.controller_usage)
     assert (usage.reconciles, usage.reads) == (1, 1 + len(run.layers) + 1)  # + version check

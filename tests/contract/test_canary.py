@@ -59,14 +59,14 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
 
     ctrl.reconcile(run.run_id)  # creates the canary, not the layer, and asks no approval yet
     ls = store.load_run(run.run_id).layers["ingest-L2"]
-    assert ls.canary_phase == "running" and ls.phase == "waiting" and not published
-    assert store.run_for_job(ls.canary_job) == run.run_id  # its Job events reconcile the run
+    assert ls.canary.phase == "running" and ls.phase == "waiting" and not published
+    assert store.run_for_job(ls.canary.job) == run.run_id  # its Job events reconcile the run
     status = wait_for(
-        lambda: (j := cluster.get_job(ls.canary_job)) and j.condition == "Complete" and j,
+        lambda: (j := cluster.get_job(ls.canary.job)) and j.condition == "Complete" and j,
         what="the canary Job to complete",
     )
     assert status.completions == CHUNKS
-    pods = cluster.list_pods(ls.canary_job)
+    pods = cluster.list_pods(ls.canary.job)
     logs = sorted(cluster.pod_log(p.name).splitlines()[0] for p in pods)
     assert logs == [f"env 1 {i}" for i in range(CHUNKS)]  # one chunk per index, as asked
     assert all(p.peak_memory_gib and p.peak_memory_gib > 0.29 for p in pods)  # from /proc
@@ -74,12 +74,12 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
     ctrl.reconcile(run.run_id)  # the canary's figures, size and forecast are recorded
     ctrl.reconcile(run.run_id)  # the layer, planned at that size, awaits approval
     ls = store.load_run(run.run_id).layers["ingest-L2"]
-    assert ls.canary_phase == "done" and ls.phase == "waiting"
-    assert ls.canary["sized"]["memory_gib"] >= 0.75  # 2 x ~0.3 GiB, above the planned 0.5
-    assert ls.canary["planned"]["memory_gib"] == 0.5
+    assert ls.canary.phase == "done" and ls.phase == "waiting"
+    assert ls.canary.record["sized"]["memory_gib"] >= 0.75  # 2 x ~0.3 GiB, above the planned 0.5
+    assert ls.canary.record["planned"]["memory_gib"] == 0.5
     # the chunk and start-up times the worker logged (read from the pods' logs)
-    assert (ls.canary["chunk_p50_s"], ls.canary["startup_p50_s"]) == (0.4, 0.2)
-    forecast = ls.canary["forecast"]
+    assert (ls.canary.record["chunk_p50_s"], ls.canary.record["startup_p50_s"]) == (0.4, 0.2)
+    forecast = ls.canary.record["forecast"]
     assert forecast["wall_s"] > 0 and forecast["cost_usd"] > 0 and forecast["pods"] > CHUNKS
     (body,) = [b for kind, b in published if kind == "approval_needed"]
     assert body["layer"] == 2 and body["canary"]["forecast"] == forecast
@@ -87,6 +87,9 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
     store.update_run(run.run_id, lambda r: approve(r, "ingest", [2], "tester", utcnow()))
     ctrl.reconcile(run.run_id)
     ls = store.load_run(run.run_id).layers["ingest-L2"]
-    assert ls.phase == "running" and ls.memory_request_gib == ls.canary["sized"]["memory_gib"]
-    layer_pods = wait_for(lambda: cluster.list_pods(ls.job_name), what="the layer's pods")
-    assert layer_pods[0].memory_request_gib == ls.canary["sized"]["memory_gib"]
+    assert (
+        ls.phase == "running"
+        and ls.pods.memory_request_gib == ls.canary.record["sized"]["memory_gib"]
+    )
+    layer_pods = wait_for(lambda: cluster.list_pods(ls.job.name), what="the layer's pods")
+    assert layer_pods[0].memory_request_gib == ls.canary.record["sized"]["memory_gib"]

@@ -63,7 +63,7 @@ def test_claim_lost_records_are_alerted_once_per_pod_set(store, run):
     cluster = LoggedPods()
     controller, published = _controller(store, cluster)
     controller.reconcile("r1")  # creates the layer-2 Job
-    job = store.load_run("r1").layers["ingest-L2"].job_name
+    job = store.load_run("r1").layers["ingest-L2"].job.name
     cluster.add(job, 0, "Failed", 1, LOST_LOG)
     cluster.add(job, 1, "Failed", 1, _line(message="transient: boom", exit_code=1))
     cluster.add(job, 0, "Succeeded", 0, LOST_LOG)  # exit 0: its log is not read
@@ -91,7 +91,7 @@ def test_a_mass_claim_loss_is_one_bounded_alert(store, run):
     cluster = LoggedPods()
     controller, published = _controller(store, cluster)
     controller.reconcile("r1")
-    job = store.load_run("r1").layers["ingest-L2"].job_name
+    job = store.load_run("r1").layers["ingest-L2"].job.name
     for i in range(40):
         log = "\n".join(_line(event="claim_lost", chunk_id=i * 1000 + c) for c in range(300))
         cluster.add(job, i % 2, "Failed", 1, log)
@@ -106,7 +106,7 @@ def test_a_check_that_finds_no_lost_claim_leaves_nothing_in_the_outbox(store, ru
     cluster = LoggedPods()
     controller, published = _controller(store, cluster)
     controller.reconcile("r1")
-    job = store.load_run("r1").layers["ingest-L2"].job_name
+    job = store.load_run("r1").layers["ingest-L2"].job.name
     cluster.add(job, 1, "Failed", 1, _line(message="transient: boom", exit_code=1))
     controller.reconcile("r1")
     assert cluster.log_reads == [f"{job}-1-p0"]  # read when the check was published

@@ -137,16 +137,19 @@ def run(store: FirestoreRunStore, cluster: dict[str, Any]) -> RunState:
     before = store.load_run("r1")
     after = store.load_run("r1")
     l2, l3 = after.layers["ingest-L2"], after.layers["ingest-L3"]
-    l2.phase, l2.job_name, l2.completions = "failed", cluster["names"]["l2"], N_BATCHES
-    l2.failed_indexes, l2.completed_indexes = "3,5-6", "0-2,4,7"
+    l2.phase, l2.job.name, l2.job.completions = "failed", cluster["names"]["l2"], N_BATCHES
+    l2.progress.failed_indexes, l2.progress.completed_indexes = "3,5-6", "0-2,4,7"
     l2.failure_reason = "FailedIndexes"
-    l2.submitted_at, l2.finished_at = NOW - timedelta(hours=2), NOW - timedelta(hours=1)
-    l2.cpu_request, l2.memory_request_gib = 0.25, 0.5
-    l2.cpu_seconds, l2.memory_gib_seconds = 36_000.0, 72_000.0
-    l2.pods_succeeded, l2.pods_failed, l2.pods_preempted = 5, 4, 1
-    l2.succeeded_runtime_s = 500.0
-    l3.phase, l3.job_name, l3.completions = "running", cluster["names"]["l3"], 1
-    l3.submitted_at = NOW - timedelta(minutes=30)
+    l2.timing.submitted_at, l2.timing.finished_at = (
+        NOW - timedelta(hours=2),
+        NOW - timedelta(hours=1),
+    )
+    l2.pods.cpu_request, l2.pods.memory_request_gib = 0.25, 0.5
+    l2.pods.cpu_seconds, l2.pods.memory_gib_seconds = 36_000.0, 72_000.0
+    l2.pods.succeeded, l2.pods.failed, l2.pods.preempted = 5, 4, 1
+    l2.pods.succeeded_runtime_s = 500.0
+    l3.phase, l3.job.name, l3.job.completions = "running", cluster["names"]["l3"], 1
+    l3.timing.submitted_at = NOW - timedelta(minutes=30)
     alert = {
         "kind": "failed_indexes",
         "stage": "ingest",
@@ -340,7 +343,7 @@ def test_undeploy_asks_then_has_the_controller_delete_the_jobs(cli, run, store, 
     after = store.load_run("r1")
     assert after.status == "paused" and "warning" not in out
     for key in running:  # the controller deletes these Jobs on the kick
-        assert after.layers[key].delete_requested and after.layers[key].phase == "failed"
+        assert after.layers[key].job.delete_requested and after.layers[key].phase == "failed"
     assert f"({len(running)} Jobs deleted now)" in out
     assert cluster["names"]["l3"] in out and "deleting" in out  # the cluster's Jobs
     assert "`terraform destroy` removes" in out and "Firestore database" in out

@@ -119,13 +119,13 @@ def test_concurrent_reconciles_create_one_job_and_skip_no_layer(firestore_projec
     # One commit per version: a retry that saw the new Job may commit again, from version 1.
     assert store.commits[0] == 0 and len(set(store.commits)) == len(store.commits)
     state = store.load_run("r1")
-    assert set(cluster.jobs) == {state.layers["ingest-L2"].job_name}
+    assert set(cluster.jobs) == {state.layers["ingest-L2"].job.name}
     assert state.layers["ingest-L3"].phase == "waiting"
     # Finish layer 2: concurrent reconciles start layer 3 exactly once, never layer 4.
     cluster.finish(
-        state.layers["ingest-L2"].job_name,
+        state.layers["ingest-L2"].job.name,
         condition="Complete",
-        completed_indexes=f"0-{state.layers['ingest-L2'].completions - 1}",
+        completed_indexes=f"0-{state.layers['ingest-L2'].job.completions - 1}",
         completion_time=NOW,
     )
     barrier.reset()
@@ -143,12 +143,12 @@ def test_created_job_is_the_planned_manifest_of_the_attempt(store, run):
     """The Job created carries the attempt's name in its manifest (no rename after render)
     and the ramp's parallelism."""
     cluster = RecordingCluster()
-    store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"], "attempt", 2))
+    store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"].job, "attempt", 2))
     Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
     ls = store.load_run("r1").layers["ingest-L2"]
-    manifest = cluster.manifests[ls.job_name]
-    assert manifest["metadata"]["name"] == ls.job_name
-    assert manifest["spec"]["parallelism"] == ls.parallelism
+    manifest = cluster.manifests[ls.job.name]
+    assert manifest["metadata"]["name"] == ls.job.name
+    assert manifest["spec"]["parallelism"] == ls.job.parallelism
     assert manifest["spec"]["suspend"] is False
     env = {
         e["name"]: e["value"] for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -203,7 +203,7 @@ def test_unreachable_cluster_writes_nothing(store, run):
 def _with_failed_index(store, cluster) -> str:
     """Start layer 2, then let its Job report index 1 failed; returns the Job name."""
     Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
-    name = store.load_run("r1").layers["ingest-L2"].job_name
+    name = store.load_run("r1").layers["ingest-L2"].job.name
     cluster.finish(name, failed_indexes="1")
     return name
 
@@ -245,7 +245,7 @@ def test_budget_guard_prices_with_the_controllers_rate_table(store, run):
     cluster = RecordingCluster()
     store.update_run("r1", lambda r: setattr(r, "budget_usd", 0.01))
     Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
-    store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"], "cpu_seconds", 5.0))
+    store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"].pods, "cpu_seconds", 5.0))
     region = load_config(DEMO).region
     dear = (RateRow(region, "general-purpose", 3600.0, 3600.0, 0.0, 0.0, 0.0),)
     controller, published = _published(store, cluster, rates=dear)
@@ -253,7 +253,7 @@ def test_budget_guard_prices_with_the_controllers_rate_table(store, run):
     controller.reconcile("r1")
     state = store.load_run("r1")
     assert state.status == "paused" and state.budget_alerted
-    job = state.layers["ingest-L2"].job_name
+    job = state.layers["ingest-L2"].job.name
     assert (job, None, True) in cluster.patches
     assert [k for k, _ in published] == ["budget_reached"]
 
@@ -442,7 +442,7 @@ def test_an_unchanged_decision_acts_only_on_rechecked_state(store, run):
     cluster = PausingCluster()
     controller, _ = _published(store, cluster)
     controller.reconcile("r1")
-    job = store.load_run("r1").layers["ingest-L2"].job_name
+    job = store.load_run("r1").layers["ingest-L2"].job.name
     cluster.finish(job, suspended=True)
     cluster.on_get_job = lambda: store.update_run("r1", lambda r: setattr(r, "status", "paused"))
     controller.reconcile("r1")
@@ -459,20 +459,20 @@ def test_a_leftover_job_of_a_purged_run_is_never_adopted(store, run):
     controller, published = _published(store, cluster)
     controller.reconcile("r1")
     ls = store.load_run("r1").layers["ingest-L2"]
-    ours = cluster.jobs[ls.job_name]
+    ours = cluster.jobs[ls.job.name]
     assert ours.annotations["cave-pipeline/attempt"] == "0"
     earlier = {**ours.annotations, "cave-pipeline/run-created": "2025-01-01T00:00:00+00:00"}
     cluster.finish(
-        ls.job_name,
+        ls.job.name,
         annotations=earlier,
         condition="Complete",
-        completed_indexes=f"0-{ls.completions - 1}",
+        completed_indexes=f"0-{ls.job.completions - 1}",
         completion_time=NOW,
     )
     controller.reconcile("r1")
     ls = store.load_run("r1").layers["ingest-L2"]
-    assert ls.phase == "failed" and ls.completed_indexes == ""
-    assert f"Job {ls.job_name} belongs to an earlier run r1" in ls.failure_reason
+    assert ls.phase == "failed" and ls.progress.completed_indexes == ""
+    assert f"Job {ls.job.name} belongs to an earlier run r1" in ls.failure_reason
     assert [k for k, _ in published] == ["layer_failed"]
     assert "purge that run" in published[0][1]["reason"]
-    assert ls.job_name in cluster.jobs and cluster.patches == []
+    assert ls.job.name in cluster.jobs and cluster.patches == []

@@ -23,7 +23,7 @@ def test_a_created_job_is_logged_once_and_a_job_found_existing_is_a_warning(stor
     cluster = RecordingCluster()
     result = Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
     assert result.stale_retries == 0  # the commit went through: decided once
-    job = store.load_run("r1").layers["ingest-L2"].job_name
+    job = store.load_run("r1").layers["ingest-L2"].job.name
     created = [r for r in _records(caplog) if r.get("job") == job]
     assert created == [
         {
@@ -58,4 +58,4 @@ def _decision_creating(store, cluster, job):
 
     state = store.load_run("r1")
     ls = state.layers["ingest-L2"]
-    return Decision(state=state, actions=[CreateJob("ingest", 2, job, ls.parallelism)], at=NOW)
+    return Decision(state=state, actions=[CreateJob("ingest", 2, job, ls.job.parallelism)], at=NOW)

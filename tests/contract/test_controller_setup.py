@@ -126,7 +126,7 @@ def test_the_setup_job_runs_first_and_layer_2_after_it(store, setup_run):
     state = store.load_run("r1")
     assert state.setups["ingest"].phase == "succeeded"
     assert state.layers["ingest-L2"].phase == "running"
-    assert cluster.creates[-2:] == [name, state.layers["ingest-L2"].job_name]
+    assert cluster.creates[-2:] == [name, state.layers["ingest-L2"].job.name]
     assert published == []
 
 

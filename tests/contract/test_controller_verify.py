@@ -36,7 +36,7 @@ def setup(store, run, bigtable_table) -> tuple[Controller, RecordingCluster, lis
 
 
 def _complete(store, cluster: RecordingCluster, layer: int) -> str:
-    name = store.load_run("r1").layers[f"ingest-L{layer}"].job_name
+    name = store.load_run("r1").layers[f"ingest-L{layer}"].job.name
     job = cluster.jobs[name]
     last = job.completions - 1
     cluster.finish(name, condition="Complete", completion_time=NOW, completed_indexes=f"0-{last}")
@@ -55,7 +55,7 @@ def test_a_completed_layer_with_an_unmarked_chunk_fails(store, setup):
     _mark(client, 2, skip=(77,))
     controller.reconcile("r1")
     ls = store.load_run("r1").layers["ingest-L2"]
-    assert ls.phase == "failed" and ls.chunks_marked == 511
+    assert ls.phase == "failed" and ls.progress.chunks_marked == 511
     assert "pipeline verify r1 --stage ingest" in ls.failure_reason
     assert "pipeline submit r1 ingest 2" in ls.failure_reason
     [body] = [b for kind, b in published if kind == "layer_incomplete"]
@@ -77,7 +77,7 @@ def test_a_complete_build_finishes_with_the_verdict(store, setup):
     controller.reconcile("r1")
     run = store.load_run("r1")
     assert run.status == "succeeded"
-    assert [ls.chunks_marked for ls in run.ordered_layers()] == [512, 64, 8, 1]
+    assert [ls.progress.chunks_marked for ls in run.ordered_layers()] == [512, 64, 8, 1]
     [body] = [b for kind, b in published if kind == "run_finished"]
     verdict = body["verify"]["ingest"]
     assert verdict["checked"] and verdict["layers_unchecked"] == []

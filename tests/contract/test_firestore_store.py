@@ -30,7 +30,7 @@ def test_commit_requires_the_version_it_read(store, run):
     before = store.load_run("r1")
     after = store.load_run("r1")
     after.layers["ingest-L2"].phase = "running"
-    after.layers["ingest-L2"].job_name = "job-a"
+    after.layers["ingest-L2"].job.name = "job-a"
     store.commit(before, after, [{"kind": "approval_needed", "x": 1}])
     assert store.load_run("r1").version == 1
     assert store.run_for_job("job-a") == "r1"
@@ -100,7 +100,7 @@ def test_job_events_are_coalesced_by_the_controller(store, run):
     clock = [NOW]
     controller = Controller(store, RecordingCluster(), lambda *a: None, clock=lambda: clock[0])
     controller.reconcile("r1")  # creates the layer-2 Job
-    job = store.load_run("r1").layers["ingest-L2"].job_name
+    job = store.load_run("r1").layers["ingest-L2"].job.name
     calls: list[str] = []
     inner = controller.reconcile
     controller.reconcile = lambda run_id: calls.append(run_id) or inner(run_id)

@@ -40,7 +40,7 @@ def test_kick_creates_the_first_layer_job(env):
     run_id = start_run(store)
     headers, body = envelope(json.dumps({"run_id": run_id, "action": "start"}).encode(), "kick")
     assert client("on_kick").post("/", headers=headers, data=body).status_code == 200
-    assert cluster.creates == [store.load_run(run_id).layers["ingest-L2"].job_name]
+    assert cluster.creates == [store.load_run(run_id).layers["ingest-L2"].job.name]
     manifest = cluster.manifests[cluster.creates[0]]
     assert manifest["spec"]["completionMode"] == "Indexed"
 
@@ -68,7 +68,7 @@ def test_job_event_reconciles_owner_and_duplicates_are_dropped(env):
     store, cluster, _, _ = env
     run_id = start_run(store)
     kick(run_id)
-    name = store.load_run(run_id).layers["ingest-L2"].job_name
+    name = store.load_run(run_id).layers["ingest-L2"].job.name
     cluster.finish(
         name,
         condition="Complete",
@@ -84,10 +84,10 @@ def test_job_event_reconciles_owner_and_duplicates_are_dropped(env):
     l3 = state.layers["ingest-L3"]
     assert l3.phase == "running" and state.layers["ingest-L4"].phase == "waiting"
     cluster.finish(
-        l3.job_name,
+        l3.job.name,
         condition="Complete",
         completion_time=datetime.now(UTC),
-        completed_indexes=f"0-{l3.completions - 1}",
+        completed_indexes=f"0-{l3.job.completions - 1}",
     )
     assert app.post("/", headers=headers, data=body).status_code == 200  # redelivery
     after = store.load_run(run_id)  # a fresh read, not the snapshot above
@@ -111,14 +111,14 @@ def completed_event(job_name: str, message: str, **extra: Any) -> dict[str, Any]
 
 
 def load_plan_completions(store, run_id) -> int:
-    return store.load_run(run_id).layers["ingest-L2"].completions
+    return store.load_run(run_id).layers["ingest-L2"].job.completions
 
 
 def test_stale_job_event_is_dropped(env):
     store, cluster, _, _ = env
     run_id = start_run(store)
     kick(run_id)
-    name = store.load_run(run_id).layers["ingest-L2"].job_name
+    name = store.load_run(run_id).layers["ingest-L2"].job.name
     old = datetime.now(UTC) - timedelta(hours=2)
     entry = completed_event(name, "", now=old)
     version = store.load_run(run_id).version
@@ -150,7 +150,7 @@ def test_job_event_whose_reconcile_fails_is_redelivered_not_deduped(env):
     store, cluster, _, _ = env
     run_id = start_run(store)
     kick(run_id)
-    name = store.load_run(run_id).layers["ingest-L2"].job_name
+    name = store.load_run(run_id).layers["ingest-L2"].job.name
     headers, body = envelope(json.dumps(completed_event(name, "")).encode(), "job-events")
     app = client("on_job_event")
     real_get = cluster.get_job

@@ -97,15 +97,15 @@ def test_the_documented_request_approves_as_pipeline_approve_does(store, shell, 
 
     by_gcloud, by_cli = store.load_run("r-gcloud"), store.load_run("r-cli")
     layer, same = by_gcloud.layers["ingest-L3"], by_cli.layers["ingest-L3"]
-    assert layer.approved and layer.approved_by == "alice" and layer.approved_at is not None
+    assert layer.approval.granted and layer.approval.by == "alice" and layer.approval.at is not None
     assert {**layer.to_doc(), "approved_at": None} == {**same.to_doc(), "approved_at": None}
     assert by_gcloud.version == by_cli.version == before.version + 1
     others = [ls for ls in by_gcloud.layers.values() if ls.key != "ingest-L3"]
-    assert not any(ls.approved for ls in others)
+    assert not any(ls.approval.granted for ls in others)
     # A reconcile decided from the state before the approval cannot write over it.
     with pytest.raises(StaleStateError):
         store.commit(before, copy.deepcopy(before))
-    assert store.load_run("r-gcloud").layers["ingest-L3"].approved
+    assert store.load_run("r-gcloud").layers["ingest-L3"].approval.granted
     # The kick the controller's on_kick reads: {"run_id": ..., "action": ..., "by": ...}.
     pulled = bus.subscriber.pull(subscription=kicks, max_messages=10, timeout=30)
     bodies = [json.loads(m.message.data) for m in pulled.received_messages]
@@ -122,5 +122,5 @@ def test_a_layer_or_run_that_does_not_exist_is_refused_and_nothing_written(
     refused = shell(approve_block(), RUN=run_id, LAYER=layer)
     assert refused.returncode != 0 and "NOT_FOUND" in refused.stdout
     run = store.load_run("r-gcloud")
-    assert run.version == 0 and not any(ls.approved for ls in run.layers.values())
+    assert run.version == 0 and not any(ls.approval.granted for ls in run.layers.values())
     assert "no-such-run" not in [r.run_id for r in store.list_runs()]

@@ -54,9 +54,9 @@ def test_a_completed_layer_keeps_its_pods_usage_from_monitoring(firestore_projec
     run = new_run(load_config(DEMO), "run1", ["ingest"], "auto", NOW - timedelta(minutes=10))
     run.setups.clear()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", JOB, 2, 2
-    ls.cpu_request, ls.memory_request_gib = 0.25, 0.5
-    ls.submitted_at = ls.ramp_started_at = ls.progress_at = NOW - timedelta(minutes=5)
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", JOB, 2, 2
+    ls.pods.cpu_request, ls.pods.memory_request_gib = 0.25, 0.5
+    ls.timing.submitted_at = ls.timing.ramp_started_at = ls.progress.at = NOW - timedelta(minutes=5)
     store.create_run(run)
     cluster.create_job({"metadata": {"name": JOB}, "spec": {"completions": 2, "parallelism": 2}})
     cluster.finish(JOB, condition="Complete", succeeded=2, completed_indexes="0-1")
@@ -70,9 +70,9 @@ def test_a_completed_layer_keeps_its_pods_usage_from_monitoring(firestore_projec
     if status == 200:
         # pod 0: peak 1.5 GiB, 0.75 vCPU; pod 1 (one point): memory only, so no CPU figure
         # and it is not a measured pod (right-sizing needs both)
-        assert (done.used_cpu, done.used_memory_gib) == ([0.75], [1.5])
+        assert (done.pods.used_cpu, done.pods.used_memory_gib) == ([0.75], [1.5])
     else:  # refused (roles/monitoring.viewer missing): the layer closes without figures
-        assert (done.used_cpu, done.used_memory_gib) == ([], [])
+        assert (done.pods.used_cpu, done.pods.used_memory_gib) == ([], [])
     assert len(session.queries) == (2 if status == 200 else 1)
 
 
@@ -83,8 +83,8 @@ def test_a_finished_canarys_pods_are_observed_with_their_usage(firestore_project
     store, cluster = FirestoreRunStore(firestore_project), GkeLikeCluster()
     run = new_run(load_config(DEMO), "run1", ["ingest"], "auto", NOW - timedelta(minutes=10))
     ls = run.layers["ingest-L2"]
-    ls.canary_phase, ls.canary_job = "running", CANARY
-    ls.canary = {"chunks": 1, "parallelism": 1, "cpu": 0.25}
+    ls.canary.phase, ls.canary.job = "running", CANARY
+    ls.canary.record = {"chunks": 1, "parallelism": 1, "cpu": 0.25}
     store.create_run(run)
     cluster.create_job({"metadata": {"name": CANARY}, "spec": {"completions": 1, "parallelism": 1}})
     session = _session()

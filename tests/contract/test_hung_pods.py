@@ -89,17 +89,17 @@ def test_a_hung_worker_is_deleted_alerted_once_and_its_index_retried(
 
         wait_for(layer_done, timeout=90, what="layer 2 to finish")
         ls = store.load_run("r-hung").layers["ingest-L2"]
-        index0 = cluster.list_pods(ls.job_name, 0)
+        index0 = cluster.list_pods(ls.job.name, 0)
     markers.close()
     assert ls.phase == "succeeded", ls.failure_reason
     hung = [body for kind, body in published if kind == "pod_hung"]
     assert len(hung) == 1, hung
     [body] = hung
-    assert body["index"] == 0 and body["job"] == ls.job_name
+    assert body["index"] == 0 and body["job"] == ls.job.name
     assert body["pod"] == index0[0].name  # the first attempt, deleted
     assert "reading the watershed block" in body["log_tail"]
     assert len(body["chunks"]) == 32 and body["no_progress_s"] >= FLOOR_S
-    assert ls.pods_hung == 1 and len(index0) >= 2  # retried by the Job
+    assert ls.faults.hung == 1 and len(index0) >= 2  # retried by the Job
     assert [k for k, _ in published].count("run_finished") == 1
 
 
@@ -141,7 +141,7 @@ def test_only_pods_old_enough_are_read_and_a_hung_one_is_handled_once(store, run
         store, cluster, lambda k, b: published.append((k, b)), clock=lambda: NOW
     )
     controller.reconcile("r1")  # creates the layer-2 Job
-    cluster.job = store.load_run("r1").layers["ingest-L2"].job_name
+    cluster.job = store.load_run("r1").layers["ingest-L2"].job.name
     controller.reconcile("r1")
     assert sorted(cluster.log_reads) == ["old-0", "old-1"]  # not the 1,000 young pods
     assert cluster.deleted == ["old-0"]
@@ -152,4 +152,4 @@ def test_only_pods_old_enough_are_read_and_a_hung_one_is_handled_once(store, run
     controller.reconcile("r1")
     assert cluster.log_reads.count("old-0") == 1 and cluster.deleted == ["old-0", "old-0"]
     assert [k for k, _ in published].count("pod_hung") == 1
-    assert store.load_run("r1").layers["ingest-L2"].pods_hung == 1
+    assert store.load_run("r1").layers["ingest-L2"].faults.hung == 1

@@ -67,20 +67,20 @@ def test_oom_kills_raise_the_next_attempts_memory(store, cli, factor):
     )
 
     controller.reconcile("r-oom")
-    first = store.load_run("r-oom").layers["ingest-L2"].job_name
+    first = store.load_run("r-oom").layers["ingest-L2"].job.name
     before = memory_gib(cluster.manifests[first])
     cluster.oom.add(first)
     cluster.finish(first, condition="Failed", reason="FailedIndexes", failed_indexes="0,1")
     controller.reconcile("r-oom")
     ls = store.load_run("r-oom").layers["ingest-L2"]
-    assert (ls.phase, ls.oom_killed) == ("failed", 2)
+    assert (ls.phase, ls.faults.oom_killed) == ("failed", 2)
     [oom] = [b for k, b in published if k == "oom_killed"]
     assert oom["pods"] == 2 and oom["memory_request_gib"] == pytest.approx(before)
 
     result = cli("submit", "r-oom", "ingest", "2")  # the operator's re-submit
     assert result.exit_code == 0, result.output
     controller.reconcile("r-oom")
-    second = store.load_run("r-oom").layers["ingest-L2"].job_name
+    second = store.load_run("r-oom").layers["ingest-L2"].job.name
     assert second != first
     after = memory_gib(cluster.manifests[second])
     if factor is None:

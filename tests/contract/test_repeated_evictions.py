@@ -69,7 +69,7 @@ def test_an_index_evicted_repeatedly_is_alerted_once_and_its_next_attempt_gets_m
     ctrl = Controller(store, cluster, lambda kind, body: published.append((kind, body)))
     ctrl.reconcile(run_id)  # creates the layer-2 Job (2 pods: the ramp's start)
     ls = store.load_run(run_id).layers["ingest-L2"]
-    job, memory = ls.job_name, ls.memory_request_gib
+    job, memory = ls.job.name, ls.pods.memory_request_gib
 
     def evicted_alerts() -> list[dict[str, Any]]:
         return [body for kind, body in published if kind == ALERT_KIND]
@@ -78,15 +78,15 @@ def test_an_index_evicted_repeatedly_is_alerted_once_and_its_next_attempt_gets_m
         assert cluster.evict_pod(running_pod(cluster, job, 0).name)
         failed_pods(cluster, job, 0, n)
         ctrl.reconcile(run_id)
-        assert store.load_run(run_id).layers["ingest-L2"].evictions == f"0:{n}"
+        assert store.load_run(run_id).layers["ingest-L2"].faults.evictions == f"0:{n}"
         assert len(evicted_alerts()) == (0 if n < 3 else 1)
     # A Spot preemption of index 1: retried for free, not counted as an eviction.
     assert cluster.preempt_pod(running_pod(cluster, job, 1).name)
     failed_pods(cluster, job, 1, 1)
     ctrl.reconcile(run_id)
     layer = store.load_run(run_id).layers["ingest-L2"]
-    assert layer.evictions == "0:4"
-    assert layer.pods_preempted == 5  # 4 evictions + 1 preemption: no retry spent on any
+    assert layer.faults.evictions == "0:4"
+    assert layer.pods.preempted == 5  # 4 evictions + 1 preemption: no retry spent on any
     status = cluster.get_job(job)
     assert (status.failed, status.failed_indexes) == (0, "")  # the Job ignored them all
     running_pod(cluster, job, 0)  # and retries index 0 yet again
@@ -108,7 +108,7 @@ def test_an_index_evicted_repeatedly_is_alerted_once_and_its_next_attempt_gets_m
     store.update_run(run_id, lambda run: resubmit(run, "ingest", 2, "alice", utcnow(), FACTOR))
     ctrl.reconcile(run_id)
     fresh = store.load_run(run_id).layers["ingest-L2"]
-    assert fresh.memory_factor == FACTOR and fresh.evictions == ""
-    assert fresh.job_name != job
-    pods = wait_for(lambda: cluster.list_pods(fresh.job_name), what="the new attempt's pods")
+    assert fresh.faults.memory_factor == FACTOR and fresh.faults.evictions == ""
+    assert fresh.job.name != job
+    pods = wait_for(lambda: cluster.list_pods(fresh.job.name), what="the new attempt's pods")
     assert pods[0].memory_request_gib == pytest.approx(memory * FACTOR)

@@ -67,11 +67,11 @@ def tail_of_layer_2(store: FirestoreRunStore, cluster: CompletesAfterGets) -> tu
     run_id = start_run(store)
     assert kick(run_id) == 200
     ls = store.load_run(run_id).layers["ingest-L2"]
-    n = ls.completions
-    cluster.finish(ls.job_name, completed_indexes=f"0-{n - 2}", succeeded=n - 1, active=1)
+    n = ls.job.completions
+    cluster.finish(ls.job.name, completed_indexes=f"0-{n - 2}", succeeded=n - 1, active=1)
     assert kick(run_id) == 200
-    assert store.load_run(run_id).layers["ingest-L2"].completed_indexes == f"0-{n - 2}"
-    return run_id, ls.job_name, n
+    assert store.load_run(run_id).layers["ingest-L2"].progress.completed_indexes == f"0-{n - 2}"
+    return run_id, ls.job.name, n
 
 
 def tick() -> float:
@@ -89,7 +89,7 @@ def test_the_tick_advances_a_layer_that_completes_during_its_watch(env) -> None:
     run = store.load_run(run_id)
     assert run.layers["ingest-L2"].phase == "succeeded"
     assert run.layers["ingest-L3"].phase == "running"
-    assert run.layers["ingest-L3"].job_name in cluster.creates
+    assert run.layers["ingest-L3"].job.name in cluster.creates
     # The tick's reconcile, two watch polls, the reconcile that advanced it; then nothing is
     # near its end and the watch returns (its timing is table-tested in test_advance_watch).
     assert cluster.gets == 4

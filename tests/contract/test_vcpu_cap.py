@@ -22,7 +22,7 @@ def _store_runs(store: FirestoreRunStore, max_vcpus: float) -> None:
     cfg = base.model_copy(update={"controller": controller})
     busy = new_run(cfg, "busy", ["ingest"], "auto", NOW)
     ls = busy.layers["ingest-L2"]
-    ls.phase, ls.parallelism, ls.cpu_request, ls.job_name = "running", 3, 0.25, "busy-job"
+    ls.phase, ls.job.parallelism, ls.pods.cpu_request, ls.job.name = "running", 3, 0.25, "busy-job"
     store.create_run(busy)
     fresh = new_run(cfg, "new", ["ingest"], "auto", NOW)
     fresh.setups.clear()  # its layer 2 may start now: only the cap can hold it back
@@ -46,6 +46,6 @@ def test_a_layer_starts_within_what_other_runs_leave_of_the_cap(firestore_projec
     if want is None:
         assert ls.phase == "waiting" and cluster.creates == []
     else:
-        assert (ls.phase, ls.parallelism) == ("running", want)
+        assert (ls.phase, ls.job.parallelism) == ("running", want)
         manifest = cluster.manifests[cluster.creates[0]]
         assert manifest["spec"]["parallelism"] == want

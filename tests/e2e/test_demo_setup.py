@@ -33,4 +33,4 @@ def test_a_size_typed_wrong_is_refused_after_the_setup(tmp_path):
     assert "layer-2 grid [6, 6, 6]" in setup.failure_reason
     assert "[4, 4, 4] planned by the controller" in setup.failure_reason
     assert result.alerts.get("setup_failed") == 1, result.alerts
-    assert all(ls.phase == "waiting" and not ls.job_name for ls in result.run.layers.values())
+    assert all(ls.phase == "waiting" and not ls.job.name for ls in result.run.layers.values())

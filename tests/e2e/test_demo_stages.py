@@ -45,8 +45,8 @@ def test_demo_ingest_l2cache_meshing_approved_by_the_demo(tmp_path):
     assert summary["advance"] == "approve"
     assert isinstance(summary["advance_latency_s"], float)
     for ls in result.run.layers.values():
-        assert ls.approved and ls.approved_by == APPROVER, ls.key
-        waited = (ls.approved_at - result.run.ready_since(ls)).total_seconds()
+        assert ls.approval.granted and ls.approval.by == APPROVER, ls.key
+        waited = (ls.approval.at - result.run.ready_since(ls)).total_seconds()
         assert waited >= APPROVE_AFTER_S - 0.01, (ls.key, waited)
         if ls.key != "ingest-L2":
             assert waited < APPROVE_AFTER_S + 2, (ls.key, waited)

@@ -112,7 +112,7 @@ def wait_for(
         if predicate(run):
             return run
         if time.monotonic() > deadline:
-            phases = {k: (ls.phase, ls.completed_indexes) for k, ls in run.layers.items()}
+            phases = {k: (ls.phase, ls.progress.completed_indexes) for k, ls in run.layers.items()}
             raise AssertionError(f"{run_id}: not {what} after {timeout}s: {run.status} {phases}")
         time.sleep(0.3)
 
@@ -146,12 +146,12 @@ def test_fatal_chunk_alerts_blocks_and_resumes_after_resubmit(stack, tmp_path):
     store.update_run("r-fatal", lambda r: ops.resubmit(r, "ingest", 2, "ana", datetime.now(UTC)))
     kick(stack, "r-fatal")
     run = wait_for(store, "r-fatal", "succeeded", lambda r: r.status == "succeeded")
-    assert run.layers["ingest-L2"].attempt == 1
+    assert run.layers["ingest-L2"].job.attempt == 1
     assert "run_finished" in {a.kind for a in store.all_alerts("r-fatal")}
     # The re-submitted Job skipped the chunks the first one had finished.
     logs = "".join(
         stack.cluster.pod_log(p.name, 5)
-        for p in stack.cluster.list_pods(run.layers["ingest-L2"].job_name)
+        for p in stack.cluster.list_pods(run.layers["ingest-L2"].job.name)
     )
     assert '"skipped": 32' in logs
 
@@ -163,11 +163,11 @@ def test_pause_suspends_jobs_keeps_work_and_resume_finishes(stack, tmp_path):
         store,
         "r-pause",
         "making progress",
-        lambda r: intervals.count(r.layers["ingest-L2"].completed_indexes) >= 1,
+        lambda r: intervals.count(r.layers["ingest-L2"].progress.completed_indexes) >= 1,
     )
     store.update_run("r-pause", ops.pause)
     kick(stack, "r-pause")
-    name = run.layers["ingest-L2"].job_name
+    name = run.layers["ingest-L2"].job.name
     deadline = time.monotonic() + 60
     while not ((job := stack.cluster.get_job(name)).suspended and job.active == 0):
         assert time.monotonic() < deadline, f"job not suspended: {job}"
@@ -209,8 +209,8 @@ def test_spot_preemptions_during_the_demo_ingest_leave_a_correct_graph(stack, tm
     # Preemptions of layer pods are recorded as such and spend no retry budget (a preempted
     # setup pod is replaced too, and the run succeeding shows it; it is no layer's pod).
     of_layers = [name for name in preempted if "-setup-" not in name]
-    assert sum(ls.pods_preempted for ls in run.layers.values()) == len(of_layers)
-    assert sum(ls.pods_failed for ls in run.layers.values()) == 0
+    assert sum(ls.pods.preempted for ls in run.layers.values()) == len(of_layers)
+    assert sum(ls.pods.failed for ls in run.layers.values()) == 0
     client = open_bigtable_client(
         cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(seconds=30)
     )
@@ -243,8 +243,8 @@ def test_budget_guard_pauses_the_run_and_alerts(stack, tmp_path):
     # reaches so small a budget within seconds).
     assert alerts[0].body["pods_usd"] > 0
     usage = run.layers["ingest-L2"]
-    assert usage.cpu_seconds + usage.running_cpu_seconds > 0
-    name = run.layers["ingest-L2"].job_name
+    assert usage.pods.cpu_seconds + usage.pods.running_cpu_seconds > 0
+    name = run.layers["ingest-L2"].job.name
     deadline = time.monotonic() + 60
     while not stack.cluster.get_job(name).suspended:
         assert time.monotonic() < deadline, "the budget guard did not suspend the Job"
@@ -263,9 +263,9 @@ def test_a_delete_then_submit_never_overlaps_the_old_pods(stack, tmp_path):
     cfg = napping(tmp_path, "ops-resubmit", 0.4)
     store = start(stack, cfg, "r-resubmit")
     run = wait_for(
-        store, "r-resubmit", "running L2 pods", lambda r: r.layers["ingest-L2"].active >= 1
+        store, "r-resubmit", "running L2 pods", lambda r: r.layers["ingest-L2"].progress.active >= 1
     )
-    old = run.layers["ingest-L2"].job_name
+    old = run.layers["ingest-L2"].job.name
 
     seen: dict[str, list] = {"overlaps": [], "old_pods": [], "new_created": []}
     stop = threading.Event()
@@ -275,7 +275,7 @@ def test_a_delete_then_submit_never_overlaps_the_old_pods(stack, tmp_path):
             olds = stack.cluster.list_pods(old)
             live_old = [p.name for p in olds if p.phase in ("Pending", "Running")]
             seen["old_pods"] += [p.name for p in olds]
-            new = store.load_run("r-resubmit").layers["ingest-L2"].job_name
+            new = store.load_run("r-resubmit").layers["ingest-L2"].job.name
             news = stack.cluster.list_pods(new) if new and new != old else []
             seen["new_created"] += [p.created for p in news if p.created]
             if live_old and news:
@@ -297,7 +297,7 @@ def test_a_delete_then_submit_never_overlaps_the_old_pods(stack, tmp_path):
     finally:
         stop.set()
         watcher.join(5)
-    assert run.layers["ingest-L2"].attempt == 1
+    assert run.layers["ingest-L2"].job.attempt == 1
     assert stack.cluster.get_job(old) is None  # the pending delete was carried out
     assert seen["old_pods"] and seen["new_created"]
     assert seen["overlaps"] == []

@@ -72,7 +72,7 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
         figures["layers"].append(
             {
                 "layer": ls.layer,
-                "pods": ls.completions,
+                "pods": ls.job.completions,
                 "PCG_BATCH_SIZE": sorted(
                     {c["batch_size"] for c in chunks if c["layer"] == ls.layer}
                 ),
@@ -94,7 +94,7 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
     l2 = (SIZE // CHUNK,) * 3
     for ls in layers:
         n = math.prod(layer_shape(l2, ls.layer))
-        assert ls.completions == math.ceil(n / layer_batch_size(BATCH, ls.layer))
+        assert ls.job.completions == math.ceil(n / layer_batch_size(BATCH, ls.layer))
         assert {c["batch_size"] for c in chunks if c["layer"] == ls.layer} == {
             layer_batch_size(BATCH, ls.layer)
         }
@@ -103,7 +103,7 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
         renewals = {c["renew_s"] for c in chunks if c["layer"] == ls.layer}
         assert renewals and max(renewals) <= 60.0 and min(renewals) > 59.9, (ls.layer, renewals)
         # Every pod of the layer ran the harness, and every window was non-empty and stable.
-        assert sorted(windows[ls.layer]) == list(range(ls.completions)), (ls.layer, figures)
+        assert sorted(windows[ls.layer]) == list(range(ls.job.completions)), (ls.layer, figures)
         for index, sizes in windows[ls.layer].items():
             assert len(sizes) == 1 and min(sizes) >= 1, (ls.layer, index, sizes)
         assert sum(max(s) for s in windows[ls.layer].values()) == n

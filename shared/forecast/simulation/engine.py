@@ -131,27 +131,30 @@ class Simulation:
         """Copy the cluster's usage into the layers, as the pod records would."""
         for job in self.cluster.jobs.values():
             ls = self.run.layers[job.key]
-            if ls.job_name != job.name:
+            if ls.job.name != job.name:
                 continue
-            ls.cpu_seconds, ls.memory_gib_seconds = job.cpu_s, job.mem_s
-            ls.pods_succeeded, ls.pods_failed = job.pods_succeeded, job.pods_failed
-            ls.pods_preempted, ls.succeeded_runtime_s = job.pods_preempted, job.succeeded_runtime_s
+            ls.pods.cpu_seconds, ls.pods.memory_gib_seconds = job.cpu_s, job.mem_s
+            ls.pods.succeeded, ls.pods.failed = job.pods_succeeded, job.pods_failed
+            ls.pods.preempted, ls.pods.succeeded_runtime_s = (
+                job.pods_preempted,
+                job.succeeded_runtime_s,
+            )
 
     def reconcile(self, now: float) -> None:
         self.counts["invocations"] += 1
         self.counts["reconciles"] += 1
         self.counts["reads"] += 2 + len(self.run.layers)  # run, layers, version check
         self.last_read = now
-        before = {k: (ls.phase, ls.parallelism) for k, ls in self.run.layers.items()}
+        before = {k: (ls.phase, ls.job.parallelism) for k, ls in self.run.layers.items()}
         self._account()
-        running = [ls.job_name for ls in self.run.layers.values() if ls.phase == "running"]
+        running = [ls.job.name for ls in self.run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.status(name) for name in running}
         overload = self.s.bigtable_overload
         load = next((o.load for o in overload if o.at(now) is not None), None)
         d = decide_step(self.run, jobs, self.cluster.at(now), self.plan, self.rates, load)
         if d.changed:
             changed = sum(
-                1 for k, ls in d.state.layers.items() if (ls.phase, ls.parallelism) != before[k]
+                1 for k, ls in d.state.layers.items() if (ls.phase, ls.job.parallelism) != before[k]
             )
             pages = 0
             for job in self.cluster.jobs.values():
@@ -186,7 +189,7 @@ class Simulation:
     def _note_ramp(self, now: float, load: float | None) -> None:
         """One timeline entry when the load, the parallelism or the hold changed."""
         running = [ls for ls in self.run.layers.values() if ls.phase == "running"]
-        entry = (now, load, sum(ls.parallelism for ls in running), self.run.ramp_hold)
+        entry = (now, load, sum(ls.job.parallelism for ls in running), self.run.ramp_hold)
         if not self.ramp_timeline or self.ramp_timeline[-1][1:] != entry[1:]:
             self.ramp_timeline.append(entry)
 
@@ -257,7 +260,7 @@ class Simulation:
             elif kind == "approve":
                 stage, layer = payload
                 ls = self.run.layers[layer_key(stage, layer)]
-                ls.approved, ls.approved_by, ls.approved_at = (
+                ls.approval.granted, ls.approval.by, ls.approval.at = (
                     True,
                     "simulated",
                     self.cluster.at(now),
@@ -279,8 +282,8 @@ class Simulation:
         layers = []
         for key, ls in self.run.layers.items():
             job = next((j for j in self.cluster.jobs.values() if j.key == key), None)
-            start = ls.submitted_at
-            end = ls.finished_at
+            start = ls.timing.submitted_at
+            end = ls.timing.finished_at
             wall = (end - start).total_seconds() if start and end else 0.0
             chunks = math.prod(layer_shape(self.cfg.layer2_shape(), ls.layer))
             layers.append(

@@ -46,6 +46,6 @@ def recorded_runtimes(
     for key, ls in run.layers.items():
         if pods and pods.get(key):
             out[key] = list(pods[key])
-        elif ls.pods_succeeded:
-            out[key] = [ls.succeeded_runtime_s / ls.pods_succeeded]
+        elif ls.pods.succeeded:
+            out[key] = [ls.pods.succeeded_runtime_s / ls.pods.succeeded]
     return out

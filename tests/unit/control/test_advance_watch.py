@@ -14,7 +14,7 @@ from shared.control.advance_watch import (
     watch_lease_expiry,
     watch_window,
 )
-from shared.model.state import LayerState, RunState
+from shared.model.state import JobAttempt, LayerState, Progress, RunState, Timing
 from shared.ports.cluster import JobStatus
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -33,12 +33,17 @@ def layer(
         stage="ingest",
         layer=layer_no,
         phase=phase,
-        job_name=f"job-l{layer_no}" if phase != "waiting" else "",
-        completions=completions,
-        parallelism=parallelism,
-        completed_indexes=completed,
-        failed_indexes=failed,
-        submitted_at=None if submitted_s_ago is None else NOW - timedelta(seconds=submitted_s_ago),
+        job=JobAttempt(
+            name=f"job-l{layer_no}" if phase != "waiting" else "",
+            completions=completions,
+            parallelism=parallelism,
+        ),
+        progress=Progress(completed_indexes=completed, failed_indexes=failed),
+        timing=Timing(
+            submitted_at=None
+            if submitted_s_ago is None
+            else NOW - timedelta(seconds=submitted_s_ago)
+        ),
     )
 
 

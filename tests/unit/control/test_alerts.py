@@ -55,9 +55,9 @@ def _after_layer_2(pod_seconds: float):
     """The demo run with layer 2 done: 16 pods that took `pod_seconds` each."""
     run = new_run(CFG, "r1", ["ingest"], "approve", T0)
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.finished_at = "succeeded", T0
-    ls.completed_indexes = f"0-{layer_spec(CFG, 'ingest', 2).completions - 1}"
-    ls.pods_succeeded, ls.succeeded_runtime_s = 16, 16 * pod_seconds
+    ls.phase, ls.timing.finished_at = "succeeded", T0
+    ls.progress.completed_indexes = f"0-{layer_spec(CFG, 'ingest', 2).completions - 1}"
+    ls.pods.succeeded, ls.pods.succeeded_runtime_s = 16, 16 * pod_seconds
     return run
 
 

@@ -310,23 +310,23 @@ def test_the_auto_approver_approves_each_layer_after_it_is_eligible():
     assert approver.step(run) is None and approver.approved == ["ingest-L2"]
     assert kicks == [("r", "approve", APPROVER)]
     ls = run.layers["ingest-L2"]
-    assert ls.approved and ls.approved_by == APPROVER and ls.approved_at == now[0]
+    assert ls.approval.granted and ls.approval.by == APPROVER and ls.approval.at == now[0]
     ls.phase = "running"
     assert approver.step(run) is None  # ingest-L3 waits for L2 to finish
-    ls.phase, ls.finished_at = "succeeded", t0 + timedelta(seconds=10)
+    ls.phase, ls.timing.finished_at = "succeeded", t0 + timedelta(seconds=10)
     now[0] = t0 + timedelta(seconds=11)
     assert approver.step(run) == pytest.approx(1.0)
     now[0] = t0 + timedelta(seconds=12)
     approver.step(run)
     l3 = run.layers["ingest-L3"]
-    assert l3.approved and run.ready_since(l3) == ls.finished_at
+    assert l3.approval.granted and run.ready_since(l3) == ls.timing.finished_at
     # l2cache and meshing become eligible together when ingest completes: one update, one kick
-    l3.phase, l3.finished_at = "succeeded", t0 + timedelta(seconds=20)
+    l3.phase, l3.timing.finished_at = "succeeded", t0 + timedelta(seconds=20)
     now[0] = t0 + timedelta(seconds=22)
     updates = store.updates
     approver.step(run)
     assert approver.approved[-2:] == ["l2cache-L2", "meshing-L2"]
     assert store.updates == updates + 1 and len(kicks) == 3
-    assert not run.layers["meshing-L3"].approved
+    assert not run.layers["meshing-L3"].approval.granted
     run.status = "paused"
     assert approver.step(run) is None

@@ -21,7 +21,12 @@ def test_entries_when_a_layer_moves_on_a_tenth_and_when_it_finishes():
     run = new_run(cfg, "r", ["ingest"], "auto", T0)
     etas = EtaRecorder(cfg, time.monotonic(), step=0.1, every_s=1e9)
     l2 = run.layers["ingest-L2"]
-    l2.phase, l2.completions, l2.ramp_started_at, l2.submitted_at = "running", 16, T0, T0
+    l2.phase, l2.job.completions, l2.timing.ramp_started_at, l2.timing.submitted_at = (
+        "running",
+        16,
+        T0,
+        T0,
+    )
     steps = [
         ("", 0),  # nothing done yet
         ("0", 0),  # 1 of 16: under a tenth
@@ -30,10 +35,10 @@ def test_entries_when_a_layer_moves_on_a_tenth_and_when_it_finishes():
         ("0-3", 2),
     ]
     for completed, mid in steps:
-        l2.completed_indexes = completed
+        l2.progress.completed_indexes = completed
         etas.observe(run)
         assert (etas.mid_layer, len(etas.entries)) == (mid, mid), completed
-    l2.phase, l2.completed_indexes, l2.finished_at = "succeeded", "0-15", T0
+    l2.phase, l2.progress.completed_indexes, l2.timing.finished_at = "succeeded", "0-15", T0
     etas.observe(run)
     assert (etas.mid_layer, len(etas.entries)) == (2, 3)  # the finish: not mid-layer
     etas.observe(run)  # nothing new, nothing running

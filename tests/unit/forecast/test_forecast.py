@@ -123,15 +123,15 @@ def test_forecast_from_a_run_state(ramp, observed_pod_s, ramp_elapsed_s, want_l2
     )
     now = T0 + timedelta(seconds=1000)
     l2 = run.layers["ingest-L2"]
-    l2.phase, l2.completed_indexes = "running", "0-7"
-    l2.ramp_started_at = now - timedelta(seconds=ramp_elapsed_s)
+    l2.phase, l2.progress.completed_indexes = "running", "0-7"
+    l2.timing.ramp_started_at = now - timedelta(seconds=ramp_elapsed_s)
     if observed_pod_s is not None:
-        l2.pods_succeeded, l2.succeeded_runtime_s = 8, 8 * observed_pod_s
-    l2.active = min(running, ramp.max if ramp_elapsed_s else ramp.start)
+        l2.pods.succeeded, l2.pods.succeeded_runtime_s = 8, 8 * observed_pod_s
+    l2.progress.active = min(running, ramp.max if ramp_elapsed_s else ramp.start)
     if running and observed_pod_s is not None:
         if ramp_elapsed_s:  # capped: 8 left, of which `active` half done, then the stagger
             par = ramp.max
-            work = (8 - l2.active / 2) * observed_pod_s
+            work = (8 - l2.progress.active / 2) * observed_pod_s
             want_l2 = work / par + observed_pod_s * (1 - 1 / par) / 2
         else:  # the slow ramp, 1 wide: its one pod half done, 10 pod-seconds less
             want_l2 = 100.0 + 50.0 / 2
@@ -148,12 +148,16 @@ def test_forecast_uses_the_observed_advance_latency():
     run = new_run(cfg, "f", ["ingest"], "auto", T0)
     inputs = forecast_inputs(cfg, run)
     l2, l3 = run.layers["ingest-L2"], run.layers["ingest-L3"]
-    l2.phase, l2.submitted_at, l2.finished_at = "succeeded", T0, T0 + timedelta(seconds=50)
-    l2.pods_succeeded, l2.succeeded_runtime_s = 16, 16 * 20.0
+    l2.phase, l2.timing.submitted_at, l2.timing.finished_at = (
+        "succeeded",
+        T0,
+        T0 + timedelta(seconds=50),
+    )
+    l2.pods.succeeded, l2.pods.succeeded_runtime_s = 16, 16 * 20.0
     before = forecast(run, *inputs, T0 + timedelta(seconds=50), 1.0, 2.5, 10.0)
     assert observed_advance_s(run) is None  # nothing waited on another layer yet
-    l3.phase, l3.submitted_at = "running", T0 + timedelta(seconds=57)
-    l3.ramp_started_at = l3.submitted_at
+    l3.phase, l3.timing.submitted_at = "running", T0 + timedelta(seconds=57)
+    l3.timing.ramp_started_at = l3.timing.submitted_at
     after = forecast(run, *inputs, T0 + timedelta(seconds=57), 1.0, 2.5, 10.0)
     assert observed_advance_s(run) == pytest.approx(7.0)
     # L4 and L5 wait 7 s each for their Jobs now, not 2.5 s; L3 runs 15 s in both
@@ -165,15 +169,15 @@ def test_observed_runtimes_beat_the_default():
     run = new_run(cfg, "f", ["ingest"], "auto", T0)
     plans, chunks, rates = forecast_inputs(cfg, run)
     l2 = run.layers["ingest-L2"]
-    l2.phase, l2.ramp_started_at = "running", T0
-    l2.completed_indexes = f"0-{plans['ingest-L2'].completions // 2 - 1}"
+    l2.phase, l2.timing.ramp_started_at = "running", T0
+    l2.progress.completed_indexes = f"0-{plans['ingest-L2'].completions // 2 - 1}"
     now = T0 + timedelta(seconds=600)
     fresh = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 0.0)
-    l2.pods_succeeded, l2.succeeded_runtime_s = 10, 10 * 64.0  # 2 s a chunk, observed
+    l2.pods.succeeded, l2.pods.succeeded_runtime_s = 10, 10 * 64.0  # 2 s a chunk, observed
     slow = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 0.0)
     assert slow.remaining_s > 1.9 * fresh.remaining_s  # observed beats the default
     assert (fresh.assumed_chunk_s, slow.assumed_chunk_s) == (1.0, None)  # a guess says so
     assert slow.projected_usd > 1.9 * fresh.projected_usd
-    l2.completed_indexes = f"0-{plans['ingest-L2'].completions - 2}"
+    l2.progress.completed_indexes = f"0-{plans['ingest-L2'].completions - 2}"
     nearly = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 0.0)
     assert nearly.layers[0].remaining_s < slow.layers[0].remaining_s

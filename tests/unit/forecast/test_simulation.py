@@ -11,7 +11,7 @@ from shared.forecast.simulation.cluster import ClusterParams, SimCluster, SimJob
 from shared.forecast.simulation.controller_cost import controller_cost
 from shared.forecast.simulation.engine import T0, SimSettings, simulate
 from shared.forecast.simulation.runtimes import Runtimes, recorded_runtimes
-from shared.model.state import LayerState, RunState
+from shared.model.state import LayerState, PodUsage, RunState
 from shared.reconcile.build_plan import new_run
 from tests.builders.demo_configs import demo_cfg
 
@@ -99,7 +99,7 @@ def test_runtime_of_a_batch_scales_with_its_chunks():
 def test_recorded_runtimes_fall_back_to_the_layer_mean():
     run = RunState("r", "g", ["ingest"], {"ingest": 3})
     run.layers = {
-        "ingest-L2": LayerState("ingest", 2, pods_succeeded=4, succeeded_runtime_s=40.0),
+        "ingest-L2": LayerState("ingest", 2, pods=PodUsage(succeeded=4, succeeded_runtime_s=40.0)),
         "ingest-L3": LayerState("ingest", 3),
     }
     assert recorded_runtimes(run) == {"ingest-L2": [10.0]}
@@ -114,8 +114,8 @@ def test_whole_build_runs_layers_in_order_within_the_ramp():
     layers = report.run.ordered_layers()
     assert [ls.phase for ls in layers] == ["succeeded"] * len(layers)
     for below, above in zip(layers, layers[1:], strict=False):
-        assert above.submitted_at >= below.finished_at  # gating by the real decision
-    assert max(ls.parallelism for ls in layers) <= cfg.job.ramp.max
+        assert above.timing.submitted_at >= below.timing.finished_at  # gating by the real decision
+    assert max(ls.job.parallelism for ls in layers) <= cfg.job.ramp.max
     assert report.pods == sum(lr.batches for lr in report.layers)  # no failures, no extras
     assert report.cost_usd > 0 and report.function_invocations >= report.reconciles
 

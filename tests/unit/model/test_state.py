@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.model import intervals
-from shared.model.state import LayerState, RunState, build_layers
+from shared.model.state import LayerState, PodUsage, RunState, build_layers
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -20,7 +20,7 @@ def make_run(stages: list[str], top: int = 3) -> RunState:
 
 
 def test_a_layer_document_reads_back_and_ignores_fields_it_does_not_know() -> None:
-    ls = LayerState("ingest", 3, phase="running", cpu_seconds=4.5, open_pods=["k"])
+    ls = LayerState("ingest", 3, phase="running", pods=PodUsage(cpu_seconds=4.5, open=["k"]))
     assert LayerState.from_doc({**ls.to_doc(), "dropped_field": 1}) == ls
 
 
@@ -60,7 +60,7 @@ def test_a_stages_first_layer_is_ready_when_its_dependencies_finished(
     run = make_run(stages)
     if ingest_top_finished_s is not None:
         ls = run.layers["ingest-L3"]
-        ls.phase, ls.finished_at = "succeeded", T0 + timedelta(seconds=ingest_top_finished_s)
+        ls.phase, ls.timing.finished_at = "succeeded", T0 + timedelta(seconds=ingest_top_finished_s)
     assert run.ready_since(run.layers["meshing-L2"]) == want
 
 

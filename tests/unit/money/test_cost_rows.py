@@ -27,8 +27,8 @@ def run() -> RunState:
     setup = run.setups["ingest"]
     setup.phase, setup.started_at, setup.finished_at = "succeeded", T0, T0 + timedelta(seconds=40)
     l2 = run.layers["ingest-L2"]
-    l2.phase, l2.submitted_at, l2.pods_succeeded = "running", T0 + timedelta(minutes=1), 4
-    l2.cpu_seconds, l2.memory_gib_seconds = 400.0, 1600.0
+    l2.phase, l2.timing.submitted_at, l2.pods.succeeded = "running", T0 + timedelta(minutes=1), 4
+    l2.pods.cpu_seconds, l2.pods.memory_gib_seconds = 400.0, 1600.0
     return run
 
 

@@ -97,13 +97,13 @@ def test_a_ramp_change_alone_applies_without_force_and_a_finished_run_refuses():
 def test_a_running_layer_follows_a_changed_ramp_max_up_and_down(ramp_max, want):
     run = make_run()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", name_for(ls), 100, 8
-    ls.ramp_started_at = ls.progress_at = T0
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", name_for(ls), 100, 8
+    ls.timing.ramp_started_at = ls.progress.at = T0
     plan = plans(run, completions=100)
     ramp = RAMP.model_copy(update={"max": ramp_max})
-    plan.layers["ingest-L2"] = LayerPlan(100, ramp, job_name=ls.job_name)
-    jobs = {ls.job_name: job(ls.job_name, completions=100, parallelism=8)}
+    plan.layers["ingest-L2"] = LayerPlan(100, ramp, job_name=ls.job.name)
+    jobs = {ls.job.name: job(ls.job.name, completions=100, parallelism=8)}
     d = decide(Snapshot(run, jobs), plan, None, T0 + timedelta(minutes=10))
-    assert d.state.layers["ingest-L2"].parallelism == want
+    assert d.state.layers["ingest-L2"].job.parallelism == want
     patches = [a for a in d.actions if isinstance(a, PatchJob)]
     assert [p.parallelism for p in patches] == ([] if want == 8 else [want])

@@ -48,16 +48,16 @@ def test_layer_of_lists_the_layers_the_run_has():
 def test_approve(layers, phases, want):
     run = make_run(phases=phases)
     assert ops.approve(run, "ingest", layers, "ana", T0) == want
-    approved = {k for k, ls in run.layers.items() if ls.approved}
+    approved = {k for k, ls in run.layers.items() if ls.approval.granted}
     assert approved == set(want)
-    assert all(run.layers[k].approved_by == "ana" and run.layers[k].approved_at == T0 for k in want)
+    assert all(run.layers[k].approval.by == "ana" and run.layers[k].approval.at == T0 for k in want)
 
 
 def test_approve_keeps_the_first_approver():
     run = make_run()
     ops.approve(run, "ingest", [2], "ana", T0)
     ops.approve(run, "ingest", [2], "bob", datetime(2026, 2, 1, tzinfo=UTC))
-    assert (run.layers["ingest-L2"].approved_by, run.layers["ingest-L2"].approved_at) == ("ana", T0)
+    assert (run.layers["ingest-L2"].approval.by, run.layers["ingest-L2"].approval.at) == ("ana", T0)
 
 
 def test_approve_an_unknown_stage():
@@ -88,14 +88,14 @@ def test_pause_and_resume(action, status, after, error):
 @pytest.mark.parametrize(("parallelism", "error"), [(5, None), (None, None), (0, ">= 1")])
 def test_scale(parallelism, error):
     run = make_run()
-    run.layers["ingest-L2"].scale_override = 3
+    run.layers["ingest-L2"].job.scale_override = 3
     if error:
         with pytest.raises(ops.ActionError, match=error):
             ops.scale(run, "ingest", 2, parallelism)
-        assert run.layers["ingest-L2"].scale_override == 3
+        assert run.layers["ingest-L2"].job.scale_override == 3
     else:
         ops.scale(run, "ingest", 2, parallelism)
-        assert run.layers["ingest-L2"].scale_override == parallelism
+        assert run.layers["ingest-L2"].job.scale_override == parallelism
 
 
 @pytest.mark.parametrize(
@@ -114,10 +114,10 @@ def test_cancel(phase, after, reason, error):
     if error:
         with pytest.raises(ops.ActionError, match=error):
             ops.cancel(run, "ingest", 2, "ana", T0)
-        assert not ls.delete_requested
+        assert not ls.job.delete_requested
     else:
         ops.cancel(run, "ingest", 2, "ana", T0)
-        assert ls.delete_requested
+        assert ls.job.delete_requested
     assert (ls.phase, ls.failure_reason) == (after, reason)
 
 
@@ -127,38 +127,43 @@ def test_cancel(phase, after, reason, error):
 def test_resubmit_starts_a_fresh_approved_attempt(status, after):
     run = make_run(status, phases={"ingest-L2": "failed"})
     old = run.layers["ingest-L2"]
-    old.attempt, old.job_name, old.failed_indexes = 1, "job-old", "3"
+    old.job.attempt, old.job.name, old.progress.failed_indexes = 1, "job-old", "3"
     ops.resubmit(run, "ingest", 2, "ana", T0)
     new = run.layers["ingest-L2"]
-    assert (new.phase, new.attempt, new.job_name, new.failed_indexes) == ("waiting", 2, "", "")
-    assert (new.approved, new.approved_by, new.approved_at) == (True, "ana", T0)
+    assert (new.phase, new.job.attempt, new.job.name, new.progress.failed_indexes) == (
+        "waiting",
+        2,
+        "",
+        "",
+    )
+    assert (new.approval.granted, new.approval.by, new.approval.at) == (True, "ana", T0)
     assert run.status == after
 
 
 @pytest.mark.parametrize(
-    ("field", "before", "running", "after"),
+    ("record", "field", "before", "running", "after"),
     [
-        ("cpu_seconds", 100.0, 20.0, 120.0),
-        ("memory_gib_seconds", 400.0, 80.0, 480.0),
-        ("pods_succeeded", 7, None, 7),
-        ("pods_failed", 3, None, 3),
-        ("pods_preempted", 2, None, 2),
-        ("pods_hung", 4, None, 4),  # status and the chaos summary count every attempt's
-        ("succeeded_runtime_s", 55.0, None, 55.0),
+        ("pods", "cpu_seconds", 100.0, 20.0, 120.0),
+        ("pods", "memory_gib_seconds", 400.0, 80.0, 480.0),
+        ("pods", "succeeded", 7, None, 7),
+        ("pods", "failed", 3, None, 3),
+        ("pods", "preempted", 2, None, 2),
+        ("faults", "hung", 4, None, 4),  # status and the chaos summary count every attempt's
+        ("pods", "succeeded_runtime_s", 55.0, None, 55.0),
     ],
 )
-def test_resubmit_keeps_the_earlier_attempts_cost(field, before, running, after):
+def test_resubmit_keeps_the_earlier_attempts_cost(record, field, before, running, after):
     """The budget guard counts every attempt: a re-submit keeps the layer's cost so far,
     closing the usage the old attempt's open pods had accrued."""
     run = make_run(phases={"ingest-L2": "failed"})
     old = run.layers["ingest-L2"]
-    setattr(old, field, before)
+    setattr(getattr(old, record), field, before)
     if running is not None:
-        setattr(old, f"running_{field}", running)
+        setattr(old.pods, f"running_{field}", running)
     ops.resubmit(run, "ingest", 2, "ana", T0)
     new = run.layers["ingest-L2"]
-    assert getattr(new, field) == after
-    assert new.running_cpu_seconds == 0.0 and new.open_pods == []
+    assert getattr(getattr(new, record), field) == after
+    assert new.pods.running_cpu_seconds == 0.0 and new.pods.open == []
 
 
 @pytest.mark.parametrize("phase", ["waiting", "running", "succeeded"])
@@ -166,4 +171,4 @@ def test_only_a_failed_layer_is_resubmitted(phase):
     run = make_run(phases={"ingest-L2": phase})
     with pytest.raises(ops.ActionError, match="only a failed layer"):
         ops.resubmit(run, "ingest", 2, "ana", T0)
-    assert run.layers["ingest-L2"].attempt == 0
+    assert run.layers["ingest-L2"].job.attempt == 0

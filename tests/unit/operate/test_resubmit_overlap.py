@@ -25,8 +25,8 @@ def failed_then_resubmitted(delete: bool):
     re-submitted before any reconcile carried the delete out."""
     run = make_run()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.submitted_at = "running", name_for(ls), T0
-    old = ls.job_name
+    ls.phase, ls.job.name, ls.timing.submitted_at = "running", name_for(ls), T0
+    old = ls.job.name
     if delete:
         ops.cancel(run, "ingest", 2, "ana", T0)
     else:
@@ -45,7 +45,7 @@ def step(run, jobs, pods, at=T0):
 def test_a_submit_right_after_a_delete_keeps_the_delete_and_waits_for_the_pods():
     run, old = failed_then_resubmitted(delete=True)
     fresh = run.layers["ingest-L2"]
-    assert (fresh.attempt, fresh.retire_job, fresh.retire_delete) == (1, old, True)
+    assert (fresh.job.attempt, fresh.job.retire_job, fresh.job.retire_delete) == (1, old, True)
 
     running = [pod_info("a", job_name=old), pod_info("b", job_name=old, index=1)]
     # The old Job is still there: it is deleted, nothing new starts.
@@ -61,7 +61,10 @@ def test_a_submit_right_after_a_delete_keeps_the_delete_and_waits_for_the_pods()
     # All gone: the new attempt's Job starts, and the record is cleared.
     state, creates, deletes = step(state, {old: None}, {old: []})
     assert [c.job_name for c in creates] == [name_for(state.layers["ingest-L2"])] != [old]
-    assert (state.layers["ingest-L2"].retire_job, state.layers["ingest-L2"].retire_delete) == (
+    assert (
+        state.layers["ingest-L2"].job.retire_job,
+        state.layers["ingest-L2"].job.retire_delete,
+    ) == (
         "",
         False,
     )

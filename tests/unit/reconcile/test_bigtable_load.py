@@ -103,8 +103,8 @@ def _run() -> RunState:
     run = RunState("r1", "g", ["ingest"], {"ingest": 2}, advance="auto")
     run.layers = build_layers(["ingest"], {"ingest": 2})
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", "j", 1000, 2
-    ls.submitted_at = ls.ramp_started_at = ls.progress_at = T0
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", "j", 1000, 2
+    ls.timing.submitted_at = ls.timing.ramp_started_at = ls.progress.at = T0
     return run
 
 
@@ -133,7 +133,7 @@ def test_ramp_holds_under_overload_steps_down_above_margin_and_resumes_gradually
 
 def test_an_operator_pin_is_not_throttled():
     run = _run()
-    run.layers["ingest-L2"].scale_override = 10
+    run.layers["ingest-L2"].job.scale_override = 10
     plan = Plan({"ingest-L2": LayerPlan(1000, RAMP, job_name="j")}, bigtable_cpu_max=0.7)
     snap = Snapshot(run, {"j": job("j", completions=1000, parallelism=2)}, bigtable_load=0.99)
     d = decide(snap, plan, None, T0 + timedelta(minutes=5))

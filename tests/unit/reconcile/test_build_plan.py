@@ -55,7 +55,7 @@ def test_only_layers_that_may_get_a_job_are_rendered(phase, rendered):
 
 def test_a_resubmitted_layer_plans_the_job_of_its_attempt():
     run = demo_run()
-    run.layers["ingest-L3"].attempt = 2
+    run.layers["ingest-L3"].job.attempt = 2
     lp = plan_for(DEMO, run).layers["ingest-L3"]
     assert lp.job_name == layer_spec(DEMO, "ingest", 3).job_name("r1", 2)
     assert lp.manifest["metadata"]["name"] == lp.job_name

@@ -11,7 +11,7 @@ import pytest
 from shared.config.config_files import load_config
 from shared.model import intervals
 from shared.model.layers import chunk_id
-from shared.model.state import LayerState
+from shared.model.state import LayerState, Timing
 from shared.reconcile.build_plan import new_run
 from shared.reconcile.completeness import (
     MAX_EXAMPLES,
@@ -135,7 +135,7 @@ def test_layer_grid_is_the_planned_grid():
 
 
 def _layer(phase="succeeded") -> LayerState:
-    return LayerState("ingest", 3, phase=phase, finished_at=NOW)
+    return LayerState("ingest", 3, phase=phase, timing=Timing(finished_at=NOW))
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def _layer(phase="succeeded") -> LayerState:
 def test_apply_ledger_check(marked, phase, chunks_marked, alerted):
     ls, out = _layer(), []
     apply_ledger_check("r1", ls, verify_layer(GRID, _ids(GRID, marked)), NOW, out)
-    assert (ls.phase, ls.chunks_marked) == (phase, chunks_marked)
+    assert (ls.phase, ls.progress.chunks_marked) == (phase, chunks_marked)
     assert bool(out) is alerted
     if alerted:
         [alert] = out
@@ -164,10 +164,10 @@ def test_apply_ledger_check(marked, phase, chunks_marked, alerted):
 def test_no_verdict_or_unfinished_layer_is_left_alone(phase):
     ls, out = _layer(phase), []
     apply_ledger_check("r1", ls, verify_layer(GRID, _ids(GRID, [])), NOW, out)
-    assert (ls.phase, ls.chunks_marked, out) == (phase, None, [])
+    assert (ls.phase, ls.progress.chunks_marked, out) == (phase, None, [])
     ls = _layer()
     apply_ledger_check("r1", ls, None, NOW, out)
-    assert (ls.phase, ls.chunks_marked, out) == ("succeeded", None, [])
+    assert (ls.phase, ls.progress.chunks_marked, out) == ("succeeded", None, [])
 
 
 def _demo_run(cfg, stages):
@@ -203,10 +203,10 @@ def test_run_verdict_sums_what_the_layers_recorded():
     run = _demo_run(cfg, ["ingest", "meshing"])
     for ls in run.layers.values():
         if ls.stage == "ingest":
-            ls.chunks_marked = layer_grid(cfg, "ingest", ls.layer).chunks
-    run.layers["ingest-L2"].chunks_marked, run.layers["ingest-L3"].done_before = None, True
-    run.layers["ingest-L3"].chunks_marked = None
-    run.layers["ingest-L4"].chunks_marked = None  # never checked
+            ls.progress.chunks_marked = layer_grid(cfg, "ingest", ls.layer).chunks
+    run.layers["ingest-L2"].progress.chunks_marked, run.layers["ingest-L3"].done_before = None, True
+    run.layers["ingest-L3"].progress.chunks_marked = None
+    run.layers["ingest-L4"].progress.chunks_marked = None  # never checked
     verdict = run_verdict(cfg, run)
     expected = sum(layer_grid(cfg, "ingest", ls).chunks for ls in range(2, 6))
     ingest = verdict["ingest"]
@@ -227,20 +227,20 @@ def test_decide_fails_a_completed_layer_with_chunks_unmarked(marked, phase, next
 
     run = make_run()
     l2 = run.layers["ingest-L2"]
-    l2.phase, l2.job_name, l2.completions = "running", name_for(l2), 10
-    done = job(l2.job_name, condition="Complete", completion_time=NOW, completed_indexes="0-9")
+    l2.phase, l2.job.name, l2.job.completions = "running", name_for(l2), 10
+    done = job(l2.job.name, condition="Complete", completion_time=NOW, completed_indexes="0-9")
     grid2 = LayerGrid("ingest", 2, (4, 3, 2), 6, 10)
     check = verify_layer(grid2, _ids(grid2, range(marked)))
-    seen = Snapshot(run, {l2.job_name: done}, ledger_checks={"ingest-L2": check})
+    seen = Snapshot(run, {l2.job.name: done}, ledger_checks={"ingest-L2": check})
     decision = decide(seen, plans(run), None, NOW)
     after = decision.state.layers["ingest-L2"]
-    assert (after.phase, after.chunks_marked) == (phase, marked)
+    assert (after.phase, after.progress.chunks_marked) == (phase, marked)
     kinds = [a.kind for a in decision.actions if isinstance(a, Alert)]
     assert ("layer_incomplete" in kinds) is (phase == "failed")
     started = any(isinstance(a, CreateJob) and a.layer == 3 for a in decision.actions)
     assert started is next_started
     # Without a check (a stage that writes no markers) the Job's condition decides.
-    decision = decide(Snapshot(run, {l2.job_name: done}), plans(run), None, NOW)
+    decision = decide(Snapshot(run, {l2.job.name: done}), plans(run), None, NOW)
     assert decision.state.layers["ingest-L2"].phase == "succeeded"
 
 

@@ -60,7 +60,7 @@ def job(name: str, **kw) -> JobStatus:
 
 
 def name_for(ls) -> str:
-    return f"job-{ls.stage}-{ls.layer}-{ls.attempt}"
+    return f"job-{ls.stage}-{ls.layer}-{ls.job.attempt}"
 
 
 def run_decide(run, jobs=None, now=T0, completions=10, stall_after_s=1800.0) -> Decision:
@@ -129,7 +129,7 @@ def test_auto_starts_only_the_first_layer():
 )
 def test_advance_modes_gate_the_first_layer(advance, approved, want_create, want_alert):
     run = make_run(advance)
-    run.layers["ingest-L2"].approved = approved
+    run.layers["ingest-L2"].approval.granted = approved
     d = run_decide(run)
     assert any(isinstance(a, CreateJob) for a in d.actions) == want_create
     assert any(isinstance(a, Alert) and a.kind == "approval_needed" for a in d.actions) == (
@@ -144,13 +144,11 @@ def test_approval_alert_is_sent_once():
     assert d2.actions == []
 
 
-def running(run: RunState, key: str, **kw) -> RunState:
+def running(run: RunState, key: str) -> RunState:
     ls = run.layers[key]
-    ls.phase, ls.job_name, ls.completions = "running", name_for(ls), 10
-    ls.submitted_at = ls.ramp_started_at = ls.progress_at = T0
-    ls.parallelism = 2
-    for k, v in kw.items():
-        setattr(ls, k, v)
+    ls.phase, ls.job.name, ls.job.completions = "running", name_for(ls), 10
+    ls.timing.submitted_at = ls.timing.ramp_started_at = ls.progress.at = T0
+    ls.job.parallelism = 2
     return run
 
 
@@ -166,7 +164,7 @@ def test_complete_job_advances_to_next_layer_in_one_reconcile():
     assert d.state.layers["ingest-L2"].phase == "succeeded"
     assert [(a.layer) for a in d.actions if isinstance(a, CreateJob)] == [3]
     l3 = d.state.layers["ingest-L3"]
-    assert l3.eligible_at == done_at and l3.submitted_at == T0 + timedelta(seconds=31)
+    assert l3.timing.eligible_at == done_at and l3.timing.submitted_at == T0 + timedelta(seconds=31)
 
 
 def test_layer_never_starts_before_the_one_below_completes():
@@ -195,7 +193,8 @@ def test_ramp_patches_parallelism_absolutely_and_never_lowers():
 
 
 def test_scale_override_wins_over_ramp():
-    run = running(make_run(), "ingest-L2", scale_override=1)
+    run = running(make_run(), "ingest-L2")
+    run.layers["ingest-L2"].job.scale_override = 1
     jobs = {"job-ingest-2-0": job("job-ingest-2-0", parallelism=2)}
     d = run_decide(run, jobs, now=T0 + timedelta(seconds=600))
     assert PatchJob("job-ingest-2-0", parallelism=1) in d.actions
@@ -315,10 +314,10 @@ def test_operator_delete_removes_the_job_once_and_blocks_the_layer():
 
 def test_the_plan_names_the_job_of_the_layer_attempt():
     run = make_run()
-    run.layers["ingest-L2"].attempt = 3
+    run.layers["ingest-L2"].job.attempt = 3
     d = run_decide(run)
     assert [a.job_name for a in d.actions if isinstance(a, CreateJob)] == ["job-ingest-2-3"]
-    assert d.state.layers["ingest-L2"].job_name == "job-ingest-2-3"
+    assert d.state.layers["ingest-L2"].job.name == "job-ingest-2-3"
 
 
 # ---- reject ----------------------------------------------------------------------------
@@ -354,8 +353,8 @@ def test_reject_fails_exactly_the_refused_layers(refused, failed, kept):
     assert sorted(a.job_name for a in out.actions if isinstance(a, CreateJob)) == sorted(kept)
     for key, ls in out.state.layers.items():
         if key in failed:
-            assert ls.phase == "failed" and ls.finished_at == decision.at
-            assert ls.failure_reason == f"rejected: {refused[ls.job_name]}"
+            assert ls.phase == "failed" and ls.timing.finished_at == decision.at
+            assert ls.failure_reason == f"rejected: {refused[ls.job.name]}"
         else:
             assert ls.phase == decision.state.layers[key].phase
     alerts = [a for a in out.actions if isinstance(a, Alert) and a.kind == "layer_failed"]
@@ -414,12 +413,15 @@ def plan(run: RunState, completions: int = 10, **kw) -> Plan:
     )
 
 
-def running_layer(run: RunState, key: str = "ingest-L2", **kw) -> RunState:
+def running_layer(run: RunState, key: str = "ingest-L2") -> RunState:
     ls = run.layers[key]
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", job_name_of(key), 10, 2
-    ls.submitted_at = ls.ramp_started_at = ls.progress_at = T0
-    for k, v in kw.items():
-        setattr(ls, k, v)
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = (
+        "running",
+        job_name_of(key),
+        10,
+        2,
+    )
+    ls.timing.submitted_at = ls.timing.ramp_started_at = ls.progress.at = T0
     return run
 
 
@@ -457,12 +459,17 @@ def test_the_layer_copies_the_jobs_index_sets_and_active_pods(job_kw, want_activ
     j = job_of(**job_kw)
     ls = decide(Snapshot(run, {j.name: j}), plan(run), None, T0 + timedelta(seconds=1)).state
     got = ls.layers["ingest-L2"]
-    assert (got.completed_indexes, got.failed_indexes) == (j.completed_indexes, j.failed_indexes)
-    assert got.active == want_active
+    assert (got.progress.completed_indexes, got.progress.failed_indexes) == (
+        j.completed_indexes,
+        j.failed_indexes,
+    )
+    assert got.progress.active == want_active
 
 
 def test_progress_moves_the_stall_clock_when_more_indexes_completed() -> None:
-    run = running_layer(run_of(), progress_count=2, progress_at=T0, stall_alerted=True)
+    run = running_layer(run_of())
+    mark = run.layers["ingest-L2"].progress
+    mark.count, mark.at, mark.stall_alerted = 2, T0, True
     now = T0 + timedelta(seconds=30)
     got = decide(
         Snapshot(run, {job_name_of("ingest-L2"): job_of(completed_indexes="0-4")}),
@@ -471,15 +478,16 @@ def test_progress_moves_the_stall_clock_when_more_indexes_completed() -> None:
         now,
     )
     ls = got.state.layers["ingest-L2"]
-    assert (ls.progress_count, ls.progress_at, ls.stall_alerted) == (5, now, False)
+    assert (ls.progress.count, ls.progress.at, ls.progress.stall_alerted) == (5, now, False)
 
 
 def test_newly_failed_indexes_are_alerted_with_the_layer_and_job_and_remembered() -> None:
-    run = running_layer(run_of(), alerted_indexes="1")
+    run = running_layer(run_of())
+    run.layers["ingest-L2"].progress.alerted_indexes = "1"
     j = job_of(failed_indexes="1,3")
     d = decide(Snapshot(run, {j.name: j}), plan(run), None, T0)
     assert alerts(d) == [Alert("failed_indexes", "ingest", 2, {"indexes": [3], "job": j.name})]
-    assert d.state.layers["ingest-L2"].alerted_indexes == "1,3"
+    assert d.state.layers["ingest-L2"].progress.alerted_indexes == "1,3"
 
 
 @pytest.mark.parametrize(
@@ -492,7 +500,8 @@ def test_newly_failed_indexes_are_alerted_with_the_layer_and_job_and_remembered(
 def test_a_missing_job_is_recreated_at_least_one_wide_and_suspended_if_paused(
     status, parallelism, want
 ) -> None:
-    run = running_layer(run_of(status=status), parallelism=parallelism)
+    run = running_layer(run_of(status=status))
+    run.layers["ingest-L2"].job.parallelism = parallelism
     assert decide(Snapshot(run, {}), plan(run), None, T0).actions == [want]
 
 
@@ -502,7 +511,7 @@ def test_a_foreign_job_fails_the_layer_with_its_reason_and_an_alert() -> None:
     now = T0 + timedelta(seconds=5)
     d = decide(Snapshot(run, {j.name: j}), plan(run), None, now)
     ls = d.state.layers["ingest-L2"]
-    assert (ls.phase, ls.finished_at) == ("failed", now)
+    assert (ls.phase, ls.timing.finished_at) == ("failed", now)
     assert "another-run" in ls.failure_reason
     reason = ls.failure_reason
     assert alerts(d) == [Alert("layer_failed", "ingest", 2, {"reason": reason, "fix": reason})]
@@ -543,11 +552,11 @@ def test_a_layer_is_eligible_from_its_dependencies_and_its_approval(
 ) -> None:
     run = run_of(advance=advance)
     below = run.layers["ingest-L2"]
-    below.phase, below.finished_at = "succeeded", T0 + timedelta(seconds=10)
+    below.phase, below.timing.finished_at = "succeeded", T0 + timedelta(seconds=10)
     ls = run.layers["ingest-L3"]
-    ls.approved, ls.approved_at = True, T0 + timedelta(seconds=approved_at_s)
+    ls.approval.granted, ls.approval.at = True, T0 + timedelta(seconds=approved_at_s)
     d = decide(Snapshot(run), plan(run), None, T0 + timedelta(seconds=100))
-    assert d.state.layers["ingest-L3"].eligible_at == T0 + timedelta(seconds=want_s)
+    assert d.state.layers["ingest-L3"].timing.eligible_at == T0 + timedelta(seconds=want_s)
 
 
 # $1 per vCPU-second on Spot and $1 per cluster-second.
@@ -555,11 +564,12 @@ RATES = (RateRow("test", "general-purpose", 0.0, 3600.0, 0.0, 0.0, 3600.0),)
 
 
 def test_the_budget_guard_suspends_only_running_layers_and_details_its_spend() -> None:
-    run = running_layer(run_of(), "ingest-L3", cpu_seconds=10.123456)
+    run = running_layer(run_of(), "ingest-L3")
+    run.layers["ingest-L3"].pods.cpu_seconds = 10.123456
     run.budget_usd = 1.0
     below = run.layers["ingest-L2"]
-    below.phase, below.job_name = "succeeded", job_name_of("ingest-L2")
-    below.submitted_at, below.finished_at = T0, T0
+    below.phase, below.job.name = "succeeded", job_name_of("ingest-L2")
+    below.timing.submitted_at, below.timing.finished_at = T0, T0
     jobs = {
         job_name_of("ingest-L2"): job_of("ingest-L2"),
         job_name_of("ingest-L3"): job_of("ingest-L3"),
@@ -586,10 +596,10 @@ def test_a_finished_run_is_left_alone(status) -> None:
 def test_a_delete_request_removes_the_job_once_and_the_other_layers_go_on() -> None:
     run = run_of(STAGES, top=2)
     run.layers["ingest-L2"].phase = "succeeded"
-    run.layers["l2cache-L2"].delete_requested = True
-    run.layers["l2cache-L2"].job_name = job_name_of("l2cache-L2")
+    run.layers["l2cache-L2"].job.delete_requested = True
+    run.layers["l2cache-L2"].job.name = job_name_of("l2cache-L2")
     d = decide(Snapshot(run), plan(run), None, T0)
-    assert d.state.layers["l2cache-L2"].delete_requested is False
+    assert d.state.layers["l2cache-L2"].job.delete_requested is False
     names = [(type(a).__name__, a.job_name) for a in d.actions]
     assert names == [
         ("DeleteJob", job_name_of("l2cache-L2")),
@@ -611,7 +621,7 @@ def test_the_finished_pods_of_a_listing_are_returned_to_store_and_counted() -> N
     snap = Snapshot(run, {job_name_of("ingest-L2"): job_of()}, {job_name_of("ingest-L2"): [done]})
     d = decide(snap, plan(run), None, T0 + timedelta(seconds=50))
     assert d.pod_records == {"ingest-L2": [PodRecord.of(done)]}
-    assert d.state.layers["ingest-L2"].cpu_seconds == 40.0
+    assert d.state.layers["ingest-L2"].pods.cpu_seconds == 40.0
     assert d.changed
 
 
@@ -624,7 +634,7 @@ def test_a_listing_with_nothing_finished_records_nothing() -> None:
     )
     d = decide(snap, plan(run), None, T0 + timedelta(seconds=50))
     assert d.pod_records == {}
-    assert d.state.layers["ingest-L2"].running_cpu_seconds == 50.0
+    assert d.state.layers["ingest-L2"].pods.running_cpu_seconds == 50.0
 
 
 @pytest.mark.parametrize(
@@ -635,10 +645,12 @@ def test_a_listing_with_nothing_finished_records_nothing() -> None:
     ],
 )
 def test_a_layer_that_finishes_closes_its_running_pods_usage(job_kw, want_cpu, want_running):
-    run = running_layer(run_of(), cpu_seconds=10.0, running_cpu_seconds=7.0)
+    run = running_layer(run_of())
+    pods = run.layers["ingest-L2"].pods
+    pods.cpu_seconds, pods.running_cpu_seconds = 10.0, 7.0
     d = decide(Snapshot(run, {job_name_of("ingest-L2"): job_of(**job_kw)}), plan(run), None, T0)
     ls = d.state.layers["ingest-L2"]
-    assert (ls.cpu_seconds, ls.running_cpu_seconds) == (want_cpu, want_running)
+    assert (ls.pods.cpu_seconds, ls.pods.running_cpu_seconds) == (want_cpu, want_running)
 
 
 def test_the_approval_alert_names_the_layer_and_the_advance_mode() -> None:
@@ -659,7 +671,8 @@ def test_a_run_whose_layers_all_succeeded_finishes_and_says_so_once() -> None:
 
 
 def test_a_reconcile_that_changes_nothing_says_so() -> None:
-    run = running_layer(run_of(), active=2)
+    run = running_layer(run_of())
+    run.layers["ingest-L2"].progress.active = 2
     d = decide(
         Snapshot(run, {job_name_of("ingest-L2"): job_of()}),
         plan(run),

@@ -15,7 +15,7 @@ from shared.config.config import JobOverride
 from shared.config.config_files import load_config
 from shared.control.alerts import alert_body
 from shared.jobs.layer_spec import layer_spec
-from shared.model.state import LayerState, RunState
+from shared.model.state import Faults, JobAttempt, LayerState, PodUsage, RunState
 from shared.ports.cluster import PodInfo
 from shared.reconcile.build_plan import new_run, plan_for
 from shared.reconcile.decide import decide
@@ -100,9 +100,9 @@ def test_evictions_are_counted_per_index_and_preemptions_are_not(pods, counts, p
     run, ls = running_run()
     listed = [disrupted(f"u{n}", i, *why) for n, (i, why) in enumerate(pods)]
     after = decide_with(run, listed).state.layers[ls.key]
-    assert after.evictions == counts
-    assert after.pods_preempted == preempted  # disrupted pods: the Job spent no retry on them
-    assert after.pods_failed == 0
+    assert after.faults.evictions == counts
+    assert after.pods.preempted == preempted  # disrupted pods: the Job spent no retry on them
+    assert after.pods.failed == 0
 
 
 def test_a_listing_seen_again_counts_nothing_twice() -> None:
@@ -110,13 +110,16 @@ def test_a_listing_seen_again_counts_nothing_twice() -> None:
     pods = [disrupted("u0", 0), disrupted("u1", 0)]
     once = decide_with(run, pods).state
     twice = decide_with(once, pods).state
-    assert twice.layers[ls.key].evictions == "0:2"
+    assert twice.layers[ls.key].faults.evictions == "0:2"
 
 
 def test_a_running_pod_with_an_eviction_condition_is_not_counted_until_it_has_failed() -> None:
     run, ls = running_run()
     assert (
-        decide_with(run, [disrupted("u0", 0, phase="Running")]).state.layers[ls.key].evictions == ""
+        decide_with(run, [disrupted("u0", 0, phase="Running")])
+        .state.layers[ls.key]
+        .faults.evictions
+        == ""
     )
 
 
@@ -136,7 +139,7 @@ DECISIONS = {
 )
 def test_an_index_is_alerted_when_it_reaches_max_evictions_per_index(before, new, limit, alerted):
     run, ls = running_run()
-    ls.evictions = before
+    ls.faults.evictions = before
     pods = [disrupted(f"u{n}", i) for n, i in enumerate(new)]
     decision = decide_with(run, pods, limit=limit)
     alerts = [a for a in decision.actions if isinstance(a, Alert) and a.kind == ALERT_KIND]
@@ -146,17 +149,17 @@ def test_an_index_is_alerted_when_it_reaches_max_evictions_per_index(before, new
     [alert] = alerts
     assert (alert.stage, alert.layer) == ("ingest", 2)
     assert alert.details["indexes"] == alerted
-    counts = parse_counts(decision.state.layers[ls.key].evictions)
+    counts = parse_counts(decision.state.layers[ls.key].faults.evictions)
     assert alert.details["evictions"] == {str(i): counts[i] for i in alerted}
     assert alert.details["max_evictions_per_index"] == limit
-    assert alert.details["job"] == ls.job_name
+    assert alert.details["job"] == ls.job.name
     assert "pipeline submit" in alert.details["fix"]
 
 
 def test_each_index_is_alerted_once_and_a_later_one_on_its_own() -> None:
     run, ls = running_run()
     first = decide_with(run, [disrupted(f"u{n}", 0) for n in range(3)], limit=3)
-    assert first.state.layers[ls.key].eviction_alerted_indexes == "0"
+    assert first.state.layers[ls.key].faults.eviction_alerted_indexes == "0"
     pods = [disrupted(f"u{n}", 0) for n in range(4)] + [disrupted(f"v{n}", 7) for n in range(3)]
     second = decide_with(first.state, pods, limit=3)
     [alert] = [a for a in second.actions if isinstance(a, Alert) and a.kind == ALERT_KIND]
@@ -188,8 +191,10 @@ MEMORY = {
 
 @pytest.mark.parametrize(("oom", "evicted", "factor", "want"), MEMORY.values(), ids=MEMORY.keys())
 def test_the_next_attempt_asks_more_memory_after_repeated_evictions(oom, evicted, factor, want):
-    ls = LayerState("ingest", 2, oom_killed=oom, eviction_alerted_indexes="3" if evicted else "")
-    ls.evictions = "3:3" if evicted else "3:1"
+    ls = LayerState(
+        "ingest", 2, faults=Faults(oom_killed=oom, eviction_alerted_indexes="3" if evicted else "")
+    )
+    ls.faults.evictions = "3:3" if evicted else "3:1"
     assert next_memory_factor(ls, factor) == pytest.approx(want)
 
 
@@ -213,9 +218,9 @@ def test_the_alert_carries_each_indexs_chunks() -> None:
 def test_packed_counts_round_trip(text: str, counts: dict[int, int]) -> None:
     assert parse_counts(text) == counts
     assert parse_counts(format_counts(counts)) == counts
-    ls = LayerState("ingest", 2, evictions=text)
+    ls = LayerState("ingest", 2, faults=Faults(evictions=text))
     count_evictions(ls, [9])
-    assert parse_counts(ls.evictions) == {**counts, 9: counts.get(9, 0) + 1}
+    assert parse_counts(ls.faults.evictions) == {**counts, 9: counts.get(9, 0) + 1}
 
 
 @pytest.mark.parametrize("bad", ["3", "x:1", "3:0", "-1:2", "3:y"])
@@ -227,8 +232,8 @@ def test_bad_packed_counts_name_the_part(bad: str) -> None:
 def running_run() -> tuple[RunState, LayerState]:
     run = make_run()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", name_for(ls), 10, 2
-    ls.memory_request_gib, ls.progress_at, ls.ramp_started_at = 2.0, T0, T0
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", name_for(ls), 10, 2
+    ls.pods.memory_request_gib, ls.progress.at, ls.timing.ramp_started_at = 2.0, T0, T0
     return run, ls
 
 
@@ -240,7 +245,7 @@ def decide_with(run: RunState, pods: list[PodInfo], limit: int = 3):
             for k, v in run.layers.items()
         }
     )
-    seen = Snapshot(run, {ls.job_name: job(ls.job_name)}, {ls.job_name: pods})
+    seen = Snapshot(run, {ls.job.name: job(ls.job.name)}, {ls.job.name: pods})
     return decide(seen, plan, None, T0)
 
 
@@ -250,8 +255,10 @@ def decide_with(run: RunState, pods: list[PodInfo], limit: int = 3):
 def test_eviction_alert_details_in_full():
     from shared.reconcile.evictions import eviction_alert_details
 
-    ls = LayerState(stage="ingest", layer=2, job_name="j2", memory_request_gib=2.5)
-    ls.evictions = "3:4"  # index 3 evicted 4 times (the stored "index:count" form)
+    ls = LayerState(
+        stage="ingest", layer=2, job=JobAttempt(name="j2"), pods=PodUsage(memory_request_gib=2.5)
+    )
+    ls.faults.evictions = "3:4"  # index 3 evicted 4 times (the stored "index:count" form)
     assert eviction_alert_details(ls, 3) == {
         "indexes": [3],
         "evictions": {"3": 4},

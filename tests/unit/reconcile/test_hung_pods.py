@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from adapters.gke.cluster import log_line_time
-from shared.model.state import LayerState
+from shared.model.state import LayerState, PodUsage
 from shared.ports.cluster import ClusterError
 from shared.reconcile.decide import decide
 from shared.reconcile.decision import Alert, DeletePod, Snapshot
@@ -59,7 +59,7 @@ def test_hung_after_s(after_chunks, floor, chunk_s, want):
 
 
 def test_layer_threshold_spans_a_batch_when_only_logs_are_read():
-    ls = LayerState("ingest", 2, chunk_s_samples=[100.0] * 10)
+    ls = LayerState("ingest", 2, pods=PodUsage(chunk_s_samples=[100.0] * 10))
     assert layer_hung_after_s(ls, 5, 60) == 500  # done markers: per chunk
     assert layer_hung_after_s(ls, 5, 60, chunks_per_signal=32) == 5 * 100 * 32
     assert layer_hung_after_s(LayerState("ingest", 2), 5, 60, 32) == 60
@@ -70,12 +70,12 @@ def _record(phase: str, seconds: float) -> PodRecord:
 
 
 def test_chunk_times_come_from_succeeded_pods_over_their_batch():
-    ls = LayerState("ingest", 2, chunk_s_samples=[9.0])
+    ls = LayerState("ingest", 2, pods=PodUsage(chunk_s_samples=[9.0]))
     records = [_record("Succeeded", 64), _record("Failed", 1000), _record("Succeeded", 0)]
     note_chunk_times(ls, records, chunks_per_pod=32)
-    assert ls.chunk_s_samples == [9.0, 2.0]
+    assert ls.pods.chunk_s_samples == [9.0, 2.0]
     note_chunk_times(ls, [_record("Succeeded", 10)] * 500, chunks_per_pod=1)
-    assert len(ls.chunk_s_samples) == 200  # bounded: the latest ones
+    assert len(ls.pods.chunk_s_samples) == 200  # bounded: the latest ones
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_mark_handled_counts_each_pod_once():
     h = HungPod("p-a", "a", 0, T0, 100, 60)
     assert mark_handled(ls, [h]) == [h]
     assert mark_handled(ls, [h, HungPod("p-b", "b", 1, T0, 100, 60)])[0].uid == "b"
-    assert (ls.pods_hung, ls.hung_pod_uids) == (2, ["a", "b"])
+    assert (ls.faults.hung, ls.faults.hung_pod_uids) == (2, ["a", "b"])
 
 
 @pytest.mark.parametrize(
@@ -145,8 +145,8 @@ def test_a_log_line_without_a_timestamp_is_an_error():
 def _running(hung: list[HungPod], pods):
     run = make_run()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.progress_at = "running", name_for(ls), T0
-    name = ls.job_name
+    ls.phase, ls.job.name, ls.progress.at = "running", name_for(ls), T0
+    name = ls.job.name
     seen = Snapshot(run, {name: job(name)}, {name: pods}, hung={"ingest-L2": hung} if hung else {})
     return run, seen, name
 
@@ -159,13 +159,13 @@ def test_decide_deletes_a_hung_pod_and_alerts_once():
     assert DeletePod(name, pod.name) in d.actions
     [alert] = [a for a in d.actions if isinstance(a, Alert) and a.kind == "pod_hung"]
     assert alert.details["pod"] == pod.name and alert.details["log_tail"] == "stuck"
-    assert d.state.layers["ingest-L2"].pods_hung == 1 and d.changed
+    assert d.state.layers["ingest-L2"].faults.hung == 1 and d.changed
     # The next reconcile sees it still running (terminating): the delete again, no alert.
     seen2 = Snapshot(d.state, seen.jobs, seen.pods, hung={"ingest-L2": [h]})
     d2 = decide(seen2, plans(run), None, at(4010))
     assert d2.actions.count(DeletePod(name, pod.name)) == 1
     assert not [a for a in d2.actions if isinstance(a, Alert) and a.kind == "pod_hung"]
-    assert d2.state.layers["ingest-L2"].pods_hung == 1
+    assert d2.state.layers["ingest-L2"].faults.hung == 1
     # Once it has ended, nothing more.
     ended = [pod_info("a", phase="Failed", job_name=name, finished=at(4011), exit_code=137)]
     d3 = decide(Snapshot(d2.state, seen.jobs, {name: ended}), plans(run), None, at(4020))
@@ -196,4 +196,4 @@ def test_chunk_times_per_pod_and_short_runs():
 
     ls = LayerState(stage="ingest", layer=2)
     note_chunk_times(ls, [rec("a", 0.5), rec("b", 0.0), rec("c", 9.0, "Failed")], 1)
-    assert ls.chunk_s_samples == [0.5]  # one chunk per pod: its whole runtime; 0 s skipped
+    assert ls.pods.chunk_s_samples == [0.5]  # one chunk per pod: its whole runtime; 0 s skipped

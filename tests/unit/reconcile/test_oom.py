@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shared.config.config_files import load_config
-from shared.model.state import LayerState, RunState
+from shared.model.state import Faults, LayerState, RunState
 from shared.operate.operator_actions import resubmit
 from shared.ports.cluster import PodInfo
 from shared.reconcile.build_plan import new_run, plan_for
@@ -33,15 +33,15 @@ def pod(uid: str, reason: str | None, phase: str = "Failed", exit_code: int = 13
 def running_run() -> tuple[RunState, LayerState]:
     run = make_run()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", name_for(ls), 10, 2
-    ls.memory_request_gib, ls.progress_at, ls.ramp_started_at = 2.0, T0, T0
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", name_for(ls), 10, 2
+    ls.pods.memory_request_gib, ls.progress.at, ls.timing.ramp_started_at = 2.0, T0, T0
     return run, ls
 
 
 def decide_with(run: RunState, pods: list[PodInfo], now: datetime = T0):
     ls = run.layers["ingest-L2"]
     plan = Plan({k: LayerPlan(10, RAMP, job_name=name_for(v)) for k, v in run.layers.items()})
-    seen = Snapshot(run, {ls.job_name: job(ls.job_name)}, {ls.job_name: pods})
+    seen = Snapshot(run, {ls.job.name: job(ls.job.name)}, {ls.job.name: pods})
     return decide(seen, plan, None, now)
 
 
@@ -59,7 +59,7 @@ def test_oom_kills_are_counted_from_the_pods_reason(reasons, oom, failed):
     run, _ = running_run()
     pods = [pod(f"u{i}", r) for i, r in enumerate(reasons)]
     after = decide_with(run, pods).state.layers["ingest-L2"]
-    assert (after.oom_killed, after.pods_failed) == (oom, failed)
+    assert (after.faults.oom_killed, after.pods.failed) == (oom, failed)
 
 
 def test_the_oom_alert_is_sent_once_per_layer_with_the_memory_request():
@@ -70,7 +70,7 @@ def test_the_oom_alert_is_sent_once_per_layer_with_the_memory_request():
     assert alert.details["memory_request_gib"] == 2.0 and alert.details["pods"] == 1
     assert "peak_memory_gib" in alert.details
     later = decide_with(first.state, [pod("u1", "OOMKilled"), pod("u2", "OOMKilled")])
-    assert later.state.layers["ingest-L2"].oom_killed == 2
+    assert later.state.layers["ingest-L2"].faults.oom_killed == 2
     assert not [a for a in later.actions if isinstance(a, Alert) and a.kind == "oom_killed"]
 
 
@@ -84,7 +84,7 @@ def test_the_oom_alert_is_sent_once_per_layer_with_the_memory_request():
     ],
 )
 def test_next_memory_factor(oom_killed, current, factor, want):
-    ls = LayerState("ingest", 2, oom_killed=oom_killed, memory_factor=current)
+    ls = LayerState("ingest", 2, faults=Faults(oom_killed=oom_killed, memory_factor=current))
     assert next_memory_factor(ls, factor) == pytest.approx(want)
 
 
@@ -92,11 +92,15 @@ def test_a_resubmitted_layer_after_oom_kills_asks_for_more_memory_snapped():
     cfg = load_config(DEMO)
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
     ls = run.layers["ingest-L3"]
-    ls.phase, ls.oom_killed, ls.finished_at = "failed", 2, T0
+    ls.phase, ls.faults.oom_killed, ls.timing.finished_at = "failed", 2, T0
     before = plan_for(cfg, run).layers["ingest-L3"].memory_gib
     resubmit(run, "ingest", 3, "op", T0, oom_memory_factor=1.5)
     fresh = run.layers["ingest-L3"]
-    assert fresh.attempt == 1 and fresh.memory_factor == 1.5 and fresh.oom_killed == 0
+    assert (
+        fresh.job.attempt == 1
+        and fresh.faults.memory_factor == 1.5
+        and fresh.faults.oom_killed == 0
+    )
     raised = with_memory_factors(cfg, run)
     plan = plan_for(raised, run).layers["ingest-L3"]
     assert (before, plan.memory_gib) == (0.5, 0.75)  # 0.5 GiB x 1.5, on a 0.25 GiB step
@@ -110,9 +114,9 @@ def test_a_resubmitted_layer_after_oom_kills_asks_for_more_memory_snapped():
 def test_without_the_factor_a_resubmit_keeps_the_memory():
     cfg = load_config(DEMO)
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
-    run.layers["ingest-L2"].phase, run.layers["ingest-L2"].oom_killed = "failed", 1
+    run.layers["ingest-L2"].phase, run.layers["ingest-L2"].faults.oom_killed = "failed", 1
     resubmit(run, "ingest", 2, "op", T0)
-    assert run.layers["ingest-L2"].memory_factor == 1.0
+    assert run.layers["ingest-L2"].faults.memory_factor == 1.0
 
 
 @pytest.mark.parametrize(
@@ -126,6 +130,6 @@ def test_without_the_factor_a_resubmit_keeps_the_memory():
 )
 def test_status_shows_the_layers_oom_count(stored, listed, want):
     run, ls = running_run()
-    ls.oom_killed = stored
+    ls.faults.oom_killed = stored
     pods = None if listed is None else LayerPods(oom=listed)
     assert layer_progress(run, ls, LayerSize(10, 1), T0, pods=pods).oom == want

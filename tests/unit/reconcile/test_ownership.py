@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.model.state import LayerState, RunState
+from shared.model.state import JobAttempt, LayerState, RunState
 from shared.ports.cluster import JobStatus
 from shared.reconcile.ownership import (
     ATTEMPT,
@@ -23,7 +23,7 @@ CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 
 def _run() -> RunState:
     run = RunState("r1", "g", ["ingest"], {"ingest": 2}, created_at=CREATED)
-    ls = LayerState(stage="ingest", layer=2, attempt=1, job_name="j")
+    ls = LayerState(stage="ingest", layer=2, job=JobAttempt(attempt=1, name="j"))
     run.layers = {ls.key: ls}
     return run
 
@@ -66,5 +66,5 @@ def test_stamped_manifest_is_adopted_and_the_input_untouched():
     meta = out["metadata"]
     job = JobStatus("j", meta["labels"], meta["annotations"], 4, 1, False)
     assert meta["annotations"]["x"] == "1" and foreign_owner(job, run, ls) is None
-    ls.attempt = 2
+    ls.job.attempt = 2
     assert "attempt 1" in foreign_owner(job, run, ls)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.config.config import Ramp
-from shared.model.state import LayerState, RunState, build_layers
+from shared.model.state import JobAttempt, LayerState, PodUsage, RunState, build_layers
 from shared.money.costs import Billing, layer_cost, run_cost
 from shared.money.pricing import Rate, RateRow, load_rates
 from shared.ports.cluster import JobStatus, PodInfo
@@ -55,8 +55,8 @@ def test_records_each_finished_pod_once_across_reconciles():
     ls = LayerState("ingest", 2)
     now = T0 + timedelta(seconds=100)
     first = record_pods(ls, [pod("a"), pod("b")], now)
-    assert first == [] and unpack_open(ls.open_pods) == {pod_key("a"), pod_key("b")}
-    assert ls.running_cpu_seconds == pytest.approx(2 * 0.5 * 100)
+    assert first == [] and unpack_open(ls.pods.open) == {pod_key("a"), pod_key("b")}
+    assert ls.pods.running_cpu_seconds == pytest.approx(2 * 0.5 * 100)
     listing = [
         pod("a", "Succeeded", finished=10),
         pod("b"),
@@ -65,9 +65,9 @@ def test_records_each_finished_pod_once_across_reconciles():
     second = record_pods(ls, listing, now)
     assert sorted(r.uid for r in second) == ["a", "c"]
     assert record_pods(ls, listing, now) == []  # the same listing again: nothing new
-    assert (ls.pods_succeeded, ls.pods_failed) == (1, 1)
-    assert ls.cpu_seconds == pytest.approx(0.5 * 10 + 0.5 * 10)
-    assert ls.memory_gib_seconds == pytest.approx(2.0 * 20)
+    assert (ls.pods.succeeded, ls.pods.failed) == (1, 1)
+    assert ls.pods.cpu_seconds == pytest.approx(0.5 * 10 + 0.5 * 10)
+    assert ls.pods.memory_gib_seconds == pytest.approx(2.0 * 20)
 
 
 def test_pod_created_and_finished_between_listings_is_recorded():
@@ -89,7 +89,7 @@ def test_same_second_creation_is_not_lost_or_doubled():
 def test_preemptions_counted_apart():
     ls = LayerState("ingest", 2)
     record_pods(ls, [pod("a", "Failed", finished=3, reason="DisruptionTarget")], T0)
-    assert (ls.pods_preempted, ls.pods_failed) == (1, 0)
+    assert (ls.pods.preempted, ls.pods.failed) == (1, 0)
 
 
 @pytest.mark.parametrize(
@@ -106,13 +106,15 @@ def test_layer_cost(cpu_s, mem_s, phase, completions, succeeded, runtime, want_u
         "ingest",
         2,
         phase=phase,
-        completions=completions,
-        cpu_seconds=cpu_s,
-        memory_gib_seconds=mem_s,
-        pods_succeeded=succeeded,
-        succeeded_runtime_s=runtime,
-        cpu_request=0.5,
-        memory_request_gib=2.0,
+        job=JobAttempt(completions=completions),
+        pods=PodUsage(
+            cpu_seconds=cpu_s,
+            memory_gib_seconds=mem_s,
+            succeeded=succeeded,
+            succeeded_runtime_s=runtime,
+            cpu_request=0.5,
+            memory_request_gib=2.0,
+        ),
     )
     cost = layer_cost(ls, RATE)
     assert cost.usd == pytest.approx(want_usd)
@@ -120,17 +122,17 @@ def test_layer_cost(cpu_s, mem_s, phase, completions, succeeded, runtime, want_u
 
 
 def test_close_layer_stops_accrual():
-    ls = LayerState("ingest", 2, running_cpu_seconds=5.0, open_pods=["x"])
+    ls = LayerState("ingest", 2, pods=PodUsage(running_cpu_seconds=5.0, open=["x"]))
     close_layer(ls)
-    assert (ls.running_cpu_seconds, ls.open_pods) == (0.0, [])
+    assert (ls.pods.running_cpu_seconds, ls.pods.open) == (0.0, [])
 
 
 def run_with(spans: list[tuple[int, int | None]]) -> RunState:
     tops = {"ingest": 1 + len(spans)}
     run = RunState("r", "g", ["ingest"], tops, layers=build_layers(["ingest"], tops))
     for ls, (start, end) in zip(run.ordered_layers(), spans, strict=True):
-        ls.submitted_at = T0 + timedelta(hours=start)
-        ls.finished_at = None if end is None else T0 + timedelta(hours=end)
+        ls.timing.submitted_at = T0 + timedelta(hours=start)
+        ls.timing.finished_at = None if end is None else T0 + timedelta(hours=end)
         ls.phase = "running" if end is None else "succeeded"
     return run
 
@@ -171,8 +173,8 @@ def test_budget_guard_pauses_suspends_and_alerts_once(cpu_seconds, paused):
         layers=build_layers(["ingest"], tops),
     )
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.completions, ls.progress_at = "running", "j2", 5, T0
-    ls.submitted_at, ls.cpu_seconds = T0, cpu_seconds
+    ls.phase, ls.job.name, ls.job.completions, ls.progress.at = "running", "j2", 5, T0
+    ls.timing.submitted_at, ls.pods.cpu_seconds = T0, cpu_seconds
     jobs = {"j2": JobStatus("j2", {}, {}, completions=5, parallelism=2, suspended=False)}
     plan = Plan({k: LayerPlan(5, Ramp()) for k in run.layers}, billing=Billing("test"))
     d = decide(Snapshot(run, jobs), plan, DOLLAR_PER_CPU_S, T0)
@@ -197,7 +199,7 @@ def test_budget_guard_needs_rates_and_billing():
         "r", "g", ["ingest"], tops, budget_usd=1.0, layers=build_layers(["ingest"], tops)
     )
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.submitted_at, ls.cpu_seconds = "running", "j2", T0, 100.0
+    ls.phase, ls.job.name, ls.timing.submitted_at, ls.pods.cpu_seconds = "running", "j2", T0, 100.0
     jobs = {"j2": JobStatus("j2", {}, {}, completions=5, parallelism=2, suspended=False)}
     plans = {k: LayerPlan(5, Ramp()) for k in run.layers}
     for plan, rates in [
@@ -216,7 +218,7 @@ def test_open_pods_pack_into_few_strings_and_read_back():
 
 def test_open_pods_of_an_older_document_are_still_recognised():
     """Layer documents written before packing hold one raw uid per entry."""
-    ls = LayerState("ingest", 2, open_pods=["a"], pods_watermark=T0 + timedelta(seconds=99))
+    ls = LayerState("ingest", 2, pods=PodUsage(open=["a"], watermark=T0 + timedelta(seconds=99)))
     done = record_pods(ls, [pod("a", "Succeeded", finished=10)], T0 + timedelta(seconds=100))
     assert [r.uid for r in done] == ["a"]
 
@@ -226,10 +228,10 @@ def test_many_running_pods_are_recorded_once_each_when_they_finish():
     now = T0 + timedelta(seconds=100)
     running = [pod(f"u{i}") for i in range(5000)]
     assert record_pods(ls, running, now) == []
-    assert len(ls.open_pods) == 3
+    assert len(ls.pods.open) == 3
     finished = [pod(f"u{i}", "Succeeded", finished=20) for i in range(5000)]
     assert len(record_pods(ls, finished, now)) == 5000
-    assert record_pods(ls, finished, now) == [] and ls.open_pods == []
+    assert record_pods(ls, finished, now) == [] and ls.pods.open == []
 
 
 # Behaviour of `shared.reconcile.pod_accounting` that the mutation run found unchecked (issue 9):
@@ -297,48 +299,50 @@ def test_pod_keys_are_16_hex_digits() -> None:
 @pytest.mark.parametrize(
     ("phase", "reason", "field"),
     [
-        ("Succeeded", None, "pods_succeeded"),
-        ("Failed", "DisruptionTarget", "pods_preempted"),
-        ("Failed", "Error", "pods_failed"),
+        ("Succeeded", None, "succeeded"),
+        ("Failed", "DisruptionTarget", "preempted"),
+        ("Failed", "Error", "failed"),
     ],
 )
 def test_pod_counters_add_to_what_earlier_reconciles_counted(phase, reason, field) -> None:
-    ls = LayerState("ingest", 2, succeeded_runtime_s=100.0)
-    setattr(ls, field, 3)
+    ls = LayerState("ingest", 2, pods=PodUsage(succeeded_runtime_s=100.0))
+    setattr(ls.pods, field, 3)
     record_pods(ls, [billed_pod("u", phase, finished=at(30), reason=reason)], at(40))
-    assert getattr(ls, field) == 4
-    assert ls.succeeded_runtime_s == (130.0 if phase == "Succeeded" else 100.0)
+    assert getattr(ls.pods, field) == 4
+    assert ls.pods.succeeded_runtime_s == (130.0 if phase == "Succeeded" else 100.0)
 
 
 @pytest.mark.parametrize("started", [None, 60])  # not started yet; started at the listing
 def test_a_pod_that_has_not_run_yet_accrues_nothing(started) -> None:
     ls = LayerState("ingest", 2)
     record_pods(ls, [billed_pod("u", "Pending" if started is None else "Running", started)], at(60))
-    assert (ls.running_cpu_seconds, ls.running_memory_gib_seconds) == (0.0, 0.0)
+    assert (ls.pods.running_cpu_seconds, ls.pods.running_memory_gib_seconds) == (0.0, 0.0)
 
 
 def test_a_pod_that_vanishes_before_it_ran_adds_nothing() -> None:
     ls = LayerState("ingest", 2)
     record_pods(ls, [billed_pod("u", "Pending", None)], at(60))
     record_pods(ls, [], at(120))
-    assert (ls.cpu_seconds, ls.memory_gib_seconds) == (0.0, 0.0)
+    assert (ls.pods.cpu_seconds, ls.pods.memory_gib_seconds) == (0.0, 0.0)
 
 
 def test_a_vanished_pod_keeps_its_memory_and_cpu_apart_from_a_pod_still_listed() -> None:
-    ls = LayerState("ingest", 2, cpu_seconds=1.0, memory_gib_seconds=3.0)  # recorded before
+    ls = LayerState(
+        "ingest", 2, pods=PodUsage(cpu_seconds=1.0, memory_gib_seconds=3.0)
+    )  # recorded before
     b = billed_pod("b", started=30, memory_request_gib=4.0)
     record_pods(ls, [billed_pod("a"), b], at(60))  # a: 60 s, b: 30 s so far
     record_pods(ls, [b], at(100))
-    assert (ls.cpu_seconds, ls.memory_gib_seconds) == (1.0 + 0.5 * 60, 3.0 + 2.0 * 60)
-    assert (ls.running_cpu_seconds, ls.running_memory_gib_seconds) == (0.5 * 70, 4.0 * 70)
+    assert (ls.pods.cpu_seconds, ls.pods.memory_gib_seconds) == (1.0 + 0.5 * 60, 3.0 + 2.0 * 60)
+    assert (ls.pods.running_cpu_seconds, ls.pods.running_memory_gib_seconds) == (0.5 * 70, 4.0 * 70)
 
 
 def test_a_document_without_a_listing_time_closes_nothing() -> None:
     """Open pods from a document written before `pods_listed_at` existed: nothing to close
     them at, so nothing is added (and nothing raises)."""
-    ls = LayerState("ingest", 2, open_pods=[pod_key("gone")], running_cpu_seconds=5.0)
+    ls = LayerState("ingest", 2, pods=PodUsage(open=[pod_key("gone")], running_cpu_seconds=5.0))
     record_pods(ls, [], at(60))
-    assert ls.cpu_seconds == 0.0
+    assert ls.pods.cpu_seconds == 0.0
 
 
 def test_a_pod_missing_from_one_listing_and_back_finished_is_not_counted_twice() -> None:
@@ -348,8 +352,8 @@ def test_a_pod_missing_from_one_listing_and_back_finished_is_not_counted_twice()
     record_pods(ls, [billed_pod("a"), billed_pod("b")], at(60))
     record_pods(ls, [billed_pod("b")], at(70))  # "a" missing: closed at 60 s
     record_pods(ls, [billed_pod("a", "Succeeded", finished=at(80)), billed_pod("b")], at(90))
-    assert ls.cpu_seconds == pytest.approx(0.5 * 60)
-    assert ls.pods_succeeded == 0
+    assert ls.pods.cpu_seconds == pytest.approx(0.5 * 60)
+    assert ls.pods.succeeded == 0
 
 
 def test_a_pod_created_at_the_watermark_instant_is_recorded_once() -> None:
@@ -366,19 +370,23 @@ def test_the_watermark_keeps_only_the_pods_created_at_it() -> None:
     ls = LayerState("ingest", 2)
     record_pods(ls, [billed_pod("a")], at(60))
     record_pods(ls, [billed_pod("a"), billed_pod("c", created=at(10))], at(70))
-    assert (ls.pods_watermark, ls.pods_at_watermark) == (at(10), ["c"])
+    assert (ls.pods.watermark, ls.pods.at_watermark) == (at(10), ["c"])
 
 
 def test_closing_a_layer_adds_its_running_usage_to_what_was_recorded() -> None:
-    ls = LayerState("ingest", 2, cpu_seconds=10.0, memory_gib_seconds=20.0)
-    ls.running_cpu_seconds, ls.running_memory_gib_seconds, ls.open_pods = 5.0, 7.0, ["k"]
+    ls = LayerState("ingest", 2, pods=PodUsage(cpu_seconds=10.0, memory_gib_seconds=20.0))
+    ls.pods.running_cpu_seconds, ls.pods.running_memory_gib_seconds, ls.pods.open = 5.0, 7.0, ["k"]
     close_layer(ls)
-    assert (ls.cpu_seconds, ls.memory_gib_seconds) == (15.0, 27.0)
-    assert (ls.running_cpu_seconds, ls.running_memory_gib_seconds, ls.open_pods) == (0.0, 0.0, [])
+    assert (ls.pods.cpu_seconds, ls.pods.memory_gib_seconds) == (15.0, 27.0)
+    assert (ls.pods.running_cpu_seconds, ls.pods.running_memory_gib_seconds, ls.pods.open) == (
+        0.0,
+        0.0,
+        [],
+    )
 
 
 def test_a_vanished_pod_accrues_the_layers_requests_up_to_the_jobs_record() -> None:
-    ls = LayerState("ingest", 2, cpu_request=0.5, memory_request_gib=2.0)
+    ls = LayerState("ingest", 2, pods=PodUsage(cpu_request=0.5, memory_request_gib=2.0))
     record_pods(ls, [billed_pod("a")], at(60))
     record_pods(ls, [], at(200), at(100))  # the Job vouches for it until 100 s
-    assert (ls.cpu_seconds, ls.memory_gib_seconds) == (0.5 * 100, 2.0 * 100)
+    assert (ls.pods.cpu_seconds, ls.pods.memory_gib_seconds) == (0.5 * 100, 2.0 * 100)

@@ -29,7 +29,7 @@ def test_a_pod_seen_running_then_gone_keeps_its_runtime_to_the_last_sighting() -
     ls = LayerState("ingest", 2)
     record_pods(ls, [running("a")], T0 + timedelta(seconds=60))  # seen running, 60 s in
     record_pods(ls, [], T0 + timedelta(seconds=120))  # deleted (suspend, node lost, ...)
-    assert ls.cpu_seconds + ls.running_cpu_seconds >= 60.0
+    assert ls.pods.cpu_seconds + ls.pods.running_cpu_seconds >= 60.0
 
 
 def test_a_vanished_pod_is_closed_at_its_last_sighting_not_later() -> None:
@@ -41,15 +41,15 @@ def test_a_vanished_pod_is_closed_at_its_last_sighting_not_later() -> None:
         running("b", started=30), phase="Succeeded", finished=T0 + timedelta(seconds=150)
     )
     record_pods(ls, [b_done], T0 + timedelta(seconds=200))
-    assert ls.cpu_seconds == pytest.approx(60.0 + 120.0)
-    assert ls.running_cpu_seconds == 0.0
+    assert ls.pods.cpu_seconds == pytest.approx(60.0 + 120.0)
+    assert ls.pods.running_cpu_seconds == 0.0
     record_pods(ls, [b_done], T0 + timedelta(seconds=260))  # a repeat listing adds nothing
-    assert ls.cpu_seconds == pytest.approx(180.0)
+    assert ls.pods.cpu_seconds == pytest.approx(180.0)
 
 
 def _layer(cpu: float = 1.0, memory_gib: float = 2.0) -> LayerState:
     ls = LayerState("ingest", 2)
-    ls.cpu_request, ls.memory_request_gib = cpu, memory_gib
+    ls.pods.cpu_request, ls.pods.memory_request_gib = cpu, memory_gib
     return ls
 
 
@@ -74,9 +74,9 @@ def test_a_vanished_pod_is_closed_at_the_later_of_its_sighting_and_the_jobs_reco
     record_pods(ls, pods, T0 + timedelta(seconds=60))
     record = None if job_record_s is None else T0 + timedelta(seconds=job_record_s)
     record_pods(ls, [], T0 + timedelta(seconds=200), record)
-    assert ls.cpu_seconds == pytest.approx(want_cpu_s)
-    assert ls.memory_gib_seconds == pytest.approx(2.0 * want_cpu_s)
-    assert ls.running_cpu_seconds == 0.0
+    assert ls.pods.cpu_seconds == pytest.approx(want_cpu_s)
+    assert ls.pods.memory_gib_seconds == pytest.approx(2.0 * want_cpu_s)
+    assert ls.pods.running_cpu_seconds == 0.0
 
 
 def test_the_jobs_record_extends_only_the_vanished_pods() -> None:
@@ -86,8 +86,8 @@ def test_the_jobs_record_extends_only_the_vanished_pods() -> None:
     record_pods(
         ls, [running("b", started=30)], T0 + timedelta(seconds=200), T0 + timedelta(seconds=100)
     )
-    assert ls.cpu_seconds == pytest.approx(60.0 + 40.0)  # "a": to the Job's record
-    assert ls.running_cpu_seconds == pytest.approx(170.0)  # "b": 30 s .. 200 s
+    assert ls.pods.cpu_seconds == pytest.approx(60.0 + 40.0)  # "a": to the Job's record
+    assert ls.pods.running_cpu_seconds == pytest.approx(170.0)  # "b": 30 s .. 200 s
 
 
 def test_a_repeat_listing_with_the_jobs_record_adds_nothing() -> None:
@@ -96,7 +96,7 @@ def test_a_repeat_listing_with_the_jobs_record_adds_nothing() -> None:
     record = T0 + timedelta(seconds=100)
     record_pods(ls, [], T0 + timedelta(seconds=200), record)
     record_pods(ls, [], T0 + timedelta(seconds=260), record)
-    assert ls.cpu_seconds == pytest.approx(100.0)
+    assert ls.pods.cpu_seconds == pytest.approx(100.0)
 
 
 def test_reconcile_closes_a_vanished_pod_at_its_complete_jobs_completion_time() -> None:
@@ -116,9 +116,9 @@ def test_reconcile_closes_a_vanished_pod_at_its_complete_jobs_completion_time() 
         layers=build_layers(["ingest"], {"ingest": 2}),
     )
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", "j", 1, 1
-    ls.cpu_request, ls.memory_request_gib = 1.0, 1.0
-    ls.submitted_at = ls.ramp_started_at = ls.progress_at = T0
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", "j", 1, 1
+    ls.pods.cpu_request, ls.pods.memory_request_gib = 1.0, 1.0
+    ls.timing.submitted_at = ls.timing.ramp_started_at = ls.progress.at = T0
     record_pods(ls, [running("a")], T0 + timedelta(seconds=60))
     done = JobStatus(
         name="j",
@@ -136,4 +136,4 @@ def test_reconcile_closes_a_vanished_pod_at_its_complete_jobs_completion_time() 
     d = decide(Snapshot(run, {"j": done}, {"j": []}), plan, None, T0 + timedelta(seconds=120))
     got = d.state.layers["ingest-L2"]
     assert got.phase == "succeeded"
-    assert got.cpu_seconds == pytest.approx(90.0)
+    assert got.pods.cpu_seconds == pytest.approx(90.0)

@@ -20,7 +20,7 @@ from shared.config.config import ConfigError, LayerOverride
 from shared.config.config_files import load_config
 from shared.control.commit_record import commit_record
 from shared.jobs.autopilot import Requests
-from shared.model.state import LayerState
+from shared.model.state import LayerState, PodUsage
 from shared.money.pricing import load_rates, pod_cost, rate_for
 from shared.ports.pod_usage import PodLifeUsage, with_usage
 from shared.reconcile.decide import decide
@@ -44,10 +44,13 @@ DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml
 RATE = rate_for(load_rates(), "us-central1", "", True)
 
 
-def _layer(layer: int, cpu: list[float], mem: list[float], **kw: object) -> LayerState:
-    ls = LayerState(stage="ingest", layer=layer, cpu_request=1.0, memory_request_gib=4.0)
-    for k, v in kw.items():
-        setattr(ls, k, v)
+def _layer(
+    layer: int, cpu: list[float], mem: list[float], cpu_s: float = 0.0, runtime_s: float = 0.0
+) -> LayerState:
+    ls = LayerState(
+        stage="ingest", layer=layer, pods=PodUsage(cpu_request=1.0, memory_request_gib=4.0)
+    )
+    ls.pods.cpu_seconds, ls.pods.succeeded_runtime_s = cpu_s, runtime_s
     note_usage(ls, [PodFigures(c, m) for c, m in zip(cpu, mem, strict=True)])
     return ls
 
@@ -85,14 +88,14 @@ def test_memory_growth_fit(points: list[tuple[int, float]], expected: float) -> 
 def test_note_usage_keeps_the_latest_samples() -> None:
     ls = LayerState(stage="ingest", layer=2)
     note_usage(ls, [PodFigures(i, i) for i in range(SAMPLES_KEPT + 5)])
-    assert len(ls.used_cpu) == len(ls.used_memory_gib) == SAMPLES_KEPT
-    assert ls.used_cpu[0] == 5 and ls.used_memory_gib[-1] == SAMPLES_KEPT + 4
+    assert len(ls.pods.used_cpu) == len(ls.pods.used_memory_gib) == SAMPLES_KEPT
+    assert ls.pods.used_cpu[0] == 5 and ls.pods.used_memory_gib[-1] == SAMPLES_KEPT + 4
 
 
 def test_record_pods_keeps_succeeded_pods_figures_only() -> None:
     """The pod accounting hands right-sizing the measured succeeded pods, not failed ones and
     not pods the cluster did not measure (GKE)."""
-    ls = LayerState(stage="ingest", layer=2, cpu_request=1.0, memory_request_gib=2.0)
+    ls = LayerState(stage="ingest", layer=2, pods=PodUsage(cpu_request=1.0, memory_request_gib=2.0))
     t = T0 + timedelta(seconds=10)
     pods = [
         pod_info("a", "Succeeded", started=T0, finished=t, peak_memory_gib=1.5, cpu_used=0.4),
@@ -100,7 +103,7 @@ def test_record_pods_keeps_succeeded_pods_figures_only() -> None:
         pod_info("c", "Succeeded", started=T0, finished=t),
     ]
     record_pods(ls, pods, t + timedelta(seconds=1))
-    assert ls.used_cpu == [0.4] and ls.used_memory_gib == [1.5]
+    assert ls.pods.used_cpu == [0.4] and ls.pods.used_memory_gib == [1.5]
     usage = layer_usage(ls)
     assert usage is not None and usage.peak_memory_gib == 1.5 and usage.cpu_p95 == 0.4
 
@@ -134,8 +137,8 @@ def test_size_from_layers_below(
 
 
 def test_suggest_compares_with_what_the_layer_used_and_prices_the_savings() -> None:
-    l2 = _layer(2, [0.2, 0.3], [0.6, 0.8], cpu_seconds=100.0, succeeded_runtime_s=100.0)
-    l3 = _layer(3, [0.3], [1.4], cpu_seconds=50.0, succeeded_runtime_s=50.0)
+    l2 = _layer(2, [0.2, 0.3], [0.6, 0.8], cpu_s=100.0, runtime_s=100.0)
+    l3 = _layer(3, [0.3], [1.4], cpu_s=50.0, runtime_s=50.0)
     l4 = LayerState(stage="ingest", layer=4)  # not run: sized from the fit, no savings yet
     l5 = LayerState(stage="ingest", layer=5)
     requested = {"ingest-L4": Requests(1.0, 4.0), "ingest-L5": Requests(1.0, 4.0)}
@@ -169,7 +172,7 @@ def test_auto_sizes_each_layer_from_the_layers_below_and_an_oom_widens_the_margi
     assert 2 not in got  # nothing below layer 2 (its canary sizes it)
     assert got[3] == Requests(0.5, 1.0)  # from L2 alone
     assert got[4] == Requests(0.75, 4.0)  # L3's 2 GiB grown x2 (fitted over L2-L3)
-    l3.oom_killed = 1  # the right-sized L3 was OOM-killed: L4 gets a wider margin
+    l3.faults.oom_killed = 1  # the right-sized L3 was OOM-killed: L4 gets a wider margin
     got = rightsized_layers([l2, l3, l4], 1.0)
     assert got[3] == Requests(0.5, 1.0)
     assert got[4] == Requests(1.0, 5.0)  # 2 x 2 x 1.25 = 5 GiB
@@ -273,8 +276,8 @@ def test_a_finished_layer_keeps_the_usage_read_for_pods_recorded_before(
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
     name = name_for(ls)
-    ls.phase, ls.job_name, ls.completions, ls.parallelism = "running", name, 2, 2
-    ls.cpu_request, ls.memory_request_gib = 1.0, 2.0
+    ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", name, 2, 2
+    ls.pods.cpu_request, ls.pods.memory_request_gib = 1.0, 2.0
     end = T0 + timedelta(seconds=90)
     pods = [
         pod_info(f"u{i}", "Succeeded", name=f"{name}-{i}-x", job_name=name, index=i, finished=end)
@@ -283,7 +286,7 @@ def test_a_finished_layer_keeps_the_usage_read_for_pods_recorded_before(
     plan = plans(run, completions=2)
     # the pods finished while the Job ran: recorded without figures (the cluster has none)
     first = decide(Snapshot(run, {name: job(name, completions=2)}, {name: pods}), plan, None, end)
-    assert first.state.layers["ingest-L2"].used_cpu == []
+    assert first.state.layers["ingest-L2"].pods.used_cpu == []
     # the Job completes: its pods' lifetime usage is read once and the layer keeps it
     usage = {f"{name}-0-x": PodLifeUsage(1.5, 0.75), f"{name}-1-x": PodLifeUsage(0.5, 0.25)}
     complete = {name: job(name, completions=2, succeeded=2, condition="Complete")}
@@ -296,9 +299,9 @@ def test_a_finished_layer_keeps_the_usage_read_for_pods_recorded_before(
     done = decide(seen, plan, None, end + timedelta(seconds=5)).state.layers["ingest-L2"]
     assert done.phase == "succeeded"
     if read_from_monitoring:
-        assert (done.used_cpu, done.used_memory_gib) == ([0.75, 0.25], [1.5, 0.5])
+        assert (done.pods.used_cpu, done.pods.used_memory_gib) == ([0.75, 0.25], [1.5, 0.5])
     else:  # the cluster's own figures are noted as pods finish, never twice
-        assert done.used_cpu == []
+        assert done.pods.used_cpu == []
 
 
 @pytest.mark.parametrize(
@@ -331,9 +334,9 @@ def _started_l3(tmp_path: Path, mode: str, requests: tuple[float, float] | None 
     l2, l3 = run.layers["ingest-L2"], run.layers["ingest-L3"]
     l2.phase = "succeeded"
     note_usage(l2, [PodFigures(0.4, 1.6)])
-    l3.phase, l3.job_name = "running", "job-ingest-3"
-    l3.cpu_request, l3.memory_request_gib = requests or (0.5, 1.75)
-    at = l3.submitted_at = T0 + timedelta(minutes=5)
+    l3.phase, l3.job.name = "running", "job-ingest-3"
+    l3.pods.cpu_request, l3.pods.memory_request_gib = requests or (0.5, 1.75)
+    at = l3.timing.submitted_at = T0 + timedelta(minutes=5)
     return cfg, Decision(run, [CreateJob("ingest", 3, "job-ingest-3", 2)], at, changed=True)
 
 
@@ -378,7 +381,7 @@ def test_no_config_version_without_a_right_sized_change(
     )
     decision.actions[0] = CreateJob("ingest", 3, job_name, 2)
     if requests == "re-created":
-        decision.state.layers["ingest-L3"].submitted_at = T0
+        decision.state.layers["ingest-L3"].timing.submitted_at = T0
     version = decision.state.config_version
     got = with_rightsize_version(decision)
     assert got.config_versions == [] and got.state.config_version == version

@@ -26,13 +26,18 @@ def two_stage_run(mesh_running: int, cache_running: int | None) -> RunState:
     tops = {"ingest": 2, "meshing": 2, "l2cache": 2}
     run = RunState("r1", "g", stages, tops, advance="auto", layers=build_layers(stages, tops))
     run.layers["ingest-L2"].phase = "succeeded"
-    run.layers["ingest-L2"].finished_at = T0
+    run.layers["ingest-L2"].timing.finished_at = T0
     for key, pods, cpu in (("meshing-L2", mesh_running, 4.0), ("l2cache-L2", cache_running, 1.0)):
         if pods is None:
             continue
         ls = run.layers[key]
-        ls.phase, ls.job_name, ls.parallelism, ls.cpu_request = "running", name_for(ls), pods, cpu
-        ls.completions, ls.ramp_started_at, ls.progress_at = 100, T0, T0
+        ls.phase, ls.job.name, ls.job.parallelism, ls.pods.cpu_request = (
+            "running",
+            name_for(ls),
+            pods,
+            cpu,
+        )
+        ls.job.completions, ls.timing.ramp_started_at, ls.progress.at = 100, T0, T0
     return run
 
 
@@ -47,7 +52,7 @@ def plan(run: RunState, max_vcpus: float | None) -> Plan:
 
 def decide_at(run: RunState, max_vcpus: float | None, others: float, minutes: float = 10):
     jobs = {
-        ls.job_name: job(ls.job_name, completions=100, parallelism=ls.parallelism)
+        ls.job.name: job(ls.job.name, completions=100, parallelism=ls.job.parallelism)
         for ls in run.layers.values()
         if ls.phase == "running"
     }
@@ -57,7 +62,7 @@ def decide_at(run: RunState, max_vcpus: float | None, others: float, minutes: fl
 
 def parallelism(d, key: str) -> int | None:
     ls = d.state.layers[key]
-    return ls.parallelism if ls.phase == "running" else None
+    return ls.job.parallelism if ls.phase == "running" else None
 
 
 @pytest.mark.parametrize(
@@ -102,7 +107,7 @@ def test_a_new_layer_starts_only_when_a_pod_fits(max_vcpus, others, starts, want
     creates = [a for a in d.actions if isinstance(a, CreateJob) and a.stage == "l2cache"]
     assert bool(creates) == starts
     assert parallelism(d, "l2cache-L2") == want
-    assert d.state.layers["l2cache-L2"].held_by_vcpu_cap == (not starts)  # status says why
+    assert d.state.layers["l2cache-L2"].timing.held_by_vcpu_cap == (not starts)  # status says why
     if creates:
         assert creates[0].parallelism == want
 

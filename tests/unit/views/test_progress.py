@@ -57,11 +57,11 @@ def test_waits_on_names_the_layer_below_the_stage_the_approval_and_a_pause():
     assert waits_on(run, l2) == "approval: pipeline approve r1 ingest 2"
     assert waits_on(run, l3) == "ingest-L2 (waiting)"
     assert waits_on(run, run.layers["l2cache-L2"]) == "stage ingest"
-    l2.approved = True
+    l2.approval.granted = True
     assert waits_on(run, l2) == "the controller's next reconcile"
-    l2.held_by_vcpu_cap = True
+    l2.timing.held_by_vcpu_cap = True
     assert waits_on(run, l2) == "room under controller.max_vcpus (running layers hold it)"
-    l2.held_by_vcpu_cap = False
+    l2.timing.held_by_vcpu_cap = False
     run.status = "paused"
     assert waits_on(run, l2) == "run paused: pipeline resume r1"
     l2.phase = "running"
@@ -71,8 +71,17 @@ def test_waits_on_names_the_layer_below_the_stage_the_approval_and_a_pause():
 def test_a_running_layer_rate_and_eta():
     run = _run()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.submitted_at, ls.completed_indexes = "running", T0, "0-3"  # 40 chunks
-    ls.active, ls.parallelism, ls.pods_failed, ls.failed_indexes = 4, 8, 3, "7"
+    ls.phase, ls.timing.submitted_at, ls.progress.completed_indexes = (
+        "running",
+        T0,
+        "0-3",
+    )  # 40 chunks
+    ls.progress.active, ls.job.parallelism, ls.pods.failed, ls.progress.failed_indexes = (
+        4,
+        8,
+        3,
+        "7",
+    )
     now = T0 + timedelta(minutes=2)
     lp = layer_progress(
         run, ls, LayerSize(100, 10), now, ramp_target=16, cost_usd=0.5,
@@ -95,7 +104,11 @@ def test_a_waiting_layer_has_no_rate_and_unread_pods_are_none():
 def test_a_succeeded_layer_is_complete_whatever_its_index_string():
     run = _run()
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.submitted_at, ls.finished_at = "succeeded", T0, T0 + timedelta(minutes=1)
+    ls.phase, ls.timing.submitted_at, ls.timing.finished_at = (
+        "succeeded",
+        T0,
+        T0 + timedelta(minutes=1),
+    )
     lp = layer_progress(run, ls, LayerSize(10, 4), T0 + timedelta(hours=1))
     assert (lp.chunks_done, lp.elapsed_s, lp.chunks_per_min) == (10, 60.0, 10.0)
 
@@ -103,8 +116,8 @@ def test_a_succeeded_layer_is_complete_whatever_its_index_string():
 def test_run_rate_counts_overlapping_spans_once():
     run = _run()
     l2, l3 = run.layers["ingest-L2"], run.layers["ingest-L3"]
-    l2.submitted_at, l2.finished_at = T0, T0 + timedelta(minutes=2)
-    l3.submitted_at = T0 + timedelta(minutes=1)
+    l2.timing.submitted_at, l2.timing.finished_at = T0, T0 + timedelta(minutes=2)
+    l3.timing.submitted_at = T0 + timedelta(minutes=1)
     now = T0 + timedelta(minutes=4)
     rows = [
         layer_progress(run, l2, LayerSize(60, 10), now),
@@ -181,7 +194,7 @@ def test_a_layer_eta_and_projection_come_from_its_forecast(
 ):
     run = _run(advance="auto")
     ls = run.layers["ingest-L2"]
-    ls.phase, ls.submitted_at, ls.completed_indexes = phase, T0, completed
+    ls.phase, ls.timing.submitted_at, ls.progress.completed_indexes = phase, T0, completed
     lp = layer_progress(
         run, ls, LayerSize(80, 8), T0 + timedelta(minutes=1), cost_usd=cost, forecast=forecast
     )
@@ -201,7 +214,7 @@ def test_the_run_eta_and_projection_come_from_its_forecast(status, forecast, eta
     run = _run(advance="auto")
     run.status = status
     l2 = run.layers["ingest-L2"]
-    l2.phase, l2.submitted_at = "running", T0
+    l2.phase, l2.timing.submitted_at = "running", T0
     now = T0 + timedelta(minutes=6)
     rows = [layer_progress(run, l2, LayerSize(120, 10), now)]
     rows[0] = LayerProgress(**{**rows[0].__dict__, "chunks_done": 60})

@@ -71,8 +71,8 @@ def test_ramp_allowed_sums_running_layers_and_honours_overrides():
         "r", "g", ["ingest"], {"ingest": 3}, layers=build_layers(["ingest"], {"ingest": 3})
     )
     l2, l3 = run.layers["ingest-L2"], run.layers["ingest-L3"]
-    l2.ramp_started_at, l2.finished_at = at(0), at(100)
-    l3.ramp_started_at, l3.scale_override = at(50), 7
+    l2.timing.ramp_started_at, l2.timing.finished_at = at(0), at(100)
+    l3.timing.ramp_started_at, l3.job.scale_override = at(50), 7
     ramps = {"ingest": Ramp(start=2, factor=2, period=10, max=100)}
     allowed = ramp_allowed(
         run, ramps, {"ingest-L2": 50, "ingest-L3": 50}, [at(0), at(25), at(60)], at(200)
