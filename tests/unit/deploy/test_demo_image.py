@@ -174,7 +174,8 @@ COPY worker/ all/worker/
     [
         ("COPY demo/ all/demo/\n", {"PACKAGES": "shared adapters worker demo"}, True),
         ("COPY demo/ all/demo/\n", {}, False),  # the demo build forgot PACKAGES
-        ("", {"PACKAGES": "shared adapters worker demo"}, False),  # the Dockerfile never copies demo/
+        # the Dockerfile never copies demo/
+        ("", {"PACKAGES": "shared adapters worker demo"}, False),
     ],
 )
 def test_the_check_on_small_builds(tmp_path: Path, extra: str, args: dict, ok: bool) -> None:
