@@ -35,7 +35,7 @@ def canary_step(
         if ls.timing.held_by_vcpu_cap:
             return True
         parallelism = vcpus.take_new(lp.cpu, lp.canary.chunks)
-    holds, todo = canary_holds(
+    holds, pending = canary_holds(
         ls,
         lp.canary,
         seen.jobs.get(name),
@@ -45,7 +45,7 @@ def canary_step(
         seen.canary_logs,
         parallelism,
     )
-    for kind, what in todo:
+    for kind, what in pending:
         if kind == "create":
             job_name, parallelism = what
             out.append(CreateJob(ls.stage, ls.layer, job_name, parallelism))

@@ -74,16 +74,16 @@ def packages_imported(root: Path, entries: list[str]) -> set[str]:
     """First-party top-level packages reached from the entry modules, transitively."""
     ours = first_party(root)
     seen: set[str] = set()
-    todo = list(entries)
-    while todo:
-        module = todo.pop()
+    pending = list(entries)
+    while pending:
+        module = pending.pop()
         if module in seen or module.split(".")[0] not in ours:
             continue
         seen.add(module)
         # a submodule's import runs its packages' __init__ too
         parts = module.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-        todo += sorted(imports_of(root, module))
+        pending += [".".join(parts[:i]) for i in range(1, len(parts))]
+        pending += sorted(imports_of(root, module))
     return {m.split(".")[0] for m in seen}
 
 
