@@ -15,14 +15,13 @@ See docs/bigtable-ramp-and-bill.md.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 
-from adapters.local.process_groups import HOST
+from adapters.local.tcp_relay import TcpRelay
 from shared.ports.bigtable_monitor import Sample
 
 CAPACITY_ENV = "PIPELINE_LOCAL_BIGTABLE_RPS"
@@ -72,37 +71,21 @@ class FrameCounter:
         return count
 
 
-class BigtableMeter:
+class BigtableMeter(TcpRelay):
     """`BigtableMeter("127.0.0.1:PORT").start()`; clients use `meter.address`;
     `meter.rate(window_s)` is the requests a second over the last `window_s`."""
 
     def __init__(self, target: str, clock: Callable[[], float] = time.monotonic) -> None:
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
+        super().__init__(target, name="bigtable-meter")
         self.clock = clock
         self.total = 0
         self.bytes_in = 0  # what the clients sent: the writes, and the reads' requests
         self._lock = threading.Lock()
         self._seconds: deque[list[float]] = deque(maxlen=600)  # [second, requests]
-        self._listener = socket.create_server((HOST, 0))
-        self._sockets: list[socket.socket] = [self._listener]
-        self._stopping = threading.Event()
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self._listener.getsockname()[1]}"
 
     def start(self) -> BigtableMeter:
-        threading.Thread(target=self._accept, name="bigtable-meter", daemon=True).start()
+        super().start()
         return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        for sock in list(self._sockets):
-            try:
-                sock.close()
-            except OSError:
-                pass
 
     def count(self, requests: int) -> None:
         """Note `requests` now."""
@@ -123,43 +106,14 @@ class BigtableMeter:
             recent = sum(n for second, n in self._seconds if second + 1 > since)
         return recent / window_s
 
-    def _accept(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:  # closed
-                return
-            try:
-                server = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            # gRPC writes small frames and waits for answers: without TCP_NODELAY, Nagle's
-            # algorithm holds each one for the peer's delayed ACK (tens of ms a request).
-            for sock in (client, server):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sockets = [s for s in self._sockets if s.fileno() != -1] + [client, server]
-            for args in ((client, server, FrameCounter()), (server, client, None)):
-                threading.Thread(target=self._pump, args=args, daemon=True).start()
+    def open_stream(self, from_client: bool) -> FrameCounter | None:
+        return FrameCounter() if from_client else None  # the requests: the client's frames
 
-    def _pump(self, src: socket.socket, dst: socket.socket, frames: FrameCounter | None) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if frames is not None:
-                    self.count(frames.feed(data))
-                    self.bytes_in += len(data)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (src, dst):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+    def forward(self, data: bytes, from_client: bool, stream: FrameCounter | None) -> bool:
+        if stream is not None:
+            self.count(stream.feed(data))
+            self.bytes_in += len(data)
+        return True
 
 
 class LocalBigtableMonitor:

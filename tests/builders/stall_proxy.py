@@ -7,66 +7,37 @@ it to press Ctrl-C while a command waits on a gRPC call for sure.
 
 from __future__ import annotations
 
-import socket
 import threading
+from typing import Any
 
-from adapters.local.process_groups import HOST
+from adapters.local.tcp_relay import TcpRelay
 
 
-class StallProxy:
+class StallProxy(TcpRelay):
     """`with StallProxy("127.0.0.1:PORT") as proxy:` then point the client at
     `proxy.address`; `proxy.freeze()` stops the traffic."""
 
+    close_both_on_end = False  # a network gone quiet closes nothing
+
     def __init__(self, target: str) -> None:
-        host, port = target.rsplit(":", 1)
-        self.target = (host, int(port))
+        super().__init__(target, name="stall-proxy")
         self.frozen = threading.Event()
         self.held = threading.Event()  # the client sent bytes while frozen
-        self._listener = socket.create_server((HOST, 0))
-        self._sockets: list[socket.socket] = [self._listener]
-        self._stopping = threading.Event()
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self._listener.getsockname()[1]}"
 
     def __enter__(self) -> StallProxy:
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stopping.set()
-        for sock in self._sockets:
-            sock.close()
+        self.stop()
 
     def freeze(self) -> None:
         self.frozen.set()
 
-    def _accept(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:  # closed
-                return
-            server = socket.create_connection(self.target)
-            self._sockets += [client, server]
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
-        while True:
-            try:
-                data = src.recv(65536)
-            except OSError:
-                return
-            if not data:
-                return
-            if self.frozen.is_set():
-                if from_client:
-                    self.held.set()
-                self._stopping.wait()  # never delivered
-                return
-            try:
-                dst.sendall(data)
-            except OSError:
-                return
+    def forward(self, data: bytes, from_client: bool, stream: Any) -> bool:
+        if self.frozen.is_set():
+            if from_client:
+                self.held.set()
+            self._stopping.wait()  # never delivered
+            return False
+        return True
