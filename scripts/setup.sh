@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Sets up this checkout on a fresh machine: Python deps (editable install with the dev
-# extras) and a check that Google's emulators are installed. Idempotent; fast when done.
+# extras), a check that Google's emulators are installed, and Kubernetes' own control plane
+# built from Go modules (adapters/local/controlplane; cached by version and go.sum in
+# .controlplane/: a first build takes about 15 min on 2 cores, later runs seconds).
+# Idempotent; fast when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,3 +25,6 @@ try:
 except EmulatorMissingError as e:
     sys.exit(f"setup: {e}")
 PY
+
+# Kubernetes' control plane for the local stack and the tests: built once, then reused.
+python3 -m adapters.local.controlplane.build

@@ -123,3 +123,29 @@ def firestore_project(emulators: EmulatorSet) -> Iterator[str]:
 def pubsub_project(emulators: EmulatorSet) -> str:
     """A fresh Pub/Sub project id (the emulator cannot be reset, so topics never collide)."""
     return _unique("test")
+
+
+# --------------------------------------------------------------------------------------------
+# Kubernetes' own control plane with the process kubelet: one per session (per xdist worker).
+# Tests using it get the `kubernetes` marker; without the built binary they are skipped naming
+# the fix (scripts/setup.sh builds it), never silently.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def local_kubernetes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the process kubelet
+    (three Nodes), with terraform's RBAC applied in namespace `default`."""
+    from adapters.local.controlplane.build import BuildError, binary_path
+    from adapters.local.kubernetes import LocalKubernetes
+
+    try:
+        binary = binary_path()
+    except BuildError as exc:
+        pytest.skip(str(exc))
+    if not binary.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"the control plane is not built ({binary}): scripts/setup.sh builds it")
+        pytest.skip(f"the control plane is not built ({binary}): run scripts/setup.sh")
+    with LocalKubernetes(tmp_path_factory.mktemp("kubernetes")) as kube:
+        yield kube

@@ -1,9 +1,12 @@
 """The `shared.ports.cluster.Cluster` contract, one set of tests for every implementation.
 
-`local`: the local cluster (subprocess pods), always. `gke`: a real cluster through
-`GkeCluster.from_kubeconfig()` (context `PIPELINE_KUBE_CONTEXT`, namespace
-`PIPELINE_NAMESPACE`), only when KUBECONFIG is set; pods run `python:3.12-slim` with the same
-`python -c` programs. Every test uses its own Job names and deletes its Jobs afterwards.
+`local`: the local cluster (subprocess pods), always. `kubernetes`: Kubernetes' own control
+plane on this machine (the real Job controller, scheduler and pod GC) with the process kubelet,
+through the GKE adapter as the controller's service account (terraform's RBAC), always.
+`gke`: a real cluster through `GkeCluster.from_kubeconfig()` (context
+`PIPELINE_KUBE_CONTEXT`, namespace `PIPELINE_NAMESPACE`), only when KUBECONFIG is set; pods run
+`python:3.12-slim` with the same `python -c` programs. Every test uses its own Job names and
+deletes its Jobs afterwards.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ class Target:
     cluster: Cluster
     timeout: float
     created: list[str] = field(default_factory=list)
+    # Preempts a running pod as a Spot reclaim does (None: not possible on demand).
+    preempt: Callable[[str], bool] | None = None
 
 
-@pytest.fixture(scope="module", params=["local", "gke"])
+@pytest.fixture(scope="module", params=["local", "kubernetes", "gke"])
 def target(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Target]:
@@ -53,9 +58,18 @@ def target(
         )
         cluster.start()
         try:
-            yield Target("local", cluster, timeout=60.0)
+            yield Target("local", cluster, timeout=60.0, preempt=cluster.preempt_pod)
         finally:
             cluster.stop()
+        return
+    if request.param == "kubernetes":
+        from adapters.gke.cluster import GkeCluster
+
+        kube = request.getfixturevalue("local_kubernetes")
+        cluster = GkeCluster.from_kubeconfig(
+            namespace=kube.namespace, config_file=str(kube.controller_kubeconfig)
+        )
+        yield Target("kubernetes", cluster, timeout=120.0, preempt=kube.evict)
         return
     if not os.environ.get("KUBECONFIG"):
         pytest.skip(NO_CLUSTER)
@@ -293,8 +307,8 @@ def test_max_failed_indexes_exceeded_fails_the_job_at_once(cluster: Target) -> N
 
 
 def test_a_disrupted_pod_costs_its_index_no_retry(cluster: Target) -> None:
-    if cluster.kind != "local":
-        pytest.skip("preempting a pod on demand needs the local cluster (GKE: drain a node)")
+    if cluster.preempt is None:
+        pytest.skip("preempting a pod on demand needs a local cluster (GKE: drain a node)")
     name = unique("spot")
     create(cluster, manifest(name, SLEEP, completions=1, parallelism=1))
     c = cluster.cluster
@@ -303,7 +317,7 @@ def test_a_disrupted_pod_costs_its_index_no_retry(cluster: Target) -> None:
         cluster.timeout,
         f"{name}'s pod to run",
     )
-    assert c.preempt_pod(pod.name)  # type: ignore[attr-defined]
+    assert cluster.preempt(pod.name)
     # The Ignore rule: a replacement pod, and the index has not failed (its one retry unused).
     wait_for(
         lambda: any(p.name != pod.name and p.phase == "Running" for p in c.list_pods(name, 0)),

@@ -1,0 +1,183 @@
+"""Local Kubernetes: the real control plane (`controlplane/`), RBAC as terraform deploys it
+(`controlplane/identities.py`) and the process kubelet (`kubelet/`) serving a few Nodes shaped
+like GKE Autopilot's. Clients reach it through the GKE adapter with a kubeconfig, as they
+reach GKE: `admin.kubeconfig` (the stack itself, and chaos), `controller.kubeconfig` (the
+controller's service account), `operator.kubeconfig` (the CLI's).
+
+    with LocalKubernetes(folder) as kube:
+        cluster = GkeCluster.from_kubeconfig(config_file=str(kube.controller_kubeconfig), ...)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.local.controlplane.build import BuildError, binary_path, kubernetes_version
+from adapters.local.controlplane.control_plane import ControlPlane, ControlPlaneError
+from adapters.local.controlplane.identities import Identities, set_up
+from adapters.local.kube_api import KubeApi
+from adapters.local.kubelet.kubelet import Hollow, ProcessKubelet
+from adapters.local.kubelet.node import NodeSpec
+
+log = logging.getLogger("cave_pipeline.local_kubernetes")
+
+__all__ = ["BuildError", "ControlPlaneError", "LocalKubernetes", "default_nodes"]
+
+
+def default_nodes(
+    cpu: float = 4.0, memory_gib: float = 16.0, zone: str = "local-a"
+) -> list[NodeSpec]:
+    """Two Spot nodes sharing `cpu`/`memory_gib`, and one on-demand node of the same size as
+    one of them (setup pods and anything without the Spot toleration)."""
+    half_cpu, half_mem = cpu / 2, memory_gib / 2
+    return [
+        NodeSpec("gk3-local-spot-1", half_cpu, half_mem, spot=True, zone=zone),
+        NodeSpec("gk3-local-spot-2", half_cpu, half_mem, spot=True, zone=zone),
+        NodeSpec("gk3-local-pool-1", half_cpu, half_mem, spot=False, zone=zone),
+    ]
+
+
+@dataclass
+class LocalKubernetes:
+    """The control plane, the identities and the process kubelet; stopped together."""
+
+    state_dir: Path
+    namespace: str = "default"
+    nodes: list[NodeSpec] = field(default_factory=default_nodes)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    hollow: Hollow | None = None
+    node_monitor_grace: float | None = None
+    control_plane_env: dict[str, str] = field(default_factory=dict)
+    control_plane: ControlPlane | None = None
+    kubelet: ProcessKubelet | None = None
+    identities: Identities | None = None
+    admin: KubeApi | None = None
+    started_s: float = 0.0
+
+    def __enter__(self) -> LocalKubernetes:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LocalKubernetes:
+        t0 = time.monotonic()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.control_plane = ControlPlane(
+            self.state_dir / "control-plane",
+            binary_path(),
+            node_monitor_grace=self.node_monitor_grace,
+            extra_env=self.control_plane_env,
+        )
+        self.control_plane.start()
+        self.admin = KubeApi.from_kubeconfig(self.control_plane.kubeconfig("admin"))
+        self._wait_for_default_namespace()
+        self.identities = set_up(self.admin, self.control_plane, self.namespace)
+        self.kubelet = ProcessKubelet(
+            self.admin,
+            self.nodes,
+            self.state_dir / "kubelet",
+            extra_env=self.extra_env,
+            hollow=self.hollow,
+            kubelet_version=kubernetes_version(),
+        ).start()
+        self._wait_for_service_account()
+        self.started_s = time.monotonic() - t0
+        log.info("local Kubernetes ready in %.1f s at %s", self.started_s, self.server)
+        return self
+
+    def stop(self) -> None:
+        if self.kubelet is not None:
+            self.kubelet.stop()
+            self.kubelet = None
+        if self.control_plane is not None:
+            self.control_plane.stop()
+            self.control_plane = None
+
+    @property
+    def server(self) -> str:
+        assert self.control_plane is not None
+        return self.control_plane.server
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        assert self.control_plane is not None
+        return self.control_plane.kubeconfig("admin")
+
+    @property
+    def controller_kubeconfig(self) -> Path:
+        assert self.identities is not None
+        return self.identities.controller
+
+    @property
+    def operator_kubeconfig(self) -> Path:
+        assert self.identities is not None
+        return self.identities.operator
+
+    def pids(self) -> dict[str, int]:
+        return self.control_plane.pids() if self.control_plane else {}
+
+    def evict(self, pod_name: str) -> bool:
+        """Preempt a pod through the Eviction API (Kubernetes writes DisruptionTarget,
+        EvictionByEvictionAPI, and deletes it gracefully); False if it is gone."""
+        assert self.admin is not None
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod_name, "namespace": self.namespace},
+        }
+        path = f"/api/v1/namespaces/{self.namespace}/pods/{pod_name}/eviction"
+        return self.admin.request("POST", path, body, ok=(404,)) is not None
+
+    def _wait_for_default_namespace(self) -> None:
+        assert self.admin is not None
+        deadline = time.monotonic() + 30
+        while self.admin.request("GET", "/api/v1/namespaces/default", ok=(404,)) is None:
+            if time.monotonic() > deadline:
+                raise ControlPlaneError("the API server made no default namespace in 30 s")
+            time.sleep(0.1)
+
+    def _wait_for_service_account(self) -> None:
+        """Pods cannot be created in a namespace before its `default` ServiceAccount exists
+        (the ServiceAccount admission plugin); the serviceaccount controller makes it."""
+        assert self.admin is not None
+        path = f"/api/v1/namespaces/{self.namespace}/serviceaccounts/default"
+        deadline = time.monotonic() + 30
+        while self.admin.request("GET", path, ok=(404,)) is None:
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    "the controller manager made no default ServiceAccount in 30 s; see "
+                    f"{self.state_dir / 'control-plane' / 'kube-controller-manager.log'}"
+                )
+            time.sleep(0.1)
+
+    def job_status_writers(self, namespace: str | None = None) -> dict[str, int]:
+        """The managers that wrote the Jobs' status (from managedFields), with counts."""
+        assert self.admin is not None
+        ns = namespace or self.namespace
+        jobs = self.admin.request("GET", f"/apis/batch/v1/namespaces/{ns}/jobs")
+        out: dict[str, int] = {}
+        for job in jobs.get("items") or []:
+            for entry in job["metadata"].get("managedFields") or []:
+                if entry.get("subresource") == "status":
+                    out[entry["manager"]] = out.get(entry["manager"], 0) + 1
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """What `pipeline demo --json` reports as `cluster`."""
+        assert self.admin is not None
+        version = self.admin.request("GET", "/version")
+        nodes = self.admin.request("GET", "/api/v1/nodes")
+        return {
+            "server_version": version.get("gitVersion"),
+            "nodes": [n["metadata"]["name"] for n in nodes.get("items") or []],
+            "job_status_writers": sorted(self.job_status_writers()),
+        }
