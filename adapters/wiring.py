@@ -49,6 +49,7 @@ _lock = threading.Lock()
 _cluster: Cluster | None = None
 _done_markers: DoneMarkers = LEDGER
 _bigtable_monitor: BigtableMonitor | None = None
+_pod_usage: PodUsageReader | None = None
 _controller: Controller | None = None
 
 
@@ -65,13 +66,16 @@ def build_controller(
     cluster: Cluster,
     done_markers: DoneMarkers = LEDGER,
     bigtable_monitor: BigtableMonitor | None = None,
+    pod_usage: PodUsageReader | None = None,
 ) -> Controller:
     """The controller on `cluster`: the run store on Firestore, alerts on Pub/Sub, the graph
     tables and their done markers on Bigtable. `done_markers` is the ledger read of a
     completed layer's check (docs/verify.md): LEDGER reads the graph table; None turns the
     check off (a fake cluster whose Jobs complete without any worker having run).
     `bigtable_monitor` is where the ramp's gate reads the instance's load
-    (docs/bigtable-ramp-and-bill.md); None: Cloud Monitoring, unless an emulator stands in."""
+    (docs/bigtable-ramp-and-bill.md); None: Cloud Monitoring, unless an emulator stands in.
+    `pod_usage` is where finished pods' lifetime usage is read; None: Cloud Monitoring's
+    container metrics for a GKE cluster."""
     from adapters.bigtable.graph_meta_store import BigtableGraphTables
     from adapters.bigtable.ledger_scan import scan_done_markers
     from adapters.google.alert_publisher import PubSubAlertPublisher
@@ -89,7 +93,7 @@ def build_controller(
         done_times=_done_times(),
         done_markers=done_markers,
         bigtable_monitor=bigtable_monitor or _bigtable_monitor_from_env(),
-        pod_usage=_pod_usage_for(project, cluster),
+        pod_usage=pod_usage or _pod_usage_for(project, cluster),
     )
 
 
@@ -100,7 +104,7 @@ def controller() -> Controller:
         if _controller is None:
             cluster = _cluster if _cluster is not None else _cluster_from_env()
             _controller = build_controller(
-                project_from_env(), cluster, _done_markers, _bigtable_monitor
+                project_from_env(), cluster, _done_markers, _bigtable_monitor, _pod_usage
             )
         return _controller
 
@@ -110,21 +114,23 @@ def in_process_functions(
     cluster: Cluster,
     done_markers: DoneMarkers = LEDGER,
     bigtable_monitor: BigtableMonitor | None = None,
+    pod_usage: PodUsageReader | None = None,
 ) -> Iterator[None]:
     """The local stack's entry (and the functions' tests'): while open, `controller()` talks
     to `cluster`, a cluster of this process, with `done_markers` as its ledger read and
-    `bigtable_monitor` as the gate's load (see `build_controller`). On exit the wiring is what
-    it was before."""
-    global _cluster, _done_markers, _bigtable_monitor, _controller
+    `bigtable_monitor` as the gate's load and `pod_usage` as the pods' lifetime usage (see
+    `build_controller`). On exit the wiring is what it was before."""
+    global _cluster, _done_markers, _bigtable_monitor, _pod_usage, _controller
     with _lock:
-        saved = _cluster, _done_markers, _bigtable_monitor
-        _cluster, _done_markers, _bigtable_monitor = cluster, done_markers, bigtable_monitor
+        saved = _cluster, _done_markers, _bigtable_monitor, _pod_usage
+        _cluster, _done_markers = cluster, done_markers
+        _bigtable_monitor, _pod_usage = bigtable_monitor, pod_usage
         _controller = None
     try:
         yield
     finally:
         with _lock:
-            (_cluster, _done_markers, _bigtable_monitor), _controller = saved, None
+            (_cluster, _done_markers, _bigtable_monitor, _pod_usage), _controller = saved, None
 
 
 def cli_store(project: str) -> FirestoreRunStore:

@@ -4,9 +4,9 @@ The CLI only ever READS the cluster (pods, logs, events, usage: the `Cluster` po
 methods, never a client's internals); every change is an operator
 action in Firestore plus a kick, and the controller acts on it. Resolution order:
 
-1. `PIPELINE_LOCAL_CLUSTER_DIR`: a local cluster's state dir (its `jobs/` and `pods/`);
-2. a local stack running in this folder (`.local-stack/stack.json`, its `cluster_dir`);
-3. GKE from the environment (`GkeCluster.from_env`: `PIPELINE_GKE_ENDPOINT`, the DNS
+1. a local stack running in this folder (`.local-stack/stack.json`): its Kubernetes, through
+   the GKE adapter with the operators' kubeconfig (their service account, terraform's Role);
+2. GKE from the environment (`GkeCluster.from_env`: `PIPELINE_GKE_ENDPOINT`, the DNS
    endpoint - an IP endpoint with `PIPELINE_GKE_CA` - or `KUBECONFIG` /
    `PIPELINE_KUBE_CONTEXT`); the namespace is
    `PIPELINE_NAMESPACE`, else the run's configured namespace.
@@ -22,11 +22,9 @@ from pathlib import Path
 
 import click
 
-from adapters.local.cluster.view import LocalClusterView
 from scripts.services import DEFAULT_STACK_DIR
 from shared.ports.cluster import ClusterError, ClusterReader, ClusterUnreachableError
 
-LOCAL_DIR_ENV = "PIPELINE_LOCAL_CLUSTER_DIR"
 NAMESPACE_ENV = "PIPELINE_NAMESPACE"
 
 
@@ -34,20 +32,8 @@ class ClusterAccessError(ClusterError):
     """No cluster to read from is configured (the message says what to set)."""
 
 
-def local_cluster_dir(
-    stack_dir: str | Path = DEFAULT_STACK_DIR, env: Mapping[str, str] | None = None
-) -> Path | None:
-    """The local cluster's state dir, if the CLI should read a local cluster."""
-    env = os.environ if env is None else env
-    explicit = env.get(LOCAL_DIR_ENV)
-    if explicit:
-        path = Path(explicit)
-        if not (path / "jobs").is_dir():
-            raise ClusterAccessError(
-                f"{LOCAL_DIR_ENV}={explicit}: no local cluster there (expected its jobs/ "
-                "folder); point it at the `cluster` folder of a local stack's state dir"
-            )
-        return path
+def local_stack(stack_dir: str | Path = DEFAULT_STACK_DIR) -> dict | None:
+    """The local stack running in `stack_dir` (its stack.json), if any."""
     stack = Path(stack_dir) / "stack.json"
     if not stack.exists():
         return None
@@ -55,15 +41,52 @@ def local_cluster_dir(
         doc = json.loads(stack.read_text())
     except (OSError, ValueError) as e:
         raise ClusterAccessError(f"{stack}: unreadable ({e}); remove it if no stack runs") from e
-    return Path(doc.get("cluster_dir") or Path(stack_dir) / "cluster")
+    if "kubeconfig" not in doc:
+        raise ClusterAccessError(
+            f"{stack} was written by an older local stack; stop it and run `pipeline local up`"
+        )
+    return doc
 
 
 def reads_local_cluster() -> bool:
-    """Whether the CLI reads a local cluster here (False if the setting for one is broken)."""
+    """Whether the CLI reads a local stack's cluster here (False if its file is broken)."""
     try:
-        return local_cluster_dir() is not None
+        return local_stack() is not None
     except ClusterError:
         return False
+
+
+def _gke() -> type:
+    try:
+        from adapters.gke.cluster import GkeCluster
+    except ImportError as e:  # the kubernetes client is in the `controller` extra
+        raise ClusterAccessError(
+            f"reading a cluster needs the kubernetes client ({e}): "
+            "pip install 'cave-pipeline[controller]'"
+        ) from e
+    return GkeCluster
+
+
+def stack_cluster(doc: dict) -> ClusterReader:
+    """A local stack's Kubernetes as the operators' service account reads it."""
+    return _gke().from_kubeconfig(namespace=doc["namespace"], config_file=doc["kubeconfig"])
+
+
+class StackClusterReader:
+    """The cluster of a local stack that may not be up yet (the demo's live view starts before
+    it): a `ClusterReader` that reads `stack.json` on first use, and ClusterError until then."""
+
+    def __init__(self, stack_dir: Path) -> None:
+        self.stack_dir = stack_dir
+        self._reader: ClusterReader | None = None
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - a ClusterReader method
+        if self._reader is None:
+            doc = local_stack(self.stack_dir)
+            if doc is None:
+                raise ClusterError(f"the local stack in {self.stack_dir} is not up yet")
+            self._reader = stack_cluster(doc)
+        return getattr(self._reader, name)
 
 
 def read_cluster(
@@ -74,16 +97,10 @@ def read_cluster(
 ) -> ClusterReader:
     """The cluster to read from (see the module doc); ClusterAccessError names what to set."""
     env = dict(os.environ if env is None else env)
-    local = local_cluster_dir(stack_dir, env)
-    if local is not None:
-        return LocalClusterView(local)
-    try:
-        from adapters.gke.cluster import GkeCluster
-    except ImportError as e:  # the kubernetes client is in the `controller` extra
-        raise ClusterAccessError(
-            f"reading GKE needs the kubernetes client ({e}): "
-            "pip install 'cave-pipeline[controller]'"
-        ) from e
+    doc = local_stack(stack_dir)
+    if doc is not None:
+        return stack_cluster(doc)
+    GkeCluster = _gke()  # noqa: N806
     if not env.get(NAMESPACE_ENV) and namespace:
         env[NAMESPACE_ENV] = namespace
     try:
@@ -92,8 +109,7 @@ def read_cluster(
         if "no cluster configured" not in str(e):
             raise
         raise ClusterAccessError(
-            f"{e}; or, for a local stack, run this in the folder of `pipeline local up` "
-            f"or set {LOCAL_DIR_ENV} to its cluster folder"
+            f"{e}; or, for a local stack, run this in the folder of `pipeline local up`"
         ) from e
 
 

@@ -27,7 +27,7 @@ from adapters.bigtable.ledger_scan import done_chunk_ids
 from adapters.google.firestore_store import FirestoreRunStore
 from adapters.google.pubsub_bus import PubSubBus
 from adapters.local.bigtable_meter import LocalBigtableMonitor
-from adapters.local.stack import LocalStack, demo_event_settings
+from adapters.local.stack import LocalStack, demo_sink_delay
 from demo.auto_approver import APPROVER, AutoApprover
 from demo.graph_table import read_all_nodes
 from demo.oracles import check_all
@@ -219,9 +219,11 @@ def run_demo(
     save_volume(workdir / "volume.npy", volume)
     n_layers = layer_count(cfg.layer2_shape())
     passes = [s for s in stages if s in STAGE_TABLE_SUFFIX]
-    events = demo_event_settings()  # the event model, with a sink delay of a demo's scale
     with LocalStack(
-        cfg.project, workdir / "stack", cfg.controller.tick_period_s, events=events
+        cfg.project,
+        workdir / "stack",
+        cfg.controller.tick_period_s,
+        sink_delay_s=demo_sink_delay(),  # a log sink delay of a demo's scale
     ) as stack:
         expiry = timedelta(seconds=cfg.job.lock_expiry_s)
         names = [cfg.graph_id] + [stage_table_id(cfg.graph_id, s) for s in passes]

@@ -1,6 +1,6 @@
 """`pipeline setup`'s Secret: the pods' credential files (`secret_files`: file name in the pod
 -> local file, relative to `secrets_dir` when set, else to pipeline.yml), written to the
-cluster the CLI talks to (a local stack's cluster folder, else GKE)."""
+cluster the CLI talks to (a local stack's Kubernetes, else GKE)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from adapters.local.cluster.mounts import write_object
 from scripts import cluster_access
 from shared.config.config import PipelineConfig
 from shared.jobs.setup_job import secret_manifest
@@ -40,14 +39,9 @@ def apply_secret(cfg: PipelineConfig) -> str:
     files = ", ".join(manifest["data"])
     placeholder = "" if CAVE_SECRET in cfg.secret_files else f" ({CAVE_SECRET}: a placeholder)"
     try:
-        local = cluster_access.local_cluster_dir()
-        if local is not None:
-            write_object(Path(local), manifest)
-            where = f"local cluster {local}"
-        else:
-            cluster = cluster_access.read_cluster(cfg.namespace)
-            cluster.apply_secret(manifest)  # type: ignore[attr-defined]
-            where = f"namespace {cfg.namespace}"
+        cluster = cluster_access.read_cluster(cfg.namespace)
+        cluster.apply_secret(manifest)  # type: ignore[attr-defined]
+        where = f"namespace {cfg.namespace}"
     except ClusterError as e:
         raise click.ClickException(f"Secret {cfg.secret_name}: {e}") from None
     return f"secret {cfg.secret_name} ready in {where}: {files}{placeholder}"

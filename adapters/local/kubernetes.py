@@ -10,7 +10,10 @@ controller's service account), `operator.kubeconfig` (the CLI's).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import random
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +60,10 @@ class LocalKubernetes:
     identities: Identities | None = None
     admin: KubeApi | None = None
     started_s: float = 0.0
+    # A lost node's Node object goes this long after the loss (GKE deletes a reclaimed Spot
+    # VM's Node within a minute or two); pod GC then fails its pods.
+    node_delete_after_s: float = 60.0
+    _replacements: int = 0
 
     def __enter__(self) -> LocalKubernetes:
         try:
@@ -136,6 +143,65 @@ class LocalKubernetes:
         }
         path = f"/api/v1/namespaces/{self.namespace}/pods/{pod_name}/eviction"
         return self.admin.request("POST", path, body, ok=(404,)) is not None
+
+    # -- faults through Kubernetes' own mechanisms (docs/chaos.md) -----------------------------
+
+    def preempt_pod(self, name: str) -> bool:
+        """A Spot reclaim of one pod: the Eviction API (see `evict`)."""
+        return self.evict(name)
+
+    def kill_pod(self, name: str) -> bool:
+        """SIGKILL a running pod's container (exit 137, a counted failure)."""
+        assert self.kubelet is not None
+        return self.kubelet.kill_container(name)
+
+    def evict_pod(self, name: str, resource: str = "memory") -> bool:
+        """The kubelet's node-pressure eviction of a running pod (no grace, DisruptionTarget
+        TerminationByKubelet, reason Evicted)."""
+        assert self.kubelet is not None
+        message = f"The node was low on resource: {resource}. "
+        return self.kubelet.evict(self.namespace, name, message)
+
+    def preempt_random_pod(self, rng: random.Random | None = None) -> str | None:
+        """Preempt a random running pod; its name, or None if none runs."""
+        assert self.kubelet is not None
+        running = sorted(self.kubelet.running_pods())
+        if not running:
+            return None
+        name = (rng or random).choice(running)[0]
+        return name if self.preempt_pod(name) else None
+
+    def lose_node(self, pod_names: list[str], keep_running: bool = False) -> list[str]:
+        """Lose the nodes under these pods, as a Spot VM reclaimed without notice: their
+        kubelet stops renewing the Lease and writing status, so the node lifecycle controller
+        marks them NotReady and taints them; `keep_running` leaves their processes going
+        (zombies, cut off from the API, not from Bigtable), else they end with the VM. After
+        `node_delete_after_s` the Node is deleted, as GKE deletes a reclaimed VM's Node, so pod
+        GC fails its pods and their Jobs replace them; a fresh node takes its place. Returns
+        the pods lost."""
+        assert self.kubelet is not None
+        nodes = {n for n in (self.kubelet.node_of(p) for p in pod_names) if n}
+        lost: list[str] = []
+        for node in sorted(nodes):
+            lost += self.kubelet.lose_node(node)
+            if not keep_running:
+                self.kubelet.kill_node(node)
+            timer = threading.Timer(self.node_delete_after_s, self._replace_node, args=(node,))
+            timer.daemon = True
+            timer.start()
+        return lost
+
+    def _replace_node(self, name: str) -> None:
+        assert self.admin is not None and self.kubelet is not None
+        spec = next(n for n in self.nodes if n.name == name)
+        try:
+            self.admin.request("DELETE", f"/api/v1/nodes/{name}", ok=(404,))
+            self._replacements += 1
+            fresh = dataclasses.replace(spec, name=f"{spec.name}-r{self._replacements}")
+            self.kubelet.add_node(fresh)
+            log.info("node %s deleted; %s takes its place", name, fresh.name)
+        except Exception as e:  # noqa: BLE001 - the stack may be stopping
+            log.warning("replacing node %s: %s", name, e)
 
     def _wait_for_default_namespace(self) -> None:
         assert self.admin is not None

@@ -30,6 +30,21 @@ log = logging.getLogger("cave_pipeline.log_sink")
 DEFAULT_SINK_DELAY_S = (5.0, 60.0)  # Cloud Logging to Pub/Sub: ~99 % within 60 s
 
 
+def parse_sink_delay(text: str) -> tuple[float, float]:
+    """A sink delay setting: "LOW-HIGH" seconds (e.g. 5-60) or one number; ValueError naming
+    the form otherwise."""
+    low, _, high = text.strip().partition("-")
+    try:
+        pair = (float(low), float(high or low))
+    except ValueError:
+        raise ValueError(
+            f"sink delay setting {text!r}: use seconds as LOW-HIGH (e.g. 5-60) or one number"
+        ) from None
+    if not 0 <= pair[0] <= pair[1]:
+        raise ValueError(f"sink delay setting {text!r}: want 0 <= LOW <= HIGH")
+    return pair
+
+
 @dataclass
 class EventLogSink:
     """Watches one namespace's Job Events and publishes their LogEntries with a delay."""

@@ -1,10 +1,14 @@
-"""The local stack: Google's emulators, the local cluster, Eventarc and Scheduler stand-ins.
+"""The local stack: Google's emulators, Kubernetes' own control plane with the process
+kubelet, the log sink, Eventarc and Scheduler stand-ins.
 
 Everything the cloud deployment has, on this machine: Pub/Sub, Firestore and Bigtable
-emulators on free 127.0.0.1 ports; topics and subscriptions as terraform creates them; a
-`LocalCluster` whose Job events go to `job-events` like the GKE log sink's; a dispatcher that
-delivers `job-events`, `ticks` and `kick` to the functions in `functions/main.py`; and a
-ticker. `LocalStack` is a context manager; leaving it stops everything it started.
+emulators on free 127.0.0.1 ports; topics and subscriptions as terraform creates them; local
+Kubernetes (`adapters.local.kubernetes`: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, RBAC as terraform deploys it, the process kubelet), which the controller
+reaches through the GKE adapter as its own service account; the log sink, which writes the
+API server's Job Events to `job-events` as GKE's exporter does; a dispatcher that delivers
+`job-events`, `ticks` and `kick` to the functions in `functions/main.py`; and a ticker.
+`LocalStack` is a context manager; leaving it stops everything it started.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from adapters import wiring
 from adapters.google.pubsub_bus import TOPICS, PubSubBus
 from adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
 from adapters.local.chaos import ClusterApiGate
-from adapters.local.cluster.events import EventSettings
-from adapters.local.cluster.local_cluster import LocalCluster
 from adapters.local.emulators import EmulatorSet
 from adapters.local.eventarc import Dispatcher
+from adapters.local.kubernetes import LocalKubernetes, default_nodes
+from adapters.local.log_sink import DEFAULT_SINK_DELAY_S, EventLogSink, parse_sink_delay
+from adapters.local.pod_usage import KubeletPodUsage
 from adapters.local.scheduler import Ticker
 
 log = logging.getLogger("cave_pipeline.local_stack")
@@ -39,25 +44,25 @@ ROUTES = {
 
 
 SINK_DELAY_ENV = "PIPELINE_LOCAL_SINK_DELAY_S"
+# terraform's namespace (variables.tf), which pipeline.yml's `namespace` defaults to as well
+DEFAULT_NAMESPACE = "cave-pipeline"
+DEMO_SINK_DELAY = "0-1"
 
 
-def event_settings_from_env() -> EventSettings:
-    """The realistic event model; only the sink delay may be set (`PIPELINE_LOCAL_SINK_DELAY_S`)."""
+def sink_delay_from_env() -> tuple[float, float]:
+    """GKE's sink delay (5 to 60 s) unless `PIPELINE_LOCAL_SINK_DELAY_S` asks for another."""
     text = os.environ.get(SINK_DELAY_ENV, "").strip()
     try:
-        return EventSettings.with_delay(text) if text else EventSettings()
+        return parse_sink_delay(text) if text else DEFAULT_SINK_DELAY_S
     except ValueError as e:
         raise ValueError(f"{SINK_DELAY_ENV}: {e}") from None
 
 
-DEMO_SINK_DELAY = "0-1"
-
-
-def demo_event_settings() -> EventSettings:
-    """For the demo: Kubernetes' recorder limits as always, but a log sink delay of 0 to 1 s
-    (a demo of seconds cannot wait a minute for each event) unless `PIPELINE_LOCAL_SINK_DELAY_S`
-    asks for another. Layers of more than 25 pods still lose their `Completed` event."""
-    return EventSettings.with_delay(os.environ.get(SINK_DELAY_ENV, "").strip() or DEMO_SINK_DELAY)
+def demo_sink_delay() -> tuple[float, float]:
+    """For the demo: a log sink delay of 0 to 1 s (a demo of seconds cannot wait a minute for
+    each event) unless `PIPELINE_LOCAL_SINK_DELAY_S` asks for another. The Job controller's
+    recorder limits are Kubernetes' own: layers of more than 25 pods still lose events."""
+    return parse_sink_delay(os.environ.get(SINK_DELAY_ENV, "").strip() or DEMO_SINK_DELAY)
 
 
 class LocalStack:
@@ -71,23 +76,28 @@ class LocalStack:
         capacity_cpu: float = 4.0,
         capacity_memory_gib: float = 16.0,
         job_events: bool = True,
-        events: EventSettings | None = None,
+        sink_delay_s: tuple[float, float] | None = None,
+        namespace: str = DEFAULT_NAMESPACE,
     ) -> None:
         """`job_events=False` leaves the job-events topic without a function (as if the log
-        sink were missing): the controller then advances on ticks alone. `events`: how Job
-        events travel; by default GKE's (recorder limits, sink delay 5-60 s), the delay taken
-        from `PIPELINE_LOCAL_SINK_DELAY_S` ("LOW-HIGH" or one number of seconds) if set."""
+        sink were missing): the controller then advances on ticks alone. `sink_delay_s`: the
+        log sink's delay, (low, high) seconds per entry; by default GKE's (5-60 s), or what
+        `PIPELINE_LOCAL_SINK_DELAY_S` ("LOW-HIGH" or one number of seconds) says."""
         self.project, self.tick_period_s = project, tick_period_s
         self.routes = {s: r for s, r in ROUTES.items() if job_events or r[1] != "on_job_event"}
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="cave-local-")
         self.state_dir = Path(state_dir or self._tmp.name)  # type: ignore[union-attr]
         self.capacity = (capacity_cpu, capacity_memory_gib)
-        self.events = events or event_settings_from_env()
+        self.sink_delay_s = sink_delay_s or sink_delay_from_env()
+        self.namespace = namespace
         self.emulators = EmulatorSet()
         self.env: dict[str, str] = {}
         self._saved_env: dict[str, str | None] = {}
         self.bus: PubSubBus | None = None
-        self.cluster: LocalCluster | None = None
+        # Kubernetes (faults through its own mechanisms), and the controller's client of it
+        self.kube: LocalKubernetes | None = None
+        self.cluster: Any = None  # adapters.gke.cluster.GkeCluster, as the controller
+        self.log_sink: EventLogSink | None = None
         # what the controller calls: the cluster, behind a gate chaos can close
         self.api: ClusterApiGate | None = None
         self._wiring = ExitStack()  # the in-process functions' wiring, while running
@@ -127,23 +137,35 @@ class LocalStack:
             self.bus.ensure_topic(topic)
         for sub, (topic, _) in self.routes.items():
             self.bus.ensure_subscription(topic, sub)
-        self.cluster = LocalCluster(
-            self.state_dir / "cluster",
-            on_event=self._publish_job_event,
+        self.kube = LocalKubernetes(
+            self.state_dir / "kubernetes",
+            namespace=self.namespace,
+            nodes=default_nodes(*self.capacity),
             extra_env=self.env,
-            capacity_cpu=self.capacity[0],
-            capacity_memory_gib=self.capacity[1],
-            project=self.project,
-            events=self.events,
+        ).start()
+        from adapters.gke.cluster import GkeCluster
+
+        self.cluster = GkeCluster.from_kubeconfig(
+            namespace=self.namespace, config_file=str(self.kube.controller_kubeconfig)
         )
-        self.cluster.start()
+        assert self.kube.admin is not None
+        self.log_sink = EventLogSink(
+            self.kube.admin,
+            self.namespace,
+            self._publish_job_event,
+            project=self.project,
+            sink_delay_s=self.sink_delay_s,
+        ).start()
         self.api = ClusterApiGate(self.cluster)
-        # The in-process functions talk to this cluster, and read the emulator's load from the
-        # meter, until stop().
+        # The in-process functions talk to this cluster, read the emulator's load from the
+        # meter and the pods' lifetime usage from the kubelet (Cloud Monitoring's part), until
+        # stop().
+        assert self.kube.kubelet is not None
         self._wiring.enter_context(
             wiring.in_process_functions(
                 self.api,  # type: ignore[arg-type]  # a Cluster by delegation
                 bigtable_monitor=LocalBigtableMonitor(self.bigtable_meter),
+                pod_usage=KubeletPodUsage(self.kube.kubelet),
             )
         )
         self.dispatcher = Dispatcher(self.project, self.routes).start()
@@ -163,8 +185,19 @@ class LocalStack:
     def _write_env_file(self) -> None:
         """`pipeline local env` and other terminals read the addresses from here."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        cluster_dir = str((self.state_dir / "cluster").resolve())
-        doc = {"env": self.env, "cluster_dir": cluster_dir, "pid": os.getpid()}
+        assert self.kube is not None
+        # `kubectl` in this folder: KUBECONFIG=.local-stack/kubeconfig (the stack's admin).
+        kubeconfig = self.state_dir / "kubeconfig"
+        kubeconfig.write_text(self.kube.admin_kubeconfig.read_text())
+        kubeconfig.chmod(0o600)
+        doc = {
+            "env": self.env,
+            "kubeconfig": str(self.kube.operator_kubeconfig.resolve()),
+            "admin_kubeconfig": str(kubeconfig.resolve()),
+            "namespace": self.namespace,
+            "pid": os.getpid(),
+            "pids": self.kube.pids(),
+        }
         (self.state_dir / "stack.json").write_text(json.dumps(doc, indent=2))
 
     def stop(self) -> None:
@@ -176,10 +209,14 @@ class LocalStack:
                 except Exception as e:  # keep stopping the rest
                     log.warning("stopping %s: %s", type(part).__name__, e)
         self.ticker = self.dispatcher = None
-        if self.cluster is not None:
-            self._wiring.close()
-            self.cluster.stop()
-            self.cluster = self.api = None
+        self._wiring.close()
+        if self.log_sink is not None:
+            self.log_sink.stop()
+            self.log_sink = None
+        if self.kube is not None:
+            self.kube.stop()
+            self.kube = None
+        self.cluster = self.api = None
         if self.bus is not None:
             self.bus.close()
             self.bus = None
@@ -194,6 +231,7 @@ class LocalStack:
                 os.environ[key] = value
         self._saved_env = {}
         (self.state_dir / "stack.json").unlink(missing_ok=True)
+        (self.state_dir / "kubeconfig").unlink(missing_ok=True)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 from rich.live import Live
 
-from adapters.local.cluster.view import LocalClusterView
+from scripts.cluster_access import StackClusterReader
 from scripts.options import CANARY_OPTION
 from scripts.run_progress import gather
 from scripts.views.status import status_view
@@ -155,7 +155,7 @@ def demo(
             f"demo: volume {cfg.ds.data_source.size}, chunks {cfg.ds.graph_config.CHUNK_SIZE}"
             f", layer-2 grid {cfg.layer2_shape()}; starting the local stack…"
         )
-        cluster = LocalClusterView(work / "stack" / "cluster")
+        cluster = StackClusterReader(work / "stack")
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             args = dict(
                 stages=stage_list,
@@ -168,7 +168,7 @@ def demo(
             if chaos_n is None:
                 result = run_demo(cfg, work, **args)
             else:
-                cluster = LocalClusterView(work / "chaos" / "stack" / "cluster")
+                cluster = StackClusterReader(work / "chaos" / "stack")
                 result = _run_chaos(cfg, work, chaos_n, chaos_seed, kinds, baseline_wall_s, args)
         summary = result.summary()
         verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"

@@ -196,6 +196,43 @@ class ProcessKubelet:
             pod.container.kill_now()
             return True
 
+    def kill_container(self, name: str) -> bool:
+        """SIGKILL a running pod's container (exit 137: an ordinary, counted failure)."""
+        with self._lock:
+            pod = self._find(name)
+            if pod is None or not isinstance(pod.container, Container) or pod.terminal_written:
+                return False
+            pod.container.signal(9)
+            return True
+
+    def running_pods(self) -> list[tuple[str, str]]:
+        """(pod, node) of every pod whose container runs, on nodes not lost."""
+        with self._lock:
+            return [
+                (p.meta["name"], p.node)
+                for p in self._pods.values()
+                if p.container is not None
+                and p.container.exit_code is None
+                and not p.terminal_written
+                and p.node not in self._lost
+            ]
+
+    def node_of(self, name: str) -> str | None:
+        with self._lock:
+            pod = self._find(name)
+            return None if pod is None else pod.node
+
+    def add_node(self, spec: NodeSpec) -> None:
+        """Register one more node (a replacement VM)."""
+        server = LogServer(self._log_lookup(spec.name), self.state_dir / "tls").start()
+        with self._lock:
+            self._servers[spec.name] = server
+            self.nodes.append(spec)
+        self._register(spec, server.port)
+
+    def _find(self, name: str) -> _Pod | None:
+        return next((p for p in self._pods.values() if p.meta["name"] == name), None)
+
     def pod_names(self, node: str) -> list[str]:
         with self._lock:
             return [p.meta["name"] for p in self._pods.values() if p.node == node]
