@@ -132,6 +132,10 @@ def pubsub_project(emulators: EmulatorSet) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+JOB_BACKOFF_ENV = "CAVE_TEST_JOB_POD_FAILURE_BACKOFF_SECONDS"  # main.go of the control plane
+TEST_JOB_BACKOFF_S = 1.0
+
+
 @pytest.fixture(scope="session")
 def local_kubernetes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the process kubelet
@@ -147,5 +151,22 @@ def local_kubernetes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         if os.environ.get("CI"):
             pytest.fail(f"the control plane is not built ({binary}): scripts/setup.sh builds it")
         pytest.skip(f"the control plane is not built ({binary}): run scripts/setup.sh")
-    with LocalKubernetes(tmp_path_factory.mktemp("kubernetes")) as kube:
+    # The one shortened Kubernetes timing of the suite, through its named test setting: the Job
+    # controller's pod-failure back-off (10 s doubling upstream) is 1 s doubling here, so a
+    # retried index costs a second (tests/contract/local_cluster checks it is applied).
+    env = {JOB_BACKOFF_ENV: str(TEST_JOB_BACKOFF_S)}
+    with LocalKubernetes(tmp_path_factory.mktemp("kubernetes"), control_plane_env=env) as kube:
         yield kube
+
+
+@pytest.fixture
+def kube_cluster(local_kubernetes: Any) -> Iterator[Any]:
+    """The GKE adapter on the session's local Kubernetes as the controller, with its faults
+    and the Job events published by a log sink without delay (tests.builders.kube_cluster)."""
+    from tests.builders.kube_cluster import open_kube_cluster
+
+    cluster = open_kube_cluster(local_kubernetes)
+    try:
+        yield cluster
+    finally:
+        cluster.close()

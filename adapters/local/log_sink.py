@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.local.cluster.log_export import exported_log_entry, logging_received
 from adapters.local.kube_api import KubeApi
+from adapters.local.log_export import exported_log_entry, logging_received
 
 log = logging.getLogger("cave_pipeline.log_sink")
 
@@ -62,10 +62,15 @@ class EventLogSink:
     _cv: threading.Condition = field(default_factory=threading.Condition)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
-    published: int = 0
+    _rv: str = ""
+    sent: int = 0
 
     def start(self) -> EventLogSink:
         self._rng = random.Random(self.seed)
+        # From now on (listed before start returns, so nothing created after it is missed).
+        self._rv = self.api.request("GET", self._path, query=self._selector)["metadata"][
+            "resourceVersion"
+        ]
         for target, name in ((self._watch, "log-sink-watch"), (self._deliver, "log-sink-deliver")):
             t = threading.Thread(target=target, daemon=True, name=name)
             t.start()
@@ -73,7 +78,9 @@ class EventLogSink:
         return self
 
     def stop(self) -> None:
+        """Stop, and close the sink's client (give it one of its own): the watch ends now."""
         self._stop.set()
+        self.api.close()
         with self._cv:
             self._cv.notify_all()
         for t in self._threads:
@@ -127,6 +134,6 @@ class EventLogSink:
                 _, _, entry = heapq.heappop(self._queue)
             try:
                 self.publish(logging_received(entry))
-                self.published += 1
+                self.sent += 1
             except Exception as e:  # noqa: BLE001 - a lost log entry, as a sink may lose one
                 log.warning("log sink: publish failed: %s", e)

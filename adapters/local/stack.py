@@ -28,6 +28,7 @@ from adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
 from adapters.local.chaos import ClusterApiGate
 from adapters.local.emulators import EmulatorSet
 from adapters.local.eventarc import Dispatcher
+from adapters.local.kube_api import KubeApi
 from adapters.local.kubernetes import LocalKubernetes, default_nodes
 from adapters.local.log_sink import DEFAULT_SINK_DELAY_S, EventLogSink, parse_sink_delay
 from adapters.local.pod_usage import KubeletPodUsage
@@ -148,9 +149,8 @@ class LocalStack:
         self.cluster = GkeCluster.from_kubeconfig(
             namespace=self.namespace, config_file=str(self.kube.controller_kubeconfig)
         )
-        assert self.kube.admin is not None
         self.log_sink = EventLogSink(
-            self.kube.admin,
+            KubeApi.from_kubeconfig(self.kube.admin_kubeconfig),
             self.namespace,
             self._publish_job_event,
             project=self.project,

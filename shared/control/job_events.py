@@ -5,7 +5,7 @@ resource type `k8s_cluster` for Jobs, `jsonPayload` the v1 Event without `count`
 `firstTimestamp`, `timestamp` from `lastTimestamp`; Logging adds `insertId`); a log sink
 filtered on `involvedObject.kind="Job"` publishes each LogEntry as JSON in the Pub/Sub
 message data. The local cluster emits the same shape (its producer is
-`adapters.local.cluster.log_export`; tests/fixtures/gke_log_entries holds recorded
+`adapters.local.log_export`; tests/fixtures/gke_log_entries holds recorded
 examples). Pure: parsing only.
 """
 

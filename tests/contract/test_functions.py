@@ -13,7 +13,7 @@ import pytest
 from adapters import wiring
 from adapters.google.firestore_store import FirestoreRunStore
 from adapters.google.pubsub_bus import TOPICS, PubSubBus
-from adapters.local.cluster.log_export import make_log_entry
+from adapters.local.log_export import make_log_entry
 from tests.builders.cloud_events import client, envelope, kick, start_run
 from tests.builders.fakes import RecordingCluster
 

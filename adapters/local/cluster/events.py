@@ -28,12 +28,12 @@ from typing import Any
 
 from adapters.local.cluster.event_recorder import EventRecorderModel, RecorderSettings
 from adapters.local.cluster.jobs import LocalJob
-from adapters.local.cluster.log_export import (
+from adapters.local.cluster.pods import LocalPod
+from adapters.local.log_export import (
     exported_log_entry,
     job_event,
     logging_received,
 )
-from adapters.local.cluster.pods import LocalPod
 
 log = logging.getLogger("cave_pipeline.local_cluster")
 

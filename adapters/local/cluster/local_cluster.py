@@ -37,7 +37,6 @@ from typing import Any
 
 from adapters.local.cluster.events import EventSettings, EventSink
 from adapters.local.cluster.jobs import LocalJob
-from adapters.local.cluster.metrics import pods_usage
 from adapters.local.cluster.mounts import write_object
 from adapters.local.cluster.node import LocalNode
 from adapters.local.cluster.pods import LocalPod
@@ -50,6 +49,7 @@ from adapters.local.cluster.vanish import (
     remove_deleted,
 )
 from adapters.local.cluster.view import LocalClusterView, SnapshotWriter, read_pod_log
+from adapters.local.kubelet.proc_usage import pods_usage
 from adapters.local.termination import unwind_on_termination
 from shared.ports.cluster import ClusterError, JobStatus, PodInfo, PodUsage
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from adapters.local.cluster.metrics import LifeUsage
 from adapters.local.cluster.spec import COMPLETION_INDEX_FIELDS, JobSpec
+from adapters.local.kubelet.proc_usage import LifeUsage
 from shared.ports.cluster import PodInfo
 
 log = logging.getLogger("cave_pipeline.local_cluster")

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.local.cluster.metrics import pods_usage
+from adapters.local.kubelet.proc_usage import pods_usage
 from shared.ports.cluster import ClusterError, JobStatus, PodInfo, PodUsage
 
 log = logging.getLogger("cave_pipeline.local_cluster")

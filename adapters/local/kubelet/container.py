@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from adapters.local.cluster.metrics import LifeUsage
+from adapters.local.kubelet.proc_usage import LifeUsage
 
 log = logging.getLogger("cave_pipeline.kubelet")
 

@@ -16,7 +16,7 @@ import pytest
 
 from adapters.gke.wire import job_status
 from adapters.local.cluster.local_cluster import LocalCluster
-from adapters.local.cluster.log_export import make_log_entry
+from adapters.local.log_export import make_log_entry
 from shared.control.job_events import parse_log_entry
 from shared.model import intervals
 from shared.ports.cluster import JobStatus

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from adapters.gke.metrics import parse_pod_metrics
-from adapters.local.cluster.metrics import (
+from adapters.local.kubelet.proc_usage import (
     local_pod_usage,
     local_usage,
     parse_stat_cpu_ticks,

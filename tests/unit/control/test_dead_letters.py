@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from adapters.local.cluster.log_export import make_log_entry
+from adapters.local.log_export import make_log_entry
 from shared.control import dead_letters as dl
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local.cluster.log_export import (
+from adapters.local.log_export import (
     exported_log_entry,
     job_event,
     logging_received,

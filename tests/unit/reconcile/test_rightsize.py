@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local.cluster.metrics import (
+from adapters.local.kubelet.proc_usage import (
     LifeUsage,
     parse_stat_total_ticks,
     parse_status_hwm_bytes,
