@@ -160,7 +160,7 @@ def _cluster_from_env() -> Cluster:
         return GkeCluster.from_env()
     raise WiringError(
         f"PIPELINE_CLUSTER={kind!r} but no cluster is registered in this process: "
-        "the local cluster runs inside `pipeline local up` / `pipeline demo`"
+        "the local stack's functions run inside `pipeline local up` / `pipeline demo`"
     )
 
 
@@ -186,8 +186,8 @@ def _bigtable_monitor_from_env() -> BigtableMonitor | None:
 
 def _pod_usage_for(project: str, cluster: Cluster) -> PodUsageReader | None:
     """Cloud Monitoring's container metrics for a GKE cluster's pods (in the project of the
-    controller, which terraform grants roles/monitoring.viewer); none for a cluster that
-    reports its pods' usage itself (the local cluster, from /proc)."""
+    controller, which terraform grants roles/monitoring.viewer); none for any other cluster
+    (the local stack hands in the process kubelet's, `in_process_functions`)."""
     gke = sys.modules.get("adapters.gke.cluster")  # loaded only where a GKE cluster is
     if gke is None or not isinstance(cluster, gke.GkeCluster):
         return None

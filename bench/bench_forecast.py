@@ -1,7 +1,7 @@
 """The forecast (shared.forecast.forecast) replayed over finished demo runs, from their pod records.
 
-A demo run with `--workdir DIR` keeps the local cluster's Jobs and pods (created, started,
-finished) under DIR/stack/cluster. For each run this rebuilds the run's layer state as the
+A demo run with `--workdir DIR` keeps its cluster's Jobs and pods (created, started,
+finished) in DIR/stack/cluster.json. For each run this rebuilds the run's layer state as the
 controller would have stored it at 20, 30, 40, 50, 60 and 75 % of its wall time (completed
 indexes, pods succeeded and their runtimes, pods under way, submissions and finishes) and
 prints the forecast's error there, (predicted - actual) / actual. WALL_S is the demo's
@@ -36,17 +36,24 @@ SHARES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75)
 
 
 def _at(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text) if text else None
+    return datetime.fromisoformat(text) if text and text != "None" else None
 
 
 def load_jobs(workdir: Path) -> dict[int, dict[str, Any]]:
     """The run's Jobs (status and pods), by layer."""
+    path = workdir / "stack" / "cluster.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no {path}: a demo's --workdir?")
     jobs = {}
-    for path in (workdir / "stack" / "cluster" / "jobs").glob("*.json"):
-        job = json.loads(path.read_text())
-        jobs[int(job["status"]["labels"]["cave-pipeline/layer"])] = job
-    if not jobs:
-        raise FileNotFoundError(f"no Jobs under {workdir}/stack/cluster/jobs: a demo --workdir?")
+    for job in json.loads(path.read_text())["jobs"]:
+        layer = int(job["status"]["labels"].get("cave-pipeline/layer", 0))
+        labels = job["status"]["labels"]
+        if (
+            labels.get("cave-pipeline/stage") == "ingest"
+            and layer >= 2
+            and "cave-pipeline/step" not in labels
+        ):
+            jobs[layer] = job
     return jobs
 
 

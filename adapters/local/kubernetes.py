@@ -49,7 +49,7 @@ class LocalKubernetes:
     """The control plane, the identities and the process kubelet; stopped together."""
 
     state_dir: Path
-    namespace: str = "default"
+    namespace: str = "cave-pipeline"  # terraform's, and pipeline.yml's default
     nodes: list[NodeSpec] = field(default_factory=default_nodes)
     extra_env: dict[str, str] = field(default_factory=dict)
     hollow: Hollow | None = None

@@ -86,13 +86,19 @@ class EventLogSink:
         for t in self._threads:
             t.join(timeout=5.0)
 
+    @property
+    def _path(self) -> str:
+        return f"/api/v1/namespaces/{self.namespace}/events"
+
+    @property
+    def _selector(self) -> dict[str, str]:
+        return {"fieldSelector": "involvedObject.kind=Job"}
+
     def _watch(self) -> None:
-        path = f"/api/v1/namespaces/{self.namespace}/events"
-        selector = {"fieldSelector": "involvedObject.kind=Job"}
-        rv = ""
+        path, selector, rv = self._path, self._selector, self._rv
         while not self._stop.is_set():
             try:
-                if not rv:  # start from now: what happened before the sink existed is not sent
+                if not rv:  # too old (410): from now on; what happened meanwhile is lost
                     rv = self.api.request("GET", path, query=selector)["metadata"][
                         "resourceVersion"
                     ]

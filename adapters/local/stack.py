@@ -18,6 +18,7 @@ import logging
 import os
 import tempfile
 from contextlib import ExitStack
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,19 @@ class LocalStack:
         assert self.bus is not None
         self.bus.publish("job-events", json.dumps(entry).encode())
 
+    def _dump_cluster(self) -> None:
+        """Keep the cluster's Jobs and their pods in `<state>/cluster.json` (a kept state dir
+        only): the API server's data goes with the stack, and benches replay from it."""
+        try:
+            jobs = []
+            for job in self.cluster.list_jobs({}):
+                pods = self.cluster.list_pods(job.name)
+                jobs.append({"status": asdict(job), "pods": [asdict(p) for p in pods]})
+            text = json.dumps({"jobs": jobs}, default=str, indent=1)
+            (self.state_dir / "cluster.json").write_text(text)
+        except Exception as e:  # noqa: BLE001 - never in the way of stopping
+            log.warning("could not keep the cluster's Jobs: %s", e)
+
     def tick(self) -> None:
         """Publish one heartbeat now (the ticker does this every period)."""
         assert self.bus is not None
@@ -210,6 +224,8 @@ class LocalStack:
                     log.warning("stopping %s: %s", type(part).__name__, e)
         self.ticker = self.dispatcher = None
         self._wiring.close()
+        if self.cluster is not None and self._tmp is None:
+            self._dump_cluster()
         if self.log_sink is not None:
             self.log_sink.stop()
             self.log_sink = None

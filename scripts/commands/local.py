@@ -13,7 +13,8 @@ from scripts.services import DEFAULT_STACK_DIR, load_stack_env
 
 @click.group()
 def local() -> None:
-    """The local stack: emulators, local cluster, functions, ticker."""
+    """The local stack: emulators, Kubernetes (its own control plane, the process kubelet),
+    functions, ticker."""
 
 
 @local.command()

@@ -4,7 +4,7 @@ GKE's event exporter writes Kubernetes events to Cloud Logging (`logName .../log
 resource type `k8s_cluster` for Jobs, `jsonPayload` the v1 Event without `count` and
 `firstTimestamp`, `timestamp` from `lastTimestamp`; Logging adds `insertId`); a log sink
 filtered on `involvedObject.kind="Job"` publishes each LogEntry as JSON in the Pub/Sub
-message data. The local cluster emits the same shape (its producer is
+message data. The local stack's log sink emits the same shape (its producer is
 `adapters.local.log_export`; tests/fixtures/gke_log_entries holds recorded
 examples). Pure: parsing only.
 """

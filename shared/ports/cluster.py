@@ -1,9 +1,8 @@
 """The cluster port: reads (`ClusterReader`: the operator CLI and the controller) apart
 from Job writes (`JobWriter`: the controller only); `Cluster` is both.
 
-Implemented by `adapters.local.cluster.local_cluster.LocalCluster` (subprocess pods,
-Indexed-Job semantics) and `adapters.gke.cluster.GkeCluster` (the `kubernetes`
-client). Pure module: dataclasses and a Protocol, no I/O.
+Implemented by `adapters.gke.cluster.GkeCluster` (the `kubernetes` client), on GKE and on the
+local stack's Kubernetes alike. Pure module: dataclasses and a Protocol, no I/O.
 """
 
 from __future__ import annotations
@@ -91,10 +90,10 @@ class PodInfo:
     # they tell a node-pressure eviction from a Spot preemption (shared.reconcile.evictions).
     disruption_reason: str | None = None
     status_reason: str | None = None
-    # What the pod used over its life, where the cluster measures it (the local cluster, from
-    # /proc; None elsewhere): its highest resident memory and its mean vCPU in use (CPU
-    # seconds over its running time). Right-sizing and the canary read them
-    # (docs/canary-and-rightsize.md).
+    # What the pod used over its life, filled from the pod-usage port (GKE: Cloud Monitoring;
+    # the local stack: the process kubelet's /proc samples), None until then: its highest
+    # resident memory and its mean vCPU in use (CPU seconds over its running time).
+    # Right-sizing and the canary read them (docs/canary-and-rightsize.md).
     peak_memory_gib: float | None = None
     cpu_used: float | None = None
 
@@ -124,7 +123,7 @@ class ClusterReader(Protocol):
 
     def pod_events(self, job_name: str) -> list[dict[str, Any]]:
         """Events about the Job's pods (scheduling, image pulls, OOM kills), oldest first;
-        [] where `job_events` already carries them (the local cluster)."""
+        [] where the cluster keeps none."""
 
     def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
         """Current CPU and memory of the Job's running pods, by pod name (pods without a

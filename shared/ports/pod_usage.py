@@ -1,8 +1,8 @@
 """The port to what a cluster's monitoring recorded of finished pods over their lives: peak
 memory and mean CPU, where the cluster itself does not report them in `PodInfo` (GKE: Cloud
-Monitoring's container metrics, adapters.google.pod_usage; the local cluster measures
-its pods from /proc and needs none). Read once per finished Job's pods, by the observe step
-(docs/canary-and-rightsize.md). Pure: the port, its type and the merge.
+Monitoring's container metrics, adapters.google.pod_usage; the local stack: the process
+kubelet's /proc samples, adapters.local.pod_usage). Read once per finished Job's pods, by the
+observe step (docs/canary-and-rightsize.md). Pure: the port, its type and the merge.
 """
 
 from __future__ import annotations

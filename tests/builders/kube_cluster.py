@@ -43,14 +43,15 @@ class KubeCluster:
     def job_log_entries(self, job_name: str) -> list[dict[str, Any]]:
         """The LogEntries the sink published for one Job, in order of publication."""
         return [
-            e for e in self.published
+            e
+            for e in self.published
             if (e.get("jsonPayload", {}).get("involvedObject") or {}).get("name") == job_name
         ]
 
     def close(self) -> None:
         if self.sink is not None:
             self.sink.stop()
-        for name in self.created:
+        for name in filter(None, self.created):
             self.cluster.delete_job(name)
 
 

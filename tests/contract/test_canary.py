@@ -1,24 +1,21 @@
-"""A canary through the controller on the local stack (Firestore emulator, local cluster):
+"""A canary through the controller on the local stack (Firestore emulator, local Kubernetes):
 before layer 2 runs, a Job of one chunk per index (PCG_BATCH_SIZE=1, the layer's own seed and
-grid) runs N pods; the local cluster measures their peak memory from /proc; the layer is
+grid) runs N pods; the process kubelet measures their peak memory from /proc (Cloud
+Monitoring's part, read through the pod-usage port); the layer is
 sized from it (job.canary_margin), the approval it then waits for carries the simulator's
 forecast of the build, and once approved the layer's Job asks the canary's size."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from adapters.google.firestore_store import FirestoreRunStore
-from adapters.local.cluster.events import EventSettings
-from adapters.local.cluster.local_cluster import LocalCluster
+from adapters.local.pod_usage import KubeletPodUsage
 from shared.config.config_files import load_config
 from shared.control.controller import Controller, utcnow
 from shared.operate.operator_actions import approve
 from shared.reconcile.build_plan import new_run
+from tests.builders.kube_cluster import unique
 from tests.builders.local_jobs import wait_for
 from tests.builders.stored_runs import DEMO
 
@@ -34,28 +31,23 @@ WORKER = (
 )
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(
-        tmp_path / "cluster", events=EventSettings.instant(), stop_grace_seconds=1.0
-    ).start()
-    yield c
-    c.stop()
-
-
 def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
-    store: FirestoreRunStore, cluster: LocalCluster
+    store: FirestoreRunStore, kube_cluster: Any
 ) -> None:
+    cluster = kube_cluster
     cfg = load_config(DEMO)
     job = cfg.job.model_copy(update={"canary_margin": 2.0})
     ctl = cfg.controller.model_copy(update={"canary_chunks": CHUNKS, "advance": "approve"})
     cmd = {"ingest": ["python", "-c", WORKER]}
     cfg = cfg.model_copy(update={"commands": cmd, "job": job, "controller": ctl})
-    run = new_run(cfg, "r-canary", ["ingest"], "approve", utcnow())
+    run = new_run(cfg, unique("r-canary"), ["ingest"], "approve", utcnow())
     run.setups.clear()
     store.create_run(run)
     published: list[tuple[str, dict[str, Any]]] = []
-    ctrl = Controller(store, cluster, lambda kind, body: published.append((kind, body)))
+    usage = KubeletPodUsage(cluster.kube.kubelet)
+    ctrl = Controller(
+        store, cluster, lambda kind, body: published.append((kind, body)), pod_usage=usage
+    )
 
     ctrl.reconcile(run.run_id)  # creates the canary, not the layer, and asks no approval yet
     ls = store.load_run(run.run_id).layers["ingest-L2"]
@@ -63,13 +55,15 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
     assert store.run_for_job(ls.canary.job) == run.run_id  # its Job events reconcile the run
     status = wait_for(
         lambda: (j := cluster.get_job(ls.canary.job)) and j.condition == "Complete" and j,
+        timeout=120,
         what="the canary Job to complete",
     )
     assert status.completions == CHUNKS
     pods = cluster.list_pods(ls.canary.job)
     logs = sorted(cluster.pod_log(p.name).splitlines()[0] for p in pods)
     assert logs == [f"env 1 {i}" for i in range(CHUNKS)]  # one chunk per index, as asked
-    assert all(p.peak_memory_gib and p.peak_memory_gib > 0.29 for p in pods)  # from /proc
+    peaks = usage.life_usage(ls.canary.job, pods)  # the kubelet's, from /proc
+    assert len(peaks) == CHUNKS and all(u.peak_memory_gib > 0.29 for u in peaks.values())
 
     ctrl.reconcile(run.run_id)  # the canary's figures, size and forecast are recorded
     ctrl.reconcile(run.run_id)  # the layer, planned at that size, awaits approval
@@ -91,5 +85,8 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
         ls.phase == "running"
         and ls.pods.memory_request_gib == ls.canary.record["sized"]["memory_gib"]
     )
-    layer_pods = wait_for(lambda: cluster.list_pods(ls.job.name), what="the layer's pods")
+    cluster.created += [ls.canary.job, ls.job.name]
+    layer_pods = wait_for(
+        lambda: cluster.list_pods(ls.job.name), timeout=120, what="the layer's pods"
+    )
     assert layer_pods[0].memory_request_gib == ls.canary.record["sized"]["memory_gib"]

@@ -1,9 +1,9 @@
 """The `shared.ports.cluster.Cluster` contract, one set of tests for every implementation.
 
-`local`: the local cluster (subprocess pods), always. `kubernetes`: Kubernetes' own control
-plane on this machine (the real Job controller, scheduler and pod GC) with the process kubelet,
-through the GKE adapter as the controller's service account (terraform's RBAC), always.
-`gke`: a real cluster through `GkeCluster.from_kubeconfig()` (context
+`kubernetes`: Kubernetes' own control plane on this machine (the real Job controller,
+scheduler and pod GC) with the process kubelet, through the GKE adapter as the controller's
+service account (terraform's RBAC), always.
+`gke`: a remote cluster through `GkeCluster.from_kubeconfig()` (context
 `PIPELINE_KUBE_CONTEXT`, namespace `PIPELINE_NAMESPACE`), only when KUBECONFIG is set; pods run
 `python:3.12-slim` with the same `python -c` programs. Every test uses its own Job names and
 deletes its Jobs afterwards.
@@ -17,16 +17,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared.ports.cluster import Cluster, JobStatus
 
-NO_CLUSTER = (
-    "no real cluster: set KUBECONFIG to a cluster's kubeconfig to run the contract against it"
-)
+# A remote cluster (GKE) joins only when a kubeconfig names one: then every case runs there too.
+TARGETS = ["kubernetes"] + (["gke"] if os.environ.get("KUBECONFIG") else [])
 IMAGE = "python:3.12-slim"
 PRINT_INDEX = "import os; print('hello from index', os.environ['JOB_COMPLETION_INDEX'], flush=True)"
 SLEEP = "import time; time.sleep(900)"
@@ -45,23 +43,10 @@ class Target:
     preempt: Callable[[str], bool] | None = None
 
 
-@pytest.fixture(scope="module", params=["local", "kubernetes", "gke"])
+@pytest.fixture(scope="module", params=TARGETS)
 def target(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
 ) -> Iterator[Target]:
-    if request.param == "local":
-        from adapters.local.cluster.local_cluster import LocalCluster
-
-        state_dir: Path = tmp_path_factory.mktemp("local-cluster")
-        cluster = LocalCluster(
-            state_dir, capacity_cpu=4.0, capacity_memory_gib=16.0, poll_interval=0.05
-        )
-        cluster.start()
-        try:
-            yield Target("local", cluster, timeout=60.0, preempt=cluster.preempt_pod)
-        finally:
-            cluster.stop()
-        return
     if request.param == "kubernetes":
         from adapters.gke.cluster import GkeCluster
 
@@ -71,8 +56,6 @@ def target(
         )
         yield Target("kubernetes", cluster, timeout=120.0, preempt=kube.evict)
         return
-    if not os.environ.get("KUBECONFIG"):
-        pytest.skip(NO_CLUSTER)
     from adapters.gke.cluster import GkeCluster
 
     namespace = os.environ.get("PIPELINE_NAMESPACE", "default")

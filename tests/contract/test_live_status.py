@@ -42,7 +42,6 @@ def _status(tmp_path: Path, project: str, firestore: str) -> TerminalSession:
         "FIRESTORE_EMULATOR_HOST": firestore,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
-    env.pop("PIPELINE_LOCAL_CLUSTER_DIR", None)
     cmd = ["-m", "scripts.cli", "status", "r-live", "--interval", "0.1"]
     return TerminalSession(cmd, env=env, cwd=tmp_path)  # cwd: no local stack there
 

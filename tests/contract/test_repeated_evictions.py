@@ -1,4 +1,5 @@
-"""Repeated node-pressure evictions through the controller (Firestore emulator, local cluster):
+"""Repeated node-pressure evictions through the controller (Firestore emulator, local
+Kubernetes: the process kubelet evicts, the real Job controller retries):
 the kubelet-style evictions of one index are counted, `index_evicted_repeatedly` is alerted
 once with that index's chunks after `job.max_evictions_per_index` (3, the default), a Spot
 preemption is not counted, and the layer's next attempt asks `job.oom_memory_factor` more
@@ -6,21 +7,18 @@ memory. The Job itself never counts an eviction against the index."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adapters.google.firestore_store import FirestoreRunStore
-from adapters.local.cluster.events import EventSettings
-from adapters.local.cluster.local_cluster import LocalCluster
 from shared.config.config_files import load_config
 from shared.control.controller import Controller, utcnow
 from shared.jobs.layer_spec import layer_spec
 from shared.operate.operator_actions import cancel, resubmit
 from shared.reconcile.build_plan import new_run
 from shared.reconcile.evictions import ALERT_KIND
+from tests.builders.kube_cluster import unique
 from tests.builders.local_jobs import wait_for
 from tests.builders.stored_runs import DEMO
 
@@ -28,48 +26,50 @@ SLEEPER = ["python", "-c", "import time; time.sleep(120)"]  # a pod that runs un
 FACTOR = 2.0
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    c = LocalCluster(
-        tmp_path / "cluster", events=EventSettings.instant(), stop_grace_seconds=1.0
-    ).start()
-    yield c
-    c.stop()
-
-
 def start(store: FirestoreRunStore):
     cfg = load_config(DEMO)
     job = cfg.job.model_copy(update={"oom_memory_factor": FACTOR})
     cfg = cfg.model_copy(update={"commands": {"ingest": SLEEPER}, "job": job})
-    run = new_run(cfg, "r-evict", ["ingest"], "auto", utcnow())
+    run = new_run(cfg, unique("r-evict"), ["ingest"], "auto", utcnow())
     run.setups.clear()
     store.create_run(run)
     return cfg, run.run_id
 
 
-def running_pod(cluster: LocalCluster, job: str, index: int):
+def running_pod(cluster: Any, job: str, index: int, other_than: str = ""):
     return wait_for(
-        lambda: next((p for p in cluster.list_pods(job, index) if p.phase == "Running"), None),
+        lambda: next(
+            (
+                p
+                for p in cluster.list_pods(job, index)
+                if p.phase == "Running" and p.name != other_than
+            ),
+            None,
+        ),
+        timeout=90,
         what=f"a running pod of {job} index {index}",
     )
 
 
-def failed_pods(cluster: LocalCluster, job: str, index: int, n: int) -> None:
+def failed_pods(cluster: Any, job: str, index: int, n: int) -> None:
     wait_for(
         lambda: len([p for p in cluster.list_pods(job, index) if p.phase == "Failed"]) >= n,
+        timeout=90,
         what=f"{n} failed pods of {job} index {index}",
     )
 
 
 def test_an_index_evicted_repeatedly_is_alerted_once_and_its_next_attempt_gets_more_memory(
-    store: FirestoreRunStore, cluster: LocalCluster
+    store: FirestoreRunStore, kube_cluster: Any
 ) -> None:
+    cluster = kube_cluster
     cfg, run_id = start(store)
     published: list[tuple[str, dict[str, Any]]] = []
     ctrl = Controller(store, cluster, lambda kind, body: published.append((kind, body)))
     ctrl.reconcile(run_id)  # creates the layer-2 Job (2 pods: the ramp's start)
     ls = store.load_run(run_id).layers["ingest-L2"]
     job, memory = ls.job.name, ls.pods.memory_request_gib
+    cluster.created.append(job)
 
     def evicted_alerts() -> list[dict[str, Any]]:
         return [body for kind, body in published if kind == ALERT_KIND]
@@ -80,9 +80,12 @@ def test_an_index_evicted_repeatedly_is_alerted_once_and_its_next_attempt_gets_m
         ctrl.reconcile(run_id)
         assert store.load_run(run_id).layers["ingest-L2"].faults.evictions == f"0:{n}"
         assert len(evicted_alerts()) == (0 if n < 3 else 1)
-    # A Spot preemption of index 1: retried for free, not counted as an eviction.
-    assert cluster.preempt_pod(running_pod(cluster, job, 1).name)
-    failed_pods(cluster, job, 1, 1)
+    # A Spot preemption of index 1 (the Eviction API): retried for free, not counted as an
+    # eviction. The preempted pod is deleted once it has ended: the controller sees it Failed
+    # with DisruptionTarget while the Job's tracking finalizer holds it.
+    preempted = running_pod(cluster, job, 1).name
+    assert cluster.preempt_pod(preempted)
+    running_pod(cluster, job, 1, other_than=preempted)  # its replacement
     ctrl.reconcile(run_id)
     layer = store.load_run(run_id).layers["ingest-L2"]
     assert layer.faults.evictions == "0:4"
@@ -110,5 +113,14 @@ def test_an_index_evicted_repeatedly_is_alerted_once_and_its_next_attempt_gets_m
     fresh = store.load_run(run_id).layers["ingest-L2"]
     assert fresh.faults.memory_factor == FACTOR and fresh.faults.evictions == ""
     assert fresh.job.name != job
-    pods = wait_for(lambda: cluster.list_pods(fresh.job.name), what="the new attempt's pods")
+
+    def new_pods() -> list[Any]:
+        # The new attempt's Job is created once the old one's pods are gone (they end on
+        # SIGTERM and vanish as the Job's garbage is collected): each trigger checks again.
+        ctrl.reconcile(run_id)
+        name = store.load_run(run_id).layers["ingest-L2"].job.name
+        return cluster.list_pods(name) if name and name != job else []
+
+    pods = wait_for(new_pods, timeout=90, what="the new attempt's pods")
+    cluster.created.append(pods[0].job_name)
     assert pods[0].memory_request_gib == pytest.approx(memory * FACTOR)

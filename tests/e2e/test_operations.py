@@ -194,7 +194,7 @@ def test_spot_preemptions_during_the_demo_ingest_leave_a_correct_graph(stack, tm
     def chaos() -> None:
         # A handful of preemptions spread over the run (Spot reclaims some nodes, not all).
         while len(preempted) < 4 and not done.wait(1.5):
-            name = stack.cluster.preempt_random_pod(rng)
+            name = stack.kube.preempt_random_pod(rng)
             if name:
                 preempted.append(name)
 

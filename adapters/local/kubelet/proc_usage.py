@@ -1,13 +1,6 @@
-"""Per-pod CPU and memory usage of the local cluster, from /proc (GKE's half, the metrics
-API, is `adapters.gke.metrics`).
-
- a pod is a process group whose stdout is `<cluster>/pods/<pod>.log`, and the
-state files carry no pids, so `pids_by_log_file` finds a pod's processes as those whose fd 1
-or 2 is that file (children inherit it), and `local_usage` samples each process's
-`/proc/<pid>/stat` (utime + stime) twice for a CPU rate and reads VmRSS from
-`/proc/<pid>/status`. Processes the pod already reaped are not counted (their CPU time moves
-to the parent's cutime/cstime, which a rate over a short window would show as a spike).
-Linux only: elsewhere no pids are found and usage is reported as unavailable.
+"""What the process kubelet measures of a pod's container from /proc: its peak resident memory
+and its CPU over its life (`LifeUsage`, sampled while it runs), kept for Cloud Monitoring's part
+of the local stack (`adapters.local.pod_usage`). Linux only: elsewhere nothing is measured.
 """
 
 from __future__ import annotations
@@ -15,11 +8,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-from shared.ports.cluster import MetricsUnavailableError, PodUsage
 
 PROC = Path("/proc")
 GIB = 1024**3
@@ -56,9 +45,6 @@ def parse_status_rss_bytes(text: str) -> int | None:
     return None
 
 
-# -- local pods -------------------------------------------------------------------------------
-
-
 def read_proc(pid: int, proc: Path = PROC) -> tuple[int, int] | None:
     """(cpu ticks, rss bytes) of one process; None if it is gone or unreadable."""
     try:
@@ -67,87 +53,6 @@ def read_proc(pid: int, proc: Path = PROC) -> tuple[int, int] | None:
     except (OSError, ValueError):
         return None
     return ticks, rss or 0
-
-
-def pids_by_log_file(paths: Iterable[Path], proc: Path = PROC) -> dict[Path, list[int]]:
-    """Processes whose stdout or stderr is one of `paths` (resolved), by path."""
-    wanted = {Path(p).resolve(): p for p in paths}
-    out: dict[Path, list[int]] = {p: [] for p in wanted.values()}
-    try:
-        entries = list(proc.iterdir())
-    except OSError:
-        return out
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        for fd in ("1", "2"):
-            try:
-                target = Path(os.readlink(entry / "fd" / fd))
-            except OSError:  # gone, or another user's process
-                continue
-            if target in wanted:
-                out[wanted[target]].append(int(entry.name))
-                break
-    return out
-
-
-def local_usage(
-    pids_by_pod: Mapping[str, Iterable[int]],
-    window_s: float = 0.5,
-    proc: Path = PROC,
-    ticks_per_s: float | None = None,
-    sleep: Any = time.sleep,
-) -> dict[str, PodUsage]:
-    """Usage of every pod from two samples of its processes `window_s` apart (all pods in the
-    same window). A pod whose processes all vanished is left out."""
-    hz = ticks_per_s or float(os.sysconf("SC_CLK_TCK"))
-    groups = {pod: sorted(set(pids)) for pod, pids in pids_by_pod.items()}
-    first = {pid: read_proc(pid, proc) for pids in groups.values() for pid in pids}
-    t0 = time.monotonic()
-    sleep(window_s)
-    elapsed = max(time.monotonic() - t0, 1e-6)
-    out: dict[str, PodUsage] = {}
-    for pod, pids in groups.items():
-        cpu = rss = 0.0
-        seen = 0
-        for pid in pids:
-            before, after = first.get(pid), read_proc(pid, proc)
-            if before is None or after is None:
-                continue
-            seen += 1
-            cpu += max(0, after[0] - before[0]) / hz / elapsed
-            rss += after[1]
-        if seen:
-            out[pod] = PodUsage(cpu, rss / GIB, seen)
-    return out
-
-
-def local_pod_usage(
-    pid: int | Iterable[int], window_s: float = 0.5, proc: Path = PROC
-) -> PodUsage | None:
-    """Usage of one process (or several, summed); None if none could be read."""
-    pids = [pid] if isinstance(pid, int) else list(pid)
-    return local_usage({"pod": pids}, window_s, proc).get("pod")
-
-
-def pods_usage(
-    pods_dir: Path, pod_names: Iterable[str], window_s: float = 0.5
-) -> dict[str, PodUsage]:
-    """Usage of local pods by name, found through their log files under `pods_dir`;
-    MetricsUnavailableError when none of their processes is visible."""
-    names = list(pod_names)
-    if not names:
-        return {}
-    logs = {name: pods_dir / f"{name}.log" for name in names}
-    pids = pids_by_log_file(logs.values())
-    found = {name: pids[path] for name, path in logs.items() if pids.get(path)}
-    usage = local_usage(found, window_s)
-    if not usage:
-        raise MetricsUnavailableError(
-            "none of these local pods' processes is visible in /proc (the local cluster must "
-            "run on this machine, as this user, on Linux)"
-        )
-    return usage
 
 
 # -- a pod's peak memory and mean CPU over its life --------------------------------------------

@@ -12,11 +12,9 @@ import pytest
 
 from adapters.gke.metrics import parse_pod_metrics
 from adapters.local.kubelet.proc_usage import (
-    local_pod_usage,
-    local_usage,
+    LifeUsage,
     parse_stat_cpu_ticks,
     parse_status_rss_bytes,
-    pids_by_log_file,
     read_proc,
 )
 from shared.ports.cluster import PodUsage
@@ -72,50 +70,29 @@ def _fake_proc(root: Path, pid: int, ticks: tuple[int, int], rss_kb: int | None)
     (d / "status").write_text(status)
 
 
-def test_usage_is_the_tick_rate_over_the_window_summed_over_a_pods_processes(tmp_path):
-    _fake_proc(tmp_path, 10, (100, 0), 1024 * 512)  # 0.5 GiB
-    _fake_proc(tmp_path, 11, (0, 0), 1024 * 256)
-    _fake_proc(tmp_path, 20, (0, 0), 1024)
-
-    def sleep(_: float) -> None:  # during the window: pid 10 burns 50 ticks, 11 burns 25
-        time.sleep(0.01)
-        _fake_proc(tmp_path, 10, (130, 20), 1024 * 512)
-        _fake_proc(tmp_path, 11, (25, 0), 1024 * 256)
-        (tmp_path / "20" / "stat").unlink()  # pid 20 exits
-
-    usage = local_usage(
-        {"pod-a": [10, 11], "pod-b": [20]}, 0.5, tmp_path, ticks_per_s=100, sleep=sleep
-    )
-    assert set(usage) == {"pod-a"}  # every process of pod-b is gone
-    a = usage["pod-a"]
-    assert a.processes == 2
-    assert a.memory_gib == pytest.approx(0.75)
-    # 75 ticks at 100 Hz = 0.75 CPU-seconds over the (real, short) window: a rate > 0.
-    assert a.cpu > 0
-
-
 def test_read_proc_of_a_missing_process_is_none(tmp_path):
     assert read_proc(99999, tmp_path) is None
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-def test_a_real_process_is_found_by_its_log_and_measured(tmp_path):
-    log = tmp_path / "pod.log"
-    busy = "import time\nt = time.time()\nwhile time.time() - t < 30: pass\n"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", busy], stdout=out, stderr=out)
+def test_a_real_process_is_measured_over_its_life():
+    """The kubelet's sampling of a running container: its peak memory (a 64 MiB block it
+    holds) and its CPU (a busy loop) once it has ended."""
+    busy = (
+        "import time\nblock = bytearray(64 * 1024 * 1024)\nt = time.time()\n"
+        "while time.time() - t < 1.0: pass\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", busy])
+    usage = LifeUsage(every_s=0.0)
     try:
-        found = pids_by_log_file([log, tmp_path / "other.log"])
-        assert found[log] == [proc.pid]
-        assert found[tmp_path / "other.log"] == []
-        usage = local_pod_usage(proc.pid, 0.3)
-        # A busy loop: measured as using CPU (how much depends on the machine's load, so no
-        # share is asserted) and memory.
-        assert usage is not None and usage.cpu > 0 and usage.memory_gib > 0
+        while proc.poll() is None:
+            usage.sample(proc.pid)
+            time.sleep(0.05)
     finally:
         proc.kill()
         proc.wait()
-    assert local_pod_usage(proc.pid, 0.01) is None
+    assert usage.peak_memory_gib() is not None and usage.peak_memory_gib() > 60 / 1024
+    assert usage.cpu_used(1.0) is not None and usage.cpu_used(1.0) > 0
 
 
 @pytest.mark.parametrize(
