@@ -39,6 +39,7 @@ class KubeApi:
             cert_reqs="CERT_REQUIRED", ca_certs=str(ca_file), maxsize=8, retries=False
         )
         self.timeout = timeout
+        self._watching: set[urllib3.BaseHTTPResponse] = set()
 
     @classmethod
     def from_kubeconfig(cls, path: Path) -> KubeApi:
@@ -51,7 +52,9 @@ class KubeApi:
         return cls(cluster["server"], user["token"], ca)
 
     def close(self) -> None:
-        """Close every connection (open watches end at once)."""
+        """Close every connection: open watches end at once."""
+        for response in list(self._watching):
+            getattr(response, "shutdown", response.close)()  # unblocks the reading thread
         self._pool.clear()
 
     def request(
@@ -98,6 +101,7 @@ class KubeApi:
             preload_content=False,
             timeout=urllib3.Timeout(connect=self.timeout, read=timeout_s + 30),
         )
+        self._watching.add(response)
         try:
             if response.status >= 300:
                 raise ApiError(
@@ -111,6 +115,7 @@ class KubeApi:
                     if line.strip():
                         yield json.loads(line)
         finally:
+            self._watching.discard(response)
             response.release_conn()
 
 

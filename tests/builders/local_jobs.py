@@ -1,26 +1,41 @@
-"""Indexed Job manifests and waits for the local cluster's contract tests.
+"""Indexed Job manifests and waits for the contract tests of local Kubernetes (and any Cluster).
 
 Pods are tiny `python -c` programs driven by env: `GO_<i>`/`GO` make index i wait for a file,
-`EXIT_<i>` is its exit code, `FAIL_ONCE_<i>` makes its first attempt exit 1. Waits poll with
-generous timeouts.
+`EXIT_<i>` is its exit code, `FAIL_ONCE_<i>` makes its first attempt exit 1, and
+`TERM_WAIT_<i>`/`TERM_WAIT` make it, once sent SIGTERM, wait for a file before it exits 143
+(a pod whose termination takes as long as the test wants, within its grace period). Waits poll
+with generous timeouts: the real Job controller is slower than a test's patience should be.
+
+The helpers that take a `KubeCluster` (`raw_job`, `conditions`, `settled`) read the Job as the
+API server stores it, where `JobStatus` (the controller's view, `adapters.gke.wire`) folds
+Kubernetes' interim conditions into the terminal ones.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from adapters.local.cluster.local_cluster import LocalCluster
-from shared.ports.cluster import JobStatus, PodInfo
+from shared.ports.cluster import Cluster, JobStatus, PodInfo
 
-TIMEOUT = 30.0
+if TYPE_CHECKING:
+    from tests.builders.kube_cluster import KubeCluster
+
+TIMEOUT = 120.0
 
 WORKER = """
-import os, sys, time
+import os, signal, sys, time
 i = os.environ["JOB_COMPLETION_INDEX"]
+hold = os.environ.get(f"TERM_WAIT_{i}", os.environ.get("TERM_WAIT", ""))
+if hold:
+    def on_term(*_):
+        while not os.path.exists(hold):
+            time.sleep(0.02)
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, on_term)
 print(f"index {i} running", flush=True)
 go = os.environ.get(f"GO_{i}", os.environ.get("GO", ""))
 while go and not os.path.exists(go):
@@ -40,6 +55,15 @@ DEFAULT_RULES = [
     },
 ]
 
+# GKE's Spot taint and label (adapters.local.kubelet.node): a pod with these runs on a Spot node.
+SPOT_KEY = "cloud.google.com/gke-spot"
+ON_SPOT = {
+    "tolerations": [
+        {"key": SPOT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    ],
+    "nodeSelector": {SPOT_KEY: "true"},
+}
+
 
 def manifest(
     name: str,
@@ -56,9 +80,11 @@ def manifest(
     memory: str = "64Mi",
     grace: int = 5,
     labels: dict[str, str] | None = None,
+    pod_spec: dict[str, Any] | None = None,
     **spec_extra: Any,
 ) -> dict[str, Any]:
-    """A minimal valid Indexed Job manifest, as the controller would send it."""
+    """A minimal valid Indexed Job manifest, as the controller would send it; `pod_spec` adds
+    to the pod template's spec (e.g. `ON_SPOT`), `spec_extra` to the Job's."""
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": completions,
@@ -78,6 +104,7 @@ def manifest(
                         "resources": {"requests": {"cpu": cpu, "memory": memory}},
                     }
                 ],
+                **(pod_spec or {}),
             },
         },
         **spec_extra,
@@ -97,30 +124,39 @@ def manifest(
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = TIMEOUT, what: str = "") -> Any:
-    """Poll until predicate() is truthy; return its value or fail naming what was awaited."""
+    """Poll until predicate() is truthy; return its value or fail naming what was awaited
+    (quick at first, then gentle on the API server)."""
     deadline = time.monotonic() + timeout
+    delay = 0.05
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.02)
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what or predicate}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.5)
 
 
-def finished(cluster: LocalCluster, name: str) -> JobStatus:
+def finished(cluster: Cluster, name: str) -> JobStatus:
+    """The Job once the controller's view of it is terminal (`JobStatus.finished`: on
+    Kubernetes 1.31+ that is FailureTarget or SuccessCriteriaMet already; see `settled`)."""
     return wait_for(
         lambda: (j := cluster.get_job(name)) is not None and j.finished and j,
         what=f"job {name} to finish",
     )
 
 
-def running(cluster: LocalCluster, name: str, n: int) -> list[PodInfo]:
-    """Wait until exactly n pods of the Job are Running and active (log line printed)."""
+def running(cluster: Cluster, name: str, n: int, exclude: Collection[str] = ()) -> list[PodInfo]:
+    """Wait until exactly n pods of the Job (not in `exclude`: pods deleted but still
+    terminating) are Running, the Job counts n ready, and each has logged its first line."""
 
     def check() -> list[PodInfo] | None:
-        pods = [p for p in cluster.list_pods(name) if p.phase == "Running"]
-        if len(pods) != n or cluster.get_job(name).ready != n:  # type: ignore[union-attr]
+        pods = [
+            p for p in cluster.list_pods(name) if p.phase == "Running" and p.name not in exclude
+        ]
+        job = cluster.get_job(name)
+        if len(pods) != n or job is None or job.ready != n:
             return None
         logs_ok = all("running" in cluster.pod_log(p.name) for p in pods)
         return pods if logs_ok else None
@@ -130,3 +166,48 @@ def running(cluster: LocalCluster, name: str, n: int) -> list[PodInfo]:
 
 def reasons(events: list[dict[str, Any]]) -> list[str]:
     return [e["reason"] for e in events]
+
+
+# -- the Job as stored (local Kubernetes) --------------------------------------------------------
+
+
+def raw_job(kc: KubeCluster, name: str) -> dict[str, Any] | None:
+    """The batch/v1 Job as the API server has it (None if there is none)."""
+    assert kc.kube.admin is not None
+    path = f"/apis/batch/v1/namespaces/{kc.kube.namespace}/jobs/{name}"
+    return kc.kube.admin.request("GET", path, ok=(404,))
+
+
+def pod_annotations(kc: KubeCluster, pod_name: str) -> dict[str, str]:
+    """A pod's annotations as stored (the Job controller's per-index counts among them)."""
+    assert kc.kube.admin is not None
+    path = f"/api/v1/namespaces/{kc.kube.namespace}/pods/{pod_name}"
+    return ((kc.kube.admin.request("GET", path) or {}).get("metadata") or {}).get(
+        "annotations"
+    ) or {}
+
+
+def conditions(kc: KubeCluster, name: str) -> list[tuple[str, str]]:
+    """(type, reason) of the Job's True conditions, in the order the Job controller added
+    them."""
+    job = raw_job(kc, name) or {}
+    return [
+        (c["type"], c.get("reason", ""))
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    ]
+
+
+def settled(kc: KubeCluster, name: str) -> JobStatus:
+    """The Job once Kubernetes has written its final condition, Complete or Failed: on 1.31+
+    only after every pod has terminated (FailureTarget / SuccessCriteriaMet come first), so
+    its counts are final; by then no pod of it is Pending or Running."""
+    wait_for(
+        lambda: {"Complete", "Failed"} & {t for t, _ in conditions(kc, name)},
+        what=f"job {name}'s final condition",
+    )
+    pods = kc.list_pods(name)
+    assert not [p.name for p in pods if p.phase in ("Pending", "Running")], pods
+    job = kc.get_job(name)
+    assert job is not None
+    return job

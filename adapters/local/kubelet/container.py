@@ -38,6 +38,7 @@ START_ERROR_EXIT_CODE = 128
 # limit would be.
 PEAK_MEMORY_ENV = "LOCAL_POD_PEAK_MEMORY_GIB"
 GIB = 1024**3
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 class VolumeError(RuntimeError):
@@ -190,7 +191,11 @@ class Container:
         command cannot be started (the log says why)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         argv = self.argv(env)
-        full_env = {**os.environ, **self.extra_env, **env}
+        # The "image" is this checkout: its packages importable from any working directory;
+        # HOSTNAME is the pod's name, as a container runtime sets it.
+        full_env = {**os.environ, **self.extra_env, **env, "HOSTNAME": self.pod["metadata"]["name"]}
+        path = [str(PROJECT_ROOT), full_env.get("PYTHONPATH", "")]
+        full_env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
         try:
             # The working directory is the pod's folder: with `python -m`, the working
             # directory comes first on sys.path, and a stray module in the operator's would

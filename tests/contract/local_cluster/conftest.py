@@ -1,36 +1,35 @@
-"""Fixtures of the local cluster's contract tests: clusters started on a temporary folder,
-with GKE's event recorder model but no sink delay (these tests read what was published)."""
+"""The contract tests of local Kubernetes (the real control plane, the process kubelet) share one
+`KubeCluster` per package: one log sink for them all (stopping a sink waits out its watch, some
+seconds a test otherwise), `published` growing across tests. Job names are unique per test
+(`tests.builders.kube_cluster.unique`), so `job_log_entries(name)` is one test's; every Job a
+test created is deleted when it ends, as the root `kube_cluster` fixture does."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from adapters.local.cluster.events import EventSettings
-from adapters.local.cluster.local_cluster import LocalCluster
+from tests.builders.kube_cluster import KubeCluster
+
+
+@pytest.fixture(scope="package")
+def shared_kube_cluster(local_kubernetes: Any) -> Iterator[KubeCluster]:
+    from tests.builders.kube_cluster import open_kube_cluster
+
+    cluster = open_kube_cluster(local_kubernetes)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 @pytest.fixture
-def make_cluster(tmp_path: Path) -> Iterator[Callable[..., tuple[LocalCluster, list]]]:
-    made: list[LocalCluster] = []
-
-    def make(**kwargs: Any) -> tuple[LocalCluster, list[dict[str, Any]]]:
-        published: list[dict[str, Any]] = []
-        kwargs.setdefault("on_event", published.append)
-        # GKE's recorder model, but no sink delay: these tests read what was published.
-        kwargs.setdefault("events", EventSettings(sink_delay_s=(0.0, 0.0)))
-        cluster = LocalCluster(tmp_path / f"cluster{len(made)}", **kwargs).start()
-        made.append(cluster)
-        return cluster, published
-
-    yield make
-    for cluster in made:
-        cluster.stop()
-
-
-@pytest.fixture
-def cluster(make_cluster) -> tuple[LocalCluster, list[dict[str, Any]]]:
-    return make_cluster()
+def kube_cluster(shared_kube_cluster: KubeCluster) -> Iterator[KubeCluster]:
+    """The package's `KubeCluster`; the Jobs the test created are deleted after it."""
+    yield shared_kube_cluster
+    while shared_kube_cluster.created:
+        name = shared_kube_cluster.created.pop()
+        if name:
+            shared_kube_cluster.cluster.delete_job(name)

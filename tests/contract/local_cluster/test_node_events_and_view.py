@@ -1,151 +1,144 @@
-"""Scheduling, pod logs, published events, the read-only view and stopping the local cluster."""
+"""Scheduling, pod logs, the Job events the log sink publishes, the operators' read-only view,
+and a pod's processes ending with it, on local Kubernetes (the real scheduler and event
+recorder, the process kubelet)."""
 
 from __future__ import annotations
 
-import json
-import time
+import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from adapters.local.cluster.events import EventSettings
-from adapters.local.cluster.local_cluster import LocalCluster
-from adapters.local.cluster.view import LocalClusterView
-from shared.ports.cluster import ClusterError, JobStatus
-from tests.builders.local_jobs import (
-    finished,
-    manifest,
-    reasons,
-    running,
-    wait_for,
-)
+from adapters.gke.cluster import GkeCluster
+from shared.ports.cluster import ClusterError
+from tests.builders.kube_cluster import KubeCluster, unique
+from tests.builders.local_jobs import manifest, reasons, running, settled, wait_for
+
+COMBINED = "(combined from similar events): "
 
 
 @pytest.mark.parametrize(
-    ("cpu", "memory", "short"), [("600m", "100Mi", "cpu"), ("100m", "768Mi", "memory")]
+    ("cpu", "memory", "short"), [("1200m", "100Mi", "cpu"), ("100m", "5Gi", "memory")]
 )
 def test_pods_that_do_not_fit_stay_pending_until_capacity_frees(
-    make_cluster, tmp_path, cpu, memory, short
+    kube_cluster: KubeCluster, tmp_path: Path, cpu: str, memory: str, short: str
 ) -> None:
-    c, published = make_cluster(capacity_cpu=1.0, capacity_memory_gib=1.0)
+    # Without the Spot toleration only the on-demand node (2 vCPU, 8 GiB) takes them: one fits.
+    c, name = kube_cluster, unique(f"tight-{short}")
     go = tmp_path / "go"
     c.create_job(
-        manifest(
-            "tight", completions=2, parallelism=2, env={"GO_0": str(go)}, cpu=cpu, memory=memory
-        )
+        manifest(name, completions=2, parallelism=2, env={"GO_0": str(go)}, cpu=cpu, memory=memory)
     )
-    first = running(c, "tight", 1)[0]
+    first = running(c, name, 1)[0]
     assert first.index == 0
     pending = wait_for(
-        lambda: [p for p in c.list_pods("tight") if p.reason == "FailedScheduling"],
+        lambda: [p for p in c.list_pods(name) if p.reason == "FailedScheduling"],
         what="a FailedScheduling pod",
     )
-    assert pending[0].phase == "Pending" and pending[0].index == 1
-    assert c.get_job("tight").active == 2 and c.get_job("tight").ready == 1
-    sched = [e for e in c.job_events("tight") if e["reason"] == "FailedScheduling"]
-    assert len(sched) == 1 and sched[0]["involvedObject"]["kind"] == "Pod"
+    assert (pending[0].phase, pending[0].index, pending[0].node) == ("Pending", 1, "")
+    job = c.get_job(name)
+    assert job is not None and (job.active, job.ready) == (2, 1)
+    # The scheduler's event is about the pod: among the pod events, not the Job's.
+    sched = wait_for(
+        lambda: [e for e in c.pod_events(name) if e["reason"] == "FailedScheduling"],
+        what="the scheduler's event",
+    )
+    assert sched[0]["involvedObject"]["kind"] == "Pod"
     assert sched[0]["involvedObject"]["name"] == pending[0].name
     assert f"Insufficient {short}" in sched[0]["message"]
-    assert c.pod_log(pending[0].name) == ""
+    assert "FailedScheduling" not in reasons(c.job_events(name))
     go.touch()
-    job = finished(c, "tight")
-    assert job.condition == "Complete"
-    assert "FailedScheduling" not in reasons([e["jsonPayload"] for e in published])
+    assert settled(c, name).condition == "Complete"
+    assert "FailedScheduling" not in [e["jsonPayload"]["reason"] for e in c.job_log_entries(name)]
 
 
-def test_pod_logs_are_kept_and_readable_by_pod_name(cluster) -> None:
-    c, _ = cluster
+def test_pod_logs_are_kept_and_readable_by_pod_name(kube_cluster: KubeCluster) -> None:
+    c, name = kube_cluster, unique("logs")
     code = "import sys\nfor n in range(5): print(f'line {n} of index', sys.argv[1])"
     c.create_job(
         manifest(
-            "logs",
+            name,
             completions=2,
             parallelism=2,
             command=["python", "-c", code, "$(JOB_COMPLETION_INDEX)"],
         )
     )
-    finished(c, "logs")
-    for pod in c.list_pods("logs"):
+    settled(c, name)
+    for pod in c.list_pods(name):
         assert c.pod_log(pod.name, tail_lines=2) == (
             f"line 3 of index {pod.index}\nline 4 of index {pod.index}\n"
         )
         assert c.pod_log(pod.name).count("\n") == 5
-        assert c.pod_log(pod.name, tail_lines=0) == ""
+        stamp = c.pod_log_updated(pod.name)
+        assert stamp is not None and pod.started is not None and stamp >= pod.started
     with pytest.raises(ClusterError):
-        c.pod_log("logs-9-zzzzz")
+        c.pod_log(f"{name}-9-zzzzz")
 
 
-def test_job_events_are_published_as_gke_log_entries_outside_the_lock(make_cluster) -> None:
-    seen: list[dict[str, Any]] = []
-    statuses: list[JobStatus | None] = []
-    holder: dict[str, LocalCluster] = {}
-
-    def on_event(entry: dict[str, Any]) -> None:
-        # Calling back into the cluster would deadlock if the lock were held here.
-        statuses.append(holder["c"].get_job("events"))
-        seen.append(entry)
-        if len(seen) == 1:
-            raise RuntimeError("a broken subscriber must not break the cluster")
-
-    c, _ = make_cluster(
-        on_event=on_event,
-        project="proj",
-        cluster_name="cl",
-        location="loc",
-        events=EventSettings.instant(),
+def test_job_events_are_published_as_gke_log_entries_25_per_job(kube_cluster: KubeCluster) -> None:
+    # The Job controller's recorder (client-go tools/record events_cache.go): 9 events alike
+    # but for their message, then the 10th and later as one aggregate Event ("(combined from
+    # similar events): " and the latest message), its count growing; a burst of 25 writes per
+    # Job (then 1 per 5 minutes), updates included. A Job of 27 pods: the 26th and 27th
+    # SuccessfulCreate and its Completed event never reach the API server, nor the log sink.
+    c, name = kube_cluster, unique("events")
+    c.create_job(manifest(name, completions=27, parallelism=9))
+    job = settled(c, name)
+    assert (job.condition, job.succeeded) == ("Complete", 27)
+    stored = c.job_events(name)
+    assert "Completed" not in reasons(stored)
+    assert set(reasons(stored)) == {"SuccessfulCreate"}
+    combined = [e for e in stored if e["message"].startswith(COMBINED)]
+    assert (len(stored), len(combined), combined[0]["count"]) == (10, 1, 16)
+    # What the sink published: each write of an Event, as GKE's exporter writes it.
+    entries = wait_for(
+        lambda: (e := c.job_log_entries(name)) and len(e) == 25 and e, what="25 entries published"
     )
-    holder["c"] = c
-    c.create_job(manifest("events", completions=2, parallelism=2))
-    finished(c, "events")
-    wait_for(lambda: "Completed" in [e["jsonPayload"]["reason"] for e in seen], what="Completed")
-    assert len(statuses) == len(seen) >= 3
-    for entry in seen:
-        assert entry["logName"].endswith("/logs/events")
-        assert entry["logName"] == "projects/proj/logs/events"
+    for entry in entries:
+        assert entry["logName"] == "projects/test/logs/events"
         assert entry["resource"]["type"] == "k8s_cluster"
-        assert entry["resource"]["labels"]["cluster_name"] == "cl"
+        assert entry["resource"]["labels"]["cluster_name"] == "local"
         payload = entry["jsonPayload"]
-        assert payload["kind"] == "Event"
+        assert payload["kind"] == "Event" and payload["reason"] == "SuccessfulCreate"
         assert payload["involvedObject"]["kind"] == "Job"
-        assert payload["involvedObject"]["name"] == "events"
-    assert len({e["insertId"] for e in seen}) == len(seen)
-    names = sorted(p.name for p in c.list_pods("events"))
-    payloads = [e["jsonPayload"] for e in seen]
-    creates = sorted(p["message"] for p in payloads if p["reason"] == "SuccessfulCreate")
-    assert creates == [f"Created pod: {n}" for n in names]
-    kept = c.job_events("events")
-    assert [e["metadata"]["name"] for e in kept] == [
-        e["jsonPayload"]["metadata"]["name"] for e in seen
-    ]
+        assert payload["involvedObject"]["name"] == name
+    assert len({e["insertId"] for e in entries}) == 25
+    assert {e["jsonPayload"]["metadata"]["name"] for e in entries} == {
+        e["metadata"]["name"] for e in stored
+    }
+    messages = [e["jsonPayload"]["message"] for e in entries]
+    assert [m.startswith(COMBINED) for m in messages] == [False] * 9 + [True] * 16
+    created = {re.sub(r"^.*Created pod: ", "", m) for m in messages}
+    pods = {p.name for p in c.list_pods(name)}
+    assert len(created) == 25 and created < pods  # two pods' creation was never told
 
 
-def test_the_read_only_view_sees_what_the_cluster_writes(cluster) -> None:
-    c, _ = cluster
-    c.create_job(manifest("viewed", completions=2, parallelism=2, labels={"run": "v"}))
-    job = finished(c, "viewed")
-    view = LocalClusterView(c.state_dir)
-    wait_for(lambda: view.get_job("viewed") == c.get_job("viewed"), what="view up to date")
-    assert view.get_job("viewed") == job
-    assert view.list_jobs({"run": "v"}) == [job] and view.list_jobs({"run": "x"}) == []
-    assert view.list_pods("viewed") == c.list_pods("viewed")
-    assert view.list_pods("viewed", index=1) == c.list_pods("viewed", index=1)
-    assert view.job_events("viewed") == c.job_events("viewed")
-    pod = c.list_pods("viewed")[0].name
+def test_the_operators_view_reads_what_the_controller_writes(kube_cluster: KubeCluster) -> None:
+    # terraform's operator Role: Jobs, pods, logs and events to read, no Job writes.
+    c, name = kube_cluster, unique("viewed")
+    kube = c.kube
+    view = GkeCluster.from_kubeconfig(
+        namespace=kube.namespace, config_file=str(kube.operator_kubeconfig)
+    )
+    c.create_job(manifest(name, completions=2, parallelism=2, labels={"run": name}))
+    job = settled(c, name)
+    assert view.get_job(name) == job
+    assert view.list_jobs({"run": name}) == [job] and view.list_jobs({"run": f"{name}-x"}) == []
+    assert view.list_pods(name) == c.list_pods(name)
+    assert view.list_pods(name, index=1) == c.list_pods(name, index=1)
+    assert view.job_events(name) == c.job_events(name)
+    pod = c.list_pods(name)[0].name
     assert view.pod_log(pod) == c.pod_log(pod)
-    assert view.get_job("nope") is None and view.list_pods("nope") == []
-    path = c.jobs_dir / "viewed.json"
-    assert json.loads(path.read_text())["version"] == 1
-    before = path.stat().st_mtime_ns
-    c.wait_ticks(5)
-    assert path.stat().st_mtime_ns == before  # written only when something changed
+    assert view.get_job(unique("nope")) is None and view.list_pods(unique("nope")) == []
     for mutate in (
-        lambda: view.create_job(manifest("x")),
-        lambda: view.patch_job("viewed", parallelism=3),
-        lambda: view.delete_job("viewed"),
+        lambda: view.create_job(manifest(unique("x"))),
+        lambda: view.patch_job(name, parallelism=3),
+        lambda: view.delete_job(name),
+        lambda: view.delete_pod(pod),
     ):
-        with pytest.raises(ClusterError, match="pipeline scale"):
+        with pytest.raises(ClusterError, match="403"):
             mutate()
+    assert c.get_job(name) == job
 
 
 def _alive(pid: int) -> bool:
@@ -156,7 +149,10 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
 
 
-def test_stop_leaves_no_pod_process_running(make_cluster, tmp_path) -> None:
+def test_a_deleted_pod_leaves_no_process_running(kube_cluster: KubeCluster, tmp_path) -> None:
+    # Graceful deletion as the kubelet does it: SIGTERM, the grace period, SIGKILL; and, as a
+    # container runtime, whatever the container started ends with it.
+    c, name = kube_cluster, unique("stubborn")
     pids = tmp_path / "pids"
     pids.mkdir()
     stubborn = (
@@ -167,18 +163,18 @@ def test_stop_leaves_no_pod_process_running(make_cluster, tmp_path) -> None:
         f"open(os.path.join({str(pids)!r}, f'{{os.getpid()}}-{{child.pid}}'), 'w').close()\n"
         "time.sleep(600)\n"
     )
-    c, _ = make_cluster(stop_grace_seconds=1.0)
     c.create_job(
-        manifest(
-            "stubborn", completions=2, parallelism=2, command=["python", "-c", stubborn], grace=1
-        )
+        manifest(name, command=["python", "-c", stubborn], grace=1, backoff_limit_per_index=0)
     )
-    wait_for(lambda: len(list(pids.iterdir())) == 2, what="pods and their children started")
+    wait_for(lambda: len(list(pids.iterdir())) == 1, what="the pod and its child started")
     all_pids = [int(x) for f in pids.iterdir() for x in f.name.split("-")]
     assert all(_alive(p) for p in all_pids)
-    started = time.monotonic()
-    c.stop()
-    assert time.monotonic() - started < 10
-    assert not [p for p in all_pids if _alive(p)]
-    assert all(p.phase == "Failed" for p in c.list_pods("stubborn"))
-    c.stop()  # idempotent
+    [pod] = wait_for(lambda: [p for p in c.list_pods(name) if p.phase == "Running"], what="Running")
+    c.delete_pod(pod.name)
+    wait_for(lambda: not [p for p in all_pids if _alive(p)], what="both processes ended")
+    # SIGKILL after the grace period (exit 137): the index's one failure (backoffLimitPerIndex 0).
+    job = settled(c, name)
+    assert (job.condition, job.failed_indexes, job.failed) == ("Failed", "0", 1)
+    assert c.list_pods(name) == []  # deleted: gone once terminated
+    # The Job controller tells only of the pods it deletes itself.
+    assert "SuccessfulDelete" not in reasons(c.job_events(name))

@@ -1,31 +1,36 @@
-"""The local cluster evicts a pod for node pressure as the kubelet does: the pod Failed with
+"""The process kubelet evicts a pod for node pressure as the kubelet does: the pod Failed with
 status.reason `Evicted` and the kubelet's message, the DisruptionTarget condition with reason
-TerminationByKubelet, an `Evicted` event; the Job's DisruptionTarget rule ignores it like a
-preemption (the index is retried, no retry spent), however often it happens."""
+TerminationByKubelet; the real Job controller's DisruptionTarget rule ignores it like a
+preemption (the index is retried, no retry spent), however often it happens. A preemption
+through the Eviction API is told apart (shared.reconcile.evictions)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from shared.reconcile.evictions import pod_evicted
-from tests.builders.local_jobs import finished, manifest, running, wait_for
+from tests.builders.kube_cluster import KubeCluster, unique
+from tests.builders.local_jobs import manifest, pod_annotations, running, settled, wait_for
 
 
-def test_evicted_pods_are_kubelet_evictions_and_their_index_is_retried_for_free(
-    cluster, tmp_path
+def test_evictions_are_retried_for_free_and_a_preemption_is_no_eviction(
+    kube_cluster: KubeCluster, tmp_path: Path
 ) -> None:
-    c, _ = cluster
-    go = tmp_path / "go"
-    c.create_job(manifest("burst", env={"GO": str(go)}, backoff_limit_per_index=0))
-    for attempt in range(3):  # more evictions than the index has retries (0)
-        [pod] = running(c, "burst", 1)
+    c, name = kube_cluster, unique("burst")
+    go, release = tmp_path / "go", tmp_path / "release"
+    # TERM_WAIT: a preempted pod terminates only once `release` exists (within its grace).
+    env = {"GO": str(go), "TERM_WAIT": str(release)}
+    c.create_job(manifest(name, env=env, backoff_limit_per_index=0, grace=300))
+    assert not c.evict_pod("no-such-pod")
+    for attempt in range(2):  # more evictions than the index has retries (0)
+        [pod] = running(c, name, 1)
         assert c.evict_pod(pod.name)
         wait_for(
-            lambda n=attempt + 1: (
-                len([p for p in c.list_pods("burst") if p.phase == "Failed"]) == n
-            ),
+            lambda n=attempt + 1: len([p for p in c.list_pods(name) if p.phase == "Failed"]) == n,
             what=f"eviction {attempt + 1} recorded",
         )
-    evicted = [p for p in c.list_pods("burst") if p.phase == "Failed"]
-    assert len(evicted) == 3
+    evicted = [p for p in c.list_pods(name) if p.phase == "Failed"]
+    assert len(evicted) == 2
     for p in evicted:
         assert (p.reason, p.disruption_reason, p.status_reason) == (
             "DisruptionTarget",
@@ -34,26 +39,35 @@ def test_evicted_pods_are_kubelet_evictions_and_their_index_is_retried_for_free(
         )
         assert p.exit_code == 137  # no grace at a hard threshold: SIGKILL
         assert pod_evicted(p)
-    status = c.get_job("burst")
-    assert (status.failed, status.failed_indexes) == (0, "")  # ignored: no retry spent
-    events = [e for e in c.job_events("burst") if e["reason"] == "Evicted"]
-    assert len(events) == 3
-    assert events[0]["type"] == "Warning" and events[0]["source"]["component"] == "kubelet"
-    assert events[0]["message"].startswith("The node was low on resource: memory. ")
-    go.touch()
-    assert finished(c, "burst").condition == "Complete"
+    assert not c.evict_pod(evicted[0].name)  # terminal: nothing left to evict
+    status = c.get_job(name)
+    assert status is not None and (status.failed, status.failed_indexes) == (0, "")
+    # The Job controller keeps the ignored failures apart on the index's next pod
+    # (indexed_job_utils.go getNewIndexFailureCounts); its pod-failure back-off still counts
+    # them (backoff_utils.go: every failed pod), so the index restarts after a delay.
+    [pod] = running(c, name, 1)
+    counts = pod_annotations(c, pod.name)
+    assert counts["batch.kubernetes.io/job-index-failure-count"] == "0"
+    assert counts["batch.kubernetes.io/job-index-ignored-failure-count"] == "2"
 
-
-def test_only_a_running_pod_can_be_evicted_and_a_preemption_is_no_eviction(
-    cluster, tmp_path
-) -> None:
-    c, _ = cluster
-    c.create_job(manifest("spot", env={"GO": str(tmp_path / "never")}))
-    assert not c.evict_pod("no-such-pod")
-    [pod] = running(c, "spot", 1)
+    # A preemption (the Eviction API): while the pod terminates, DisruptionTarget with reason
+    # EvictionByEvictionAPI and no status.reason; not a node-pressure eviction.
     assert c.preempt_pod(pod.name)
-    wait_for(lambda: [p for p in c.list_pods("spot") if p.phase == "Failed"], what="the preemption")
-    [preempted] = [p for p in c.list_pods("spot") if p.phase == "Failed"]
-    assert preempted.reason == "DisruptionTarget"
+    [preempted] = wait_for(
+        lambda: [p for p in c.list_pods(name) if p.name == pod.name and p.disruption_reason],
+        what="the preempted pod's condition",
+    )
+    assert (preempted.phase, preempted.reason) == ("Running", "DisruptionTarget")
+    assert (preempted.disruption_reason, preempted.status_reason) == (
+        "EvictionByEvictionAPI",
+        None,
+    )
     assert not pod_evicted(preempted)
-    assert not c.evict_pod(preempted.name)  # terminal: nothing left to evict
+    release.touch()
+    running(c, name, 1, exclude={pod.name})
+    go.touch()
+    job = settled(c, name)
+    assert (job.condition, job.failed) == ("Complete", 0)
+    # The kubelet's evicted pods stay (Failed) until GC; the preempted one was deleted.
+    names = {p.name for p in c.list_pods(name)}
+    assert {p.name for p in evicted} < names and pod.name not in names

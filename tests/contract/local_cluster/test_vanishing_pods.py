@@ -1,86 +1,28 @@
-"""Pods that vanish as in Kubernetes: scale-down, suspend, pod GC, a lost node (logs too)."""
+"""Pods that vanish, as on GKE: scale-down and suspend (the Job controller deletes them), and a
+lost node (its Node deleted, the pod GC deletes its pods); their logs go with them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.local.cluster.local_cluster import LocalCluster
+import pytest
+
 from shared.ports.cluster import ClusterError
+from tests.builders.kube_cluster import KubeCluster, unique
 from tests.builders.local_jobs import (
-    finished,
+    ON_SPOT,
+    conditions,
     manifest,
     reasons,
     running,
+    settled,
     wait_for,
 )
 
 
-def test_parallelism_up_starts_pods_and_down_deletes_the_newest(cluster, tmp_path) -> None:
-    c, _ = cluster
-    go = tmp_path / "go"
-    c.create_job(manifest("scale", completions=4, parallelism=1, env={"GO": str(go)}))
-    running(c, "scale", 1)
-    c.patch_job("scale", parallelism=3)
-    assert c.get_job("scale").parallelism == 3
-    pods = running(c, "scale", 3)
-    assert sorted(p.index for p in pods) == [0, 1, 2]
-    c.patch_job("scale", parallelism=1)
-    # Deleted by the Job controller, terminated, gone from the API with their logs.
-    wait_for(lambda: len(c.list_pods("scale")) == 1, what="two pods deleted")
-    assert [p.index for p in c.list_pods("scale")] == [0]
-    deleted = {p.name for p in pods} - {p.name for p in c.list_pods("scale")}
-    assert len(deleted) == 2 and all(gone_with_logs(c, name) for name in deleted)
-    job = c.get_job("scale")
-    assert (job.active, job.failed, job.failed_indexes) == (1, 0, "")
-    assert reasons(c.job_events("scale")).count("SuccessfulDelete") == 2
-    go.touch()
-    job = finished(c, "scale")
-    assert (job.condition, job.completed_indexes, job.failed) == ("Complete", "0-3", 0)
-    assert [len(c.list_pods("scale", index=i)) for i in range(4)] == [1, 1, 1, 1]
-
-
-def test_suspend_deletes_active_pods_keeps_progress_and_resume_continues(cluster, tmp_path) -> None:
-    c, published = cluster
-    go = str(tmp_path / "go")
-    c.create_job(manifest("pause", completions=3, parallelism=2, env={"GO_1": go, "GO_2": go}))
-    wait_for(lambda: c.get_job("pause").completed_indexes == "0", what="index 0 done")
-    running(c, "pause", 2)
-    c.patch_job("pause", suspend=True)
-    job = c.get_job("pause")
-    assert job.suspended and (job.condition, job.reason) == ("Suspended", "JobSuspended")
-    assert not job.finished
-    # The active pods are deleted: gone once terminated; the finished one stays.
-    wait_for(lambda: [p.index for p in c.list_pods("pause")] == [0], what="pods gone")
-    c.wait_ticks(5)
-    assert [p.index for p in c.list_pods("pause")] == [0]  # a suspended Job starts no pods
-    job = c.get_job("pause")
-    assert (job.active, job.failed, job.completed_indexes) == (0, 0, "0")
-    assert reasons(c.job_events("pause")).count("Killing") == 2  # the kubelet's pod events
-    c.patch_job("pause", suspend=False)
-    Path(go).touch()
-    job = finished(c, "pause")
-    assert (job.condition, job.completed_indexes, job.failed) == ("Complete", "0-2", 0)
-    evs = reasons(c.job_events("pause"))
-    assert evs.index("Suspended") < evs.index("Resumed")
-    assert evs.count("SuccessfulDelete") == 2
-    assert {"Suspended", "Resumed"} <= set(reasons([e["jsonPayload"] for e in published]))
-
-
-def test_a_job_created_suspended_starts_no_pods_until_resumed(cluster) -> None:
-    c, _ = cluster
-    c.create_job(manifest("later", completions=2, parallelism=2, suspend=True))
-    c.wait_ticks(5)
-    job = c.get_job("later")
-    assert c.list_pods("later") == [] and job.suspended and job.start_time is None
-    assert job.condition == "Suspended" and reasons(c.job_events("later")) == ["Suspended"]
-    c.patch_job("later", suspend=False)
-    job = finished(c, "later")
-    assert job.condition == "Complete" and job.start_time is not None
-
-
-def gone_with_logs(c: LocalCluster, pod_name: str) -> bool:
+def gone_with_logs(c: KubeCluster, job_name: str, pod_name: str) -> bool:
     """Not listed, and `kubectl logs` has nothing to show."""
-    if any(p.name == pod_name for job in c.list_jobs({}) for p in c.list_pods(job.name)):
+    if any(p.name == pod_name for p in c.list_pods(job_name)):
         return False
     try:
         c.pod_log(pod_name)
@@ -89,55 +31,116 @@ def gone_with_logs(c: LocalCluster, pod_name: str) -> bool:
     return False
 
 
-def test_pod_gc_deletes_the_oldest_terminated_pods_beyond_its_threshold(make_cluster) -> None:
-    c, _ = make_cluster(pod_gc_threshold=2)
-    c.create_job(manifest("gc", completions=4, parallelism=1))
-    job = finished(c, "gc")
-    assert (job.condition, job.completed_indexes, job.succeeded) == ("Complete", "0-3", 4)
-    wait_for(lambda: len(c.list_pods("gc")) == 2, what="the pod GC")
-    assert sorted(p.index for p in c.list_pods("gc")) == [2, 3]  # the oldest went first
-    kept = c.list_pods("gc")
-    assert all(c.pod_log(p.name).startswith("index") for p in kept)
-
-
-def test_a_lost_node_deletes_its_pods_and_logs_and_the_job_replaces_them(cluster, tmp_path) -> None:
-    c, _ = cluster
+def test_parallelism_up_starts_pods_and_down_deletes_the_newest(
+    kube_cluster: KubeCluster, tmp_path: Path
+) -> None:
+    c, name = kube_cluster, unique("scale")
     go = tmp_path / "go"
-    c.create_job(manifest("lost", completions=2, parallelism=2, env={"GO": str(go)}))
-    before = {p.name for p in running(c, "lost", 2)}
-    assert sorted(c.lose_node()) == sorted(before)
-    assert not before & {p.name for p in c.list_pods("lost")}
-    assert all(gone_with_logs(c, name) for name in before)
-    after = running(c, "lost", 2)  # replaced: DisruptionTarget is ignored by the policy
-    assert sorted(p.index for p in after) == [0, 1] and not before & {p.name for p in after}
+    c.create_job(manifest(name, completions=4, parallelism=1, env={"GO": str(go)}))
+    running(c, name, 1)
+    c.patch_job(name, parallelism=3)
+    job = c.get_job(name)
+    assert job is not None and job.parallelism == 3
+    pods = running(c, name, 3)
+    assert sorted(p.index for p in pods) == [0, 1, 2]
+    c.patch_job(name, parallelism=1)
+    # Deleted by the Job controller (the newest first), terminated, gone with their logs.
+    wait_for(lambda: len(c.list_pods(name)) == 1, what="two pods deleted")
+    assert [p.index for p in c.list_pods(name)] == [0]
+    deleted = {p.name for p in pods} - {p.name for p in c.list_pods(name)}
+    assert len(deleted) == 2 and all(gone_with_logs(c, name, n) for n in deleted)
+    job = c.get_job(name)
+    # Not failures: the controller removes their tracking finalizer before deleting them.
+    assert job is not None and (job.active, job.failed, job.failed_indexes) == (1, 0, "")
+    assert reasons(c.job_events(name)).count("SuccessfulDelete") == 2
     go.touch()
-    job = finished(c, "lost")
-    assert (job.condition, job.failed, job.completed_indexes) == ("Complete", 0, "0,1")
+    job = settled(c, name)
+    assert (job.condition, job.completed_indexes, job.failed) == ("Complete", "0-3", 0)
+    assert [len(c.list_pods(name, index=i)) for i in range(4)] == [1, 1, 1, 1]
 
 
-def test_a_partitioned_node_keeps_running_its_pods_unseen(cluster, tmp_path) -> None:
-    c, _ = cluster
+def test_suspend_keeps_progress_and_resume_continues(
+    kube_cluster: KubeCluster, tmp_path: Path
+) -> None:
+    c, name = kube_cluster, unique("pause")
+    go = str(tmp_path / "go")
+    c.create_job(manifest(name, completions=3, parallelism=2, env={"GO_1": go, "GO_2": go}))
+    wait_for(lambda: (j := c.get_job(name)) and j.completed_indexes == "0", what="index 0 done")
+    running(c, name, 2)
+    c.patch_job(name, suspend=True)
+    job = c.get_job(name)
+    assert (
+        job is not None
+        and job.suspended
+        and (job.condition, job.reason)
+        == (
+            "Suspended",
+            "JobSuspended",
+        )
+    )
+    assert not job.finished
+    # The active pods are deleted: gone once terminated; the finished one stays.
+    wait_for(lambda: [p.index for p in c.list_pods(name)] == [0], what="pods gone")
+    wait_for(lambda: ("Suspended", "JobSuspended") in conditions(c, name), what="seen suspended")
+    job = c.get_job(name)
+    assert job is not None and (job.active, job.failed, job.completed_indexes) == (0, 0, "0")
+    c.patch_job(name, suspend=False)
+    Path(go).touch()
+    job = settled(c, name)
+    assert (job.condition, job.completed_indexes, job.failed) == ("Complete", "0-2", 0)
+    assert [len(c.list_pods(name, index=i)) for i in range(3)] == [1, 1, 1]
+    evs = reasons(c.job_events(name))
+    assert {"Suspended", "Resumed"} <= set(evs) and evs.count("SuccessfulDelete") == 2
+    published = [e["jsonPayload"]["reason"] for e in c.job_log_entries(name)]
+    assert {"Suspended", "Resumed"} <= set(published)
+
+
+def test_a_job_created_suspended_starts_no_pods_until_resumed(kube_cluster: KubeCluster) -> None:
+    c, name = kube_cluster, unique("later")
+    c.create_job(manifest(name, completions=2, parallelism=2, suspend=True))
+    # Once the Job controller has synced it (its Suspended condition), it has made no pods.
+    wait_for(lambda: ("Suspended", "JobSuspended") in conditions(c, name), what="seen suspended")
+    job = c.get_job(name)
+    assert job is not None and c.list_pods(name) == [] and job.start_time is None
+    assert job.condition == "Suspended" and reasons(c.job_events(name)) == ["Suspended"]
+    c.patch_job(name, suspend=False)
+    job = settled(c, name)
+    assert job.condition == "Complete" and job.start_time is not None
+
+
+def test_a_lost_node_keeps_running_its_pods_unseen_and_the_job_replaces_them(
+    kube_cluster: KubeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Spot VM reclaimed without notice: its kubelet falls silent, its processes run on cut
+    # off from the API (a partition), its Node is deleted; the pod GC (after its own 40 s
+    # quarantine of a missing node) fails and deletes the pod, DisruptionTarget
+    # DeletionByPodGC, which the Job's Ignore rule replaces for free. GKE deletes the Node
+    # within a minute or two; here at once, the pod GC's quarantine is wait enough.
+    monkeypatch.setattr(kube_cluster.kube, "node_delete_after_s", 1.0)
+    c, name = kube_cluster, unique("lost")
     go, marks = tmp_path / "go", tmp_path / "marks"
     marks.mkdir()
     code = (
         "import os, pathlib, time\n"
+        "print('running', flush=True)\n"
         f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
-        f"pathlib.Path({str(marks)!r}, os.environ['HOSTNAME']).touch()\n"
+        f"pathlib.Path({str(marks)!r}, os.environ['POD_NAME']).touch()\n"
     )
-    c.create_job(manifest("part", command=["python", "-c", code]))
-    (pod,) = running_no_log(c, "part")
+    # On a Spot node: the other tests' pods (on the on-demand node) are not lost with it.
+    body = manifest(name, command=["python", "-c", code], pod_spec=ON_SPOT)
+    body["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
+    c.create_job(body)
+    (pod,) = running(c, name, 1)
     assert c.lose_node([pod.name], keep_running=True) == [pod.name]
-    (replacement,) = running_no_log(c, "part")
+    (replacement,) = running(c, name, 1, exclude={pod.name})
+    assert replacement.node != pod.node
+    assert gone_with_logs(c, name, pod.name)
     go.touch()
-    assert finished(c, "part").condition == "Complete"
-    # both attempts wrote: the lost one ran on, unseen by the API
+    job = settled(c, name)
+    assert (job.condition, job.failed, job.completed_indexes) == ("Complete", 0, "0")
+    # Both attempts wrote: the lost one ran on, unseen by the API.
     wait_for(lambda: (marks / pod.name).exists(), what="the partitioned pod's write")
     assert (marks / replacement.name).exists()
-    assert [p.name for p in c.list_pods("part")] == [replacement.name]
-
-
-def running_no_log(c: LocalCluster, name: str) -> list:
-    return wait_for(
-        lambda: [p for p in c.list_pods(name) if p.phase == "Running"] or None,
-        what=f"a running pod of {name}",
-    )
+    assert [p.name for p in c.list_pods(name)] == [replacement.name]
