@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import click
 
+from scripts.exits import error_line
 from scripts.options import CONFIG_OPTION, JSON_OPTION
 from scripts.services import load_stack_env
 from shared.config.config import PipelineConfig
@@ -169,7 +170,7 @@ def _unreachable_exit(
         results = [c.unreachable(message) for c in selected]
         doc = {**Diagnosis("cloud", cfg.project, results, message).to_json(), "error": message}
         click.echo(json.dumps(doc, indent=2))
-    click.echo(f"error: {message}", err=True)
+    click.echo(error_line(message), err=True)
     raise SystemExit(EXIT_UNREACHABLE)
 
 
