@@ -15,7 +15,7 @@ import click
 
 from adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from adapters.local.termination import Terminated
-from shared.config.config import ConfigError
+from shared.config.config import ConfigError, ConfigSourceUnreachable
 from shared.operate.operator_actions import ActionError
 from shared.ports.cluster import ClusterError, ClusterUnreachableError
 from shared.ports.run_store import StaleStateError
@@ -86,6 +86,7 @@ class ExitRule:
 RULES: tuple[ExitRule, ...] = (
     ExitRule("signal", 128, (Terminated,), lead="stopped by ", plus_signal=True),
     ExitRule("interrupted", 130, (KeyboardInterrupt,), lead="interrupted"),
+    ExitRule("unreachable", 3, (ConfigSourceUnreachable,)),  # its message says what to do
     ExitRule("unreachable", 3, UNREACHABLE, lead="cannot reach a service: ", then=LOCAL_HINT),
     ExitRule("unreachable", 3, NO_CREDENTIALS, lead="no Google credentials: ", then=LOGIN_HINT),
     ExitRule("bad input", 2, BAD_INPUT),

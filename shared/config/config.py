@@ -27,6 +27,12 @@ class ConfigError(ValueError):
     """A config file is missing, unreadable or invalid; the message names file and field."""
 
 
+class ConfigSourceUnreachable(ConnectionError):
+    """Something the config names could not be fetched because its service did not answer
+    (a gs:// watershed's `info` without a network); the message names the file, the key and
+    the way out."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -15,9 +15,9 @@ import yaml
 from pydantic import ValidationError
 
 from shared.config import config_compat
-from shared.config.config import ConfigError, Dataset, PipelineConfig
+from shared.config.config import ConfigError, ConfigSourceUnreachable, Dataset, PipelineConfig
 from shared.config.env_overrides import override_notes
-from shared.config.precomputed_info import GridUnreadable, read_watershed_size
+from shared.config.precomputed_info import GridUnreachable, GridUnreadable, read_watershed_size
 from shared.model.layers import layer2_shape_of, layer_count
 
 log = logging.getLogger("cave_pipeline.config")
@@ -138,6 +138,12 @@ def _with_size(dataset: Dataset, ds_path: Path) -> Dataset:
         return dataset
     try:
         size = read_watershed_size(source.watershed, ds_path.parent)
+    except GridUnreachable as e:  # no answer: exit 3, not a config error
+        raise ConfigSourceUnreachable(
+            f"{ds_path}: data_source.size: the grid cannot be read from the watershed ({e}); "
+            "run the command again once it can be reached, or set data_source.size: "
+            "[x, y, z] (voxels at mip 0) in the dataset file"
+        ) from None
     except GridUnreadable as e:
         raise ConfigError(
             f"{ds_path}: data_source.size: the grid cannot be read from the watershed ({e}); "
