@@ -16,6 +16,7 @@ import click
 from adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from adapters.local.termination import Terminated
 from shared.config.config import ConfigError, ConfigSourceUnreachable
+from shared.doctor.verdicts import PreflightFailedError
 from shared.operate.operator_actions import ActionError
 from shared.ports.cluster import ClusterError, ClusterUnreachableError
 from shared.ports.run_store import StaleStateError
@@ -33,6 +34,7 @@ LOGIN_HINT = (
 BAD_INPUT: tuple[type[BaseException], ...] = (
     ConfigError,
     ActionError,
+    PreflightFailedError,
     click.UsageError,
     ValueError,
     LookupError,

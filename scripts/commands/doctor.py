@@ -22,6 +22,7 @@ from shared.doctor.deployment import Deployment, deployment_of
 from shared.doctor.verdicts import (
     EXIT_UNREACHABLE,
     CheckResult,
+    PreflightFailedError,
     Verdict,
     blocks_start,
     exit_code,
@@ -215,7 +216,7 @@ def doctor(
 
 def preflight(cfg: PipelineConfig, run: Callable[..., Diagnosis] | None = None) -> None:
     """`pipeline start`'s first step: the cheap checks. Warnings are printed; a failed check
-    refuses the start (ClickException, exit 1) naming `--no-preflight`; a check that got no
+    refuses the start (PreflightFailedError, exit 2) naming `--no-preflight`; a check that got no
     answer is reported and the start goes on (its own calls then tell a service that is down);
     no usable credential is a ConnectionError (exit 3). `run`: diagnose (the default) or a
     stand-in giving the diagnosis."""
@@ -234,7 +235,7 @@ def preflight(cfg: PipelineConfig, run: Callable[..., Diagnosis] | None = None) 
         if r.verdict is Verdict.UNREACHABLE:
             click.echo(f"preflight: {r.title} not checked ({r.detail}); starting anyway", err=True)
     if blocks_start(diagnosis.results):
-        raise click.ClickException(
+        raise PreflightFailedError(
             "preflight failed (above); fix it, see `pipeline doctor`, or start with --no-preflight"
         )
 

@@ -221,21 +221,18 @@ def start(
         from scripts.commands.doctor import preflight
 
         preflight(load_config(config_path))
-    try:
-        run = start_run(
-            config_path,
-            run_id,
-            stages.split(",") if stages else None,
-            advance,
-            budget,
-            force=force,
-            reason=reason,
-            from_layer=from_layer,
-            from_stage=from_stage,
-            canary=canary_n,
-        )
-    except ops.ActionError as e:
-        raise click.ClickException(str(e)) from None
+    run = start_run(
+        config_path,
+        run_id,
+        stages.split(",") if stages else None,
+        advance,
+        budget,
+        force=force,
+        reason=reason,
+        from_layer=from_layer,
+        from_stage=from_stage,
+        canary=canary_n,
+    )
     click.echo(f"started run {run.run_id} ({', '.join(run.stages)}; advance {run.advance})")
     unverified = {s for s, start in run.mid_graph_starts.items() if not start["verified"]}
     checked = [
