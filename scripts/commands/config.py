@@ -16,7 +16,7 @@ from rich.table import Table
 
 from shared.config.config import ConfigError
 from shared.config.config_compat import CompatError, Note, map_dataset, map_pipeline
-from shared.config.config_files import load_config, meaning_notes, read_yaml
+from shared.config.config_files import dataset_key, load_config, meaning_notes, read_yaml
 
 
 def _new_name(path: Path) -> Path:
@@ -34,8 +34,9 @@ def import_files(old: Path, out: Path | None, force: bool) -> tuple[Path, Path, 
         pipeline, notes = map_pipeline(read_yaml(old))
     except CompatError as e:
         raise ConfigError(f"{old}: {e}") from None
-    old_dataset = old.parent / str(pipeline.get("dataset") or "dataset.yml")
-    dataset, ds_notes = map_dataset(read_yaml(old_dataset))
+    named = str(pipeline.get("dataset") or "dataset.yml")
+    old_dataset = old.parent / named
+    dataset, ds_notes = map_dataset(read_yaml(old_dataset, dataset_key(named, old)))
     out = out or _new_name(old)
     new_dataset = out.parent / _new_name(old_dataset).name
     for path in (out, new_dataset):
