@@ -368,13 +368,13 @@ class CloudFacts:
             return {**out, **local_path_facts(self.cfg, path)}
         if path.info:
             from adapters.google.info_reader import read_gs_info
-            from shared.config.precomputed_info import GridUnreadable
+            from shared.config.precomputed_info import GridUnreachable, GridUnreadable
 
             try:
                 read_gs_info(url, self.info_session)
+            except GridUnreachable as e:
+                raise ServiceUnreachable(str(e)) from None
             except GridUnreadable as e:
-                if "unreachable" in str(e):
-                    raise ServiceUnreachable(str(e)) from None
                 return {**out, "readable": False, "why": str(e)}
             return {**out, "readable": True, "why": "info read"}
         prefix = parts.path.strip("/") + "/"

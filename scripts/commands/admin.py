@@ -6,6 +6,7 @@ chunks of a layer."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,10 +68,19 @@ def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
     )
     if names:
         ns = run_config(run).namespace if run else "<namespace>"
-        click.echo(
-            f"Kubernetes Jobs untouched; if still there: kubectl delete job -n {ns} "
-            + " ".join(names)
+        click.echo(f"Kubernetes Jobs untouched; {remove_jobs_hint(names, ns)}")
+
+
+def remove_jobs_hint(names: list[str], namespace: str) -> str:
+    """How the operator removes Jobs the pipeline no longer tracks, where the CLI reads the
+    cluster: on the local stack, stopping it (nothing else can reach its cluster); on GKE,
+    kubectl."""
+    if reads_local_cluster():
+        return (
+            "on the local stack they stop when `pipeline local up` stops (Ctrl-C in its "
+            f"terminal ends every pod of its cluster): {' '.join(names)}"
         )
+    return f"if still there: kubectl delete job -n {namespace} {' '.join(names)}"
 
 
 # -- undeploy ------------------------------------------------------------------------------------
@@ -155,9 +165,10 @@ def _remaining_jobs(out: Console, deleted: dict[str, set[str]]) -> None:
         table.add_row(j.name, run_id, stage, layer, state, str(j.active))
     out.print(table)
     if untracked:
+        namespace = os.environ.get(cluster_access.NAMESPACE_ENV, "<namespace>")
         out.print(
-            "not tracked by an active run (a `pipeline sample`, a purged run): "
-            "kubectl delete job " + " ".join(untracked),
+            "not tracked by an active run (a `pipeline sample`, a purged run); "
+            + remove_jobs_hint(untracked, namespace),
             markup=False,
         )
 

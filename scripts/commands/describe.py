@@ -25,7 +25,7 @@ from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from shared.model import intervals
 from shared.model.state import RunState
-from shared.ports.cluster import ClusterReader
+from shared.ports.cluster import ClusterReader, PodInfo
 from shared.views.progress import chunks_done
 
 LAST_WARNINGS = 5
@@ -60,6 +60,15 @@ def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
     why = (
         scheduling_messages(cluster, target.job) if any(p.phase == "Pending" for p in pods) else {}
     )
+    _unfinished_pods(out, pods, why, now)
+    _warnings(out, [e for e in all_events(cluster, target.job) if e.get("type") == "Warning"])
+
+
+def _unfinished_pods(out: Console, pods: list[PodInfo], why: dict[str, str], now: datetime) -> None:
+    """The pending and running pods (why Pending), or a line saying there are none."""
+    if not pods:
+        out.print("unfinished pods: none", markup=False)
+        return
     table = titled_table(
         f"unfinished pods: {len(pods)}", ("index", "pod", "phase", "node", "runtime", "reason")
     )
@@ -70,7 +79,13 @@ def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
         table.caption = f"... and {len(pods) - MAX_PODS} more (`pipeline pods`)"
         table.caption_justify = "left"
     out.print(table)
-    warnings = [e for e in all_events(cluster, target.job) if e.get("type") == "Warning"]
+
+
+def _warnings(out: Console, warnings: list[dict[str, Any]]) -> None:
+    """The last warning events, or a line saying there are none."""
+    if not warnings:
+        out.print("warning events: none", markup=False)
+        return
     events = titled_table(
         f"last warning events ({len(warnings)} in all)", ("time", "reason", "object", "message")
     )

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import click
 
+from scripts.exits import error_line
 from scripts.options import CONFIG_OPTION, JSON_OPTION
 from scripts.services import load_stack_env
 from shared.config.config import PipelineConfig
@@ -21,6 +22,7 @@ from shared.doctor.deployment import Deployment, deployment_of
 from shared.doctor.verdicts import (
     EXIT_UNREACHABLE,
     CheckResult,
+    PreflightFailedError,
     Verdict,
     blocks_start,
     exit_code,
@@ -169,7 +171,7 @@ def _unreachable_exit(
         results = [c.unreachable(message) for c in selected]
         doc = {**Diagnosis("cloud", cfg.project, results, message).to_json(), "error": message}
         click.echo(json.dumps(doc, indent=2))
-    click.echo(f"error: {message}", err=True)
+    click.echo(error_line(message), err=True)
     raise SystemExit(EXIT_UNREACHABLE)
 
 
@@ -214,7 +216,7 @@ def doctor(
 
 def preflight(cfg: PipelineConfig, run: Callable[..., Diagnosis] | None = None) -> None:
     """`pipeline start`'s first step: the cheap checks. Warnings are printed; a failed check
-    refuses the start (ClickException, exit 1) naming `--no-preflight`; a check that got no
+    refuses the start (PreflightFailedError, exit 2) naming `--no-preflight`; a check that got no
     answer is reported and the start goes on (its own calls then tell a service that is down);
     no usable credential is a ConnectionError (exit 3). `run`: diagnose (the default) or a
     stand-in giving the diagnosis."""
@@ -233,7 +235,7 @@ def preflight(cfg: PipelineConfig, run: Callable[..., Diagnosis] | None = None) 
         if r.verdict is Verdict.UNREACHABLE:
             click.echo(f"preflight: {r.title} not checked ({r.detail}); starting anyway", err=True)
     if blocks_start(diagnosis.results):
-        raise click.ClickException(
+        raise PreflightFailedError(
             "preflight failed (above); fix it, see `pipeline doctor`, or start with --no-preflight"
         )
 

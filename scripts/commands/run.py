@@ -221,21 +221,18 @@ def start(
         from scripts.commands.doctor import preflight
 
         preflight(load_config(config_path))
-    try:
-        run = start_run(
-            config_path,
-            run_id,
-            stages.split(",") if stages else None,
-            advance,
-            budget,
-            force=force,
-            reason=reason,
-            from_layer=from_layer,
-            from_stage=from_stage,
-            canary=canary_n,
-        )
-    except ops.ActionError as e:
-        raise click.ClickException(str(e)) from None
+    run = start_run(
+        config_path,
+        run_id,
+        stages.split(",") if stages else None,
+        advance,
+        budget,
+        force=force,
+        reason=reason,
+        from_layer=from_layer,
+        from_stage=from_stage,
+        canary=canary_n,
+    )
     click.echo(f"started run {run.run_id} ({', '.join(run.stages)}; advance {run.advance})")
     unverified = {s for s, start in run.mid_graph_starts.items() if not start["verified"]}
     checked = [
@@ -332,11 +329,12 @@ def _status_cluster(run: RunState) -> tuple[ClusterReader | None, str]:
 )
 def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -> None:
     """A run's progress until the run ends (succeeded or failed: the last screen stays),
-    Ctrl-C (exit 130) or --once: per layer chunks done / total, active and ready pods,
-    retries, failed indexes, OOM kills, parallelism against the ramp, approval, elapsed,
-    chunks/min, ETA, cost so far and projected; the run's totals, its ETA and
-    projected cost (forecast from the runtimes observed so far, the ramp and the cap), spend
-    against budget, the cluster's nodes and requests, and what the waiting layers wait on."""
+    Ctrl-C (exit 130: the build goes on, `pipeline status RUN` comes back to it) or --once:
+    per layer chunks done / total, active and ready pods, retries, failed indexes, OOM kills,
+    parallelism against the ramp, approval, elapsed, chunks/min, ETA, cost so far and
+    projected; the run's totals, its ETA and projected cost (forecast from the runtimes
+    observed so far, the ramp and the cap), spend against budget, the cluster's nodes and
+    requests, and what the waiting layers wait on."""
     store = connect().store
     run = store.load_run(run_id)
     cluster, why = _status_cluster(run)
@@ -355,7 +353,14 @@ def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -
         last[:] = [progress]
         return status_view(progress, note, max_rows=rows)
 
-    live(view, once, interval, console(100), until=lambda: last[0].status in RUN_ENDED)
+    live(
+        view,
+        once,
+        interval,
+        console(100),
+        until=lambda: last[0].status in RUN_ENDED,
+        on_ctrl_c=f"the build goes on; `pipeline status {run_id}` comes back to it",
+    )
 
 
 COMMANDS = (setup, start, approve, pause, resume, scale, submit, delete, status)

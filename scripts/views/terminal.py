@@ -13,6 +13,8 @@ from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.table import Table
 
+from adapters.local.termination import Terminated
+
 
 def console(piped_width: int = 200) -> Console:
     """Rich output; when piped, `piped_width` wide (default: names and messages not cut)."""
@@ -30,17 +32,27 @@ def live(
     interval: float,
     out: Console | None = None,
     until: Callable[[], bool] | None = None,
+    on_ctrl_c: str = "",
 ) -> None:
     """Print `render()` once, or keep it on screen refreshed every `interval` s until Ctrl-C
-    or, with `until`, until `until()` is true after a render: the last screen stays."""
+    or, with `until`, until `until()` is true after a render: the last screen stays. A Ctrl-C
+    leaves as a KeyboardInterrupt carrying `on_ctrl_c` (what the operator should know on
+    leaving: the CLI prints it after `interrupted: `); a SIGTERM stays `Terminated`."""
     out = out or console()
     if once:
         out.print(render())
         return
-    with Live(render(), console=out) as view:
-        while until is None or not until():
-            time.sleep(interval)
-            view.update(render())
+    try:
+        with Live(render(), console=out) as view:
+            while until is None or not until():
+                time.sleep(interval)
+                view.update(render())
+    except Terminated:
+        raise
+    except KeyboardInterrupt:
+        if not on_ctrl_c:
+            raise
+        raise KeyboardInterrupt(on_ctrl_c) from None
 
 
 def when(stamp: datetime | None) -> str:

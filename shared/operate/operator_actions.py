@@ -159,6 +159,8 @@ def guard_one_active(
         raise ActiveRunError(
             f"graph {run.graph_id} already has an active run: {', '.join(active)} "
             f"(see `pipeline status {active[0]}`); two runs of one graph race on its table. "
-            "Wait for it, cancel it, or start anyway with --force (recorded on the new run)"
+            f"Wait for it to end; or stop it (`pipeline pause {active[0]}`, then `pipeline "
+            f"purge {active[0]}` removes its records and leaves its Jobs); or start anyway "
+            "with --force (recorded on the new run)"
         )
     run.forced_start = {"by": by, "at": now, "why": why or "--force", "past_runs": active}

@@ -40,7 +40,7 @@ def test_apply_stores_the_version_and_its_history(cli, firestore_project, tmp_pa
     assert entry["at"] is not None
 
     seed = cli("apply", "r1", "-c", _edited(tmp_path, "b.yml", ramp=ramp, perm_seed=7))
-    assert seed.exit_code != 0 and "config.job.perm_seed 42 -> 7" in seed.output
+    assert seed.exit_code == 2 and "config.job.perm_seed 42 -> 7" in seed.output
     assert store.load_run("r1").config["job"]["perm_seed"] == 42
     assert len(store.config_versions("r1")) == 1
 

@@ -96,7 +96,8 @@ def test_graph_table_states_and_the_start_preflight(cli, config, bigtable_client
     assert code == 1 and table["verdict"] == "fail" and "deletetable" in table["fix"]
 
     refused = cli("start", "-c", str(config), "--run-id", "pre1")
-    assert refused.exit_code == 1
+    assert refused.exit_code == 2  # the fix is named: docs/cli.md#exit-codes
+    assert "error: preflight failed" in refused.stderr
     assert "preflight fail: Graph table" in refused.output and "--no-preflight" in refused.output
     store = FirestoreRunStore(load_config(config).project)  # nothing was stored
     assert [r.run_id for r in store.runs_of_graph(cfg.graph_id)] == []

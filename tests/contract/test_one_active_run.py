@@ -14,9 +14,12 @@ def test_a_second_active_run_of_the_graph_is_refused_then_forced(cli, firestore_
     first = cli("start", "-c", str(DEMO), "--run-id", "first")
     assert first.exit_code == 0, first.output
     second = cli("start", "-c", str(DEMO), "--run-id", "second")
-    assert second.exit_code != 0
-    assert "already has an active run: first" in second.output
+    assert second.exit_code == 2  # a refused action: docs/cli.md#exit-codes
+    assert second.stderr.startswith("error: graph demo already has an active run: first")
     assert "--force" in second.output
+    # every way out it names is a command that exists
+    assert "`pipeline pause first`" in second.output and "`pipeline purge first`" in second.output
+    assert "cancel" not in second.output
     assert [r.run_id for r in store.runs_of_graph(store.load_run("first").graph_id)] == ["first"]
     forced = cli("start", "-c", str(DEMO), "--run-id", "second", "--force", "--reason", "rerun")
     assert forced.exit_code == 0, forced.output
