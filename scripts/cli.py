@@ -13,6 +13,7 @@ import sys
 import click
 
 from adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
+from adapters.local.emulator_probe import EmulatorUnreachableError
 from adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from adapters.local.termination import Terminated, leave_now, unwind_on_termination
 from scripts.commands import (
@@ -80,6 +81,9 @@ class PipelineGroup(click.Group):
         except BAD_INPUT as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
+        except EmulatorUnreachableError as e:  # its message says what to do
+            click.echo(f"error: {e}", err=True)
+            sys.exit(3)
         except UNREACHABLE as e:
             click.echo(
                 f"error: cannot reach a service: {e}; is it running? (locally: `pipeline local "
