@@ -12,12 +12,13 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.live import Live
 
 from adapters.local.cluster.view import LocalClusterView
 from scripts.options import CANARY_OPTION
 from scripts.run_progress import gather
 from scripts.views.status import status_view
+from scripts.views.terminal import console as rich_console
+from scripts.views.terminal import live_view
 from shared.config.config_files import load_config
 
 
@@ -150,19 +151,19 @@ def demo(
             check_stages(cfg, stage_list)
         except PlanError as exc:
             raise click.UsageError(str(exc)) from None
-        console = Console(stderr=as_json)
+        console = rich_console(100, stderr=as_json)  # the status view fits 100 columns
         console.print(
             f"demo: volume {cfg.ds.data_source.size}, chunks {cfg.ds.graph_config.CHUNK_SIZE}"
             f", layer-2 grid {cfg.layer2_shape()}; starting the local stack…"
         )
         cluster = LocalClusterView(work / "stack" / "cluster")
-        with Live(console=console, refresh_per_second=4, transient=False) as live:
+        with live_view(console, refresh_per_second=4, transient=False) as update:
             args = dict(
                 stages=stage_list,
                 advance=advance,
                 timeout_s=timeout_s,
                 approve_after_s=approve_after_s,
-                on_progress=lambda run: live.update(status_view(*gather(run, _now(), cluster))),
+                on_progress=lambda run: update(status_view(*gather(run, _now(), cluster))),
                 on_finish=None if report_path is None else _reporter(report_path, console),
             )
             if chaos_n is None:
