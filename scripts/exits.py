@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import click
 
+from adapters.local.emulator_probe import EmulatorUnreachableError
 from adapters.local.emulators import EmulatorMissingError, EmulatorStartError
 from adapters.local.termination import Terminated
 from shared.config.config import ConfigError, ConfigSourceUnreachable
@@ -88,7 +89,8 @@ class ExitRule:
 RULES: tuple[ExitRule, ...] = (
     ExitRule("signal", 128, (Terminated,), lead="stopped by ", plus_signal=True),
     ExitRule("interrupted", 130, (KeyboardInterrupt,), lead="interrupted"),
-    ExitRule("unreachable", 3, (ConfigSourceUnreachable,)),  # its message says what to do
+    # their messages say what to do
+    ExitRule("unreachable", 3, (ConfigSourceUnreachable, EmulatorUnreachableError)),
     ExitRule("unreachable", 3, UNREACHABLE, lead="cannot reach a service: ", then=LOCAL_HINT),
     ExitRule("unreachable", 3, NO_CREDENTIALS, lead="no Google credentials: ", then=LOGIN_HINT),
     ExitRule("bad input", 2, BAD_INPUT),

@@ -9,13 +9,12 @@ from typing import Any
 
 from adapters.doctor.cloud import local_path_facts, table_meta_facts
 from adapters.doctor.rest import ServiceUnreachable
+from adapters.local.emulator_probe import EMULATOR_VARS, probe
 from shared.config.config import PipelineConfig
 from shared.doctor import needs
 from shared.doctor.deployment import Deployment
 
 Facts = dict[str, Any]
-
-EMULATOR_VARS = ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "BIGTABLE_EMULATOR_HOST")
 
 
 def is_local(env: Mapping[str, str]) -> bool:
@@ -46,11 +45,16 @@ class LocalFacts:
         }
 
     def _host(self, var: str) -> str:
+        """The emulator's address, once it accepts a connection (ServiceUnreachable within
+        seconds otherwise, rather than the client's minutes of silent retries)."""
         host = self.env.get(var)
         if not host:
             raise ServiceUnreachable(
                 f"{var} is not set: start the local stack (`pipeline local up`)"
             )
+        why = probe(host)
+        if why is not None:
+            raise ServiceUnreachable(f"nothing answers at {host} ({var}): {why}")
         return host
 
     def firestore(self) -> Facts:
@@ -103,6 +107,7 @@ class LocalFacts:
     def graph_table(self) -> Facts:
         if not self.env.get("BIGTABLE_EMULATOR_HOST"):
             return {"skip": "no Bigtable emulator named (BIGTABLE_EMULATOR_HOST)"}
+        self._host("BIGTABLE_EMULATOR_HOST")
         return bigtable_table_facts(self.cfg)
 
     def data_paths(self) -> Facts:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 import yaml
-from rich.console import Console
 from rich.table import Table
 
+from scripts.views.terminal import console, fit
 from shared.config.config import ConfigError
 from shared.config.config_compat import CompatError, Note, map_dataset, map_pipeline
 from shared.config.config_files import dataset_key, load_config, meaning_notes, read_yaml
@@ -77,10 +77,11 @@ def import_files(old: Path, out: Path | None, force: bool) -> tuple[Path, Path, 
 
 
 def notes_table(notes: list[Note]) -> Table:
-    """The changes of meaning, one row each: old key, old meaning, new key, effect."""
+    """The changes of meaning, one row each: old key, old meaning, new key, effect (printed
+    through `fit`: cells wrap by words, never inside an identifier)."""
     table = Table(title="changes of meaning", title_justify="left", show_lines=False)
     for name in ("old key", "old meaning", "new key", "effect"):
-        table.add_column(name, overflow="fold")
+        table.add_column(name)
     for note in notes:
         table.add_row(note.old_key, note.old_meaning, note.new_key, note.effect)
     return table
@@ -107,7 +108,8 @@ def import_(old_pipeline: Path, out: Path | None, force: bool) -> None:
     print every change of meaning as one table."""
     new, dataset, notes = import_files(old_pipeline, out, force)
     if notes:
-        Console(soft_wrap=False).print(notes_table(notes))
+        out = console()
+        out.print(fit(notes_table(notes), out))
     click.echo(f"wrote {new} and {dataset} ({len(notes)} changes); both load as written")
 
 

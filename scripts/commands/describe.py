@@ -21,6 +21,7 @@ from scripts.layer_target import Target, resolve_target, run_config
 from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
 from scripts.run_progress import gather, layer_size
 from scripts.services import connect
+from scripts.views.money import usd
 from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from shared.model import intervals
@@ -197,7 +198,7 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
                 f"{r['chunks_done']}/{r['chunks']}" if r["layer"] != SETUP else "",
                 str(r["pods"]), str(r["retries"]) + (f" ({r['hung']} hung)" if r["hung"] else ""),
                 str(r["preemptions"]),
-                f"{r['vcpu_hours']:.3f}", f"{r['gib_hours']:.3f}", f"{r['usd']:.4f}",
+                f"{r['vcpu_hours']:.3f}", f"{r['gib_hours']:.3f}", usd(r["usd"]),
                 span(r["wall_s"]),
             )  # fmt: skip
         total = {k: sum(r[k] for r in mine) for k in ("pods", "retries", "preemptions")}
@@ -207,7 +208,7 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
             f"{sum(r['chunks_done'] for r in mine)}/{sum(r['chunks'] for r in mine)}",
             str(total["pods"]), str(total["retries"]), str(total["preemptions"]),
             f"{money['vcpu_hours']:.3f}", f"{money['gib_hours']:.3f}",
-            f"[bold]{money['usd']:.4f}[/]", "", end_section=True,
+            f"[bold]{usd(money['usd'])}[/]", "", end_section=True,
         )  # fmt: skip
     outlook = " · ".join(t for t in (forecast_eta(progress), forecast_cost(progress)) if t)
     if outlook:

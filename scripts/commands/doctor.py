@@ -103,6 +103,7 @@ def diagnose(
             dep,
             skip_reason="local stack: a cloud resource, not checked",
             deadline_s=LOCAL_DEADLINE_S,
+            unreachable_fix=doctor_checks.LOCAL_UNREACHABLE_FIX,
         )
         return Diagnosis("local", dep.project, results)
     fetchers = _cloud_fetchers(cfg, dep)

@@ -217,6 +217,7 @@ def start(
     [--stage S] (default: the config's start_layers) starts S at layer L once every chunk of
     layer L-1 is marked done. The cheap checks of `pipeline doctor` run first (on a local
     stack only what it has); --no-preflight skips them."""
+    connect()  # a stale emulator address fails here, before the preflight waits on it
     if not no_preflight:
         from scripts.commands.doctor import preflight
 

@@ -24,6 +24,13 @@ Outcome = tuple[Verdict, str, str]  # verdict, detail, fix
 
 APPLY = "run `terraform apply` in terraform/ (docs/deploying.md)"
 LOGIN = "gcloud auth application-default login"
+# What to do about a check that got no answer: in the cloud, retry or renew the credentials;
+# on the local stack (emulators, no credentials) start the stack or drop its stale addresses.
+CLOUD_UNREACHABLE_FIX = f"retry; or {LOGIN}"
+LOCAL_UNREACHABLE_FIX = (
+    "start the local stack (`pipeline local up` in this folder), or unset the "
+    "*_EMULATOR_HOST variables a stopped stack left behind"
+)
 
 
 def _ok(detail: str) -> Outcome:
@@ -577,8 +584,10 @@ class Check:
     def skipped(self, why: str) -> CheckResult:
         return CheckResult(self.id, self.title, Verdict.SKIP, why)
 
-    def unreachable(self, why: str) -> CheckResult:
-        return CheckResult(self.id, self.title, Verdict.UNREACHABLE, why, f"retry; or {LOGIN}")
+    def unreachable(self, why: str, fix: str = CLOUD_UNREACHABLE_FIX) -> CheckResult:
+        """No answer: `fix` is the cloud's (credentials) unless the caller knows better (the
+        local stack's: LOCAL_UNREACHABLE_FIX)."""
+        return CheckResult(self.id, self.title, Verdict.UNREACHABLE, why, fix)
 
 
 CHECKS: tuple[Check, ...] = (
