@@ -178,12 +178,17 @@ class CloudFacts:
         return {"instance": self.api.resource(self._instance)}
 
     def graph_table(self) -> Facts:
-        table = self.api.resource(f"{self._instance}/tables/{self.dep.graph_table}?view=NAME_ONLY")
-        if isinstance(table, Denied):
-            return {"exists": table}
-        if table is None:
-            return {"exists": False}
-        return table_meta_facts(self.cfg, self.meta_reader() if self.meta_reader else None)
+        """The graph's table (and its metadata), and whether each stage table exists."""
+        stages = {t: self._table_exists(t) for _, t in self.dep.stage_tables}
+        found = self._table_exists(self.dep.graph_table)
+        if found is not True:
+            return {"exists": found, "stage_tables": stages}
+        meta = table_meta_facts(self.cfg, self.meta_reader() if self.meta_reader else None)
+        return {**meta, "stage_tables": stages}
+
+    def _table_exists(self, table: str) -> bool | Denied:
+        answer = self.api.resource(f"{self._instance}/tables/{table}?view=NAME_ONLY")
+        return answer if isinstance(answer, Denied) else answer is not None
 
     # --- accounts and grants ---------------------------------------------------------------
 

@@ -4,6 +4,8 @@ reads, warnings, the local stack's variants, the graph table's three states), ta
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from shared.config.config_files import load_config
@@ -124,6 +126,24 @@ def test_graph_table_states(dep):
     wrong = c.check_graph_table({"exists": True, "meta": "ours", "mismatch": "grid 1 vs 2"}, dep)
     assert wrong[0] is F and "deletetable" in wrong[2]
     denied = c.check_graph_table({"exists": Denied("GET t", "no")}, dep)
+    assert denied[0] is F and "bigtable.viewer" in denied[2]
+
+
+def test_stage_tables_missing_fail_naming_them_and_pipeline_setup(dep):
+    """The tables the stages write besides the graph's (the demo's passes): each missing one
+    is named with its stage, and the fix is `pipeline setup`."""
+    dep = dataclasses.replace(dep, stage_tables=(("l2cache", "g-l2cache"), ("meshing", "g-meshes")))
+    absent = {"exists": False}
+    none = c.check_graph_table({**absent, "stage_tables": {"g-l2cache": False}}, dep)
+    assert none[0] is F and "missing: g-l2cache (l2cache), g-meshes (meshing)" in none[1]
+    assert "table fly_v31 absent" in none[1] and "pipeline setup" in none[2]
+    all_there = {"g-l2cache": True, "g-meshes": True}
+    ok = c.check_graph_table({**absent, "stage_tables": all_there}, dep)
+    assert ok[0] is P and "g-l2cache (l2cache), g-meshes (meshing) exist" in ok[1]
+    wrong = {"exists": True, "meta": "ours", "mismatch": "grid 1 vs 2"}
+    both = c.check_graph_table({**wrong, "stage_tables": {"g-l2cache": True}}, dep)
+    assert both[0] is F and "deletetable" in both[2] and "pipeline setup" in both[2]
+    denied = c.check_graph_table({**absent, "stage_tables": {"g-meshes": Denied("GET t")}}, dep)
     assert denied[0] is F and "bigtable.viewer" in denied[2]
 
 
