@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builders.cli_stack import local_stack, pipeline
+from tests.builders.cli_stack import local_stack, pipeline, wait_status
 
 RUN = "r1"
 pytestmark = pytest.mark.e2e
@@ -66,3 +66,28 @@ def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
     assert "wrote r1.html" in out
     html = (here / "r1.html").read_text()
     assert "Pod attempts by layer" in html and "Plotly.newPlot" in html
+
+
+def test_by_hand_with_every_stage_builds_the_passes(local_stack: Path):
+    """demo data with the passes, setup, start with every stage: the l2cache and meshing
+    layers build as ingest's do (`pipeline setup` made their tables). A 32^3 volume in 16^3
+    chunks: a 2x2x2 grid, layers 2-3, one pod a layer."""
+    here, stages = local_stack, "ingest,l2cache,meshing"
+    sizes = ("--size", "32", "--chunk", "16")
+    out = pipeline(here, "demo", "data", "passes", *sizes, "--stages", stages).stdout
+    assert "stages ingest, l2cache, meshing" in out
+    cfg = "passes/pipeline.yml"
+    setup = pipeline(here, "setup", "-c", cfg).stdout
+    assert "table demo-l2cache ready" in setup and "table demo-meshes ready" in setup
+    pipeline(here, "start", "-c", cfg, "--run-id", "p1", "--stages", stages)
+
+    def ended(doc: dict) -> bool:  # a failed layer ends the wait, with its rows to show
+        return doc["status"] != "running" or any(r["phase"] == "failed" for r in doc["layers"])
+
+    doc = wait_status(here, "p1", ended, "ended", timeout=300)
+    phases = {row["key"]: row["phase"] for row in doc["layers"]}
+    assert doc["status"] == "succeeded", phases
+    assert sorted(phases) == sorted(
+        ["ingest-L2", "ingest-L3", "l2cache-L2", "meshing-L2", "meshing-L3"]
+    )
+    assert doc["chunks_done"] == doc["chunks_total"] == (8 + 1) + 8 + (8 + 1)
