@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from adapters.doctor.cloud import local_path_facts, table_meta_facts
+from adapters.doctor.cloud import empty_input_facts, local_path_facts, table_meta_facts
 from adapters.doctor.rest import ServiceUnreachable
 from shared.config.config import PipelineConfig
 from shared.doctor import needs
@@ -114,7 +114,7 @@ class LocalFacts:
                 paths.append({"key": path.key, "url": path.url, "readable": None, "why": why})
             else:
                 paths.append({"key": path.key, "url": path.url, **local_path_facts(self.cfg, path)})
-        return {"paths": paths}
+        return {"paths": paths, **empty_input_facts(self.cfg)}
 
 
 def bigtable_table_facts(cfg: PipelineConfig) -> Facts:

@@ -566,7 +566,13 @@ def check_spot_quota(facts: Facts, dep: Deployment) -> Outcome:
 
 
 def check_data_paths(facts: Facts, dep: Deployment) -> Outcome:
-    paths = facts["paths"]
+    paths, empty = facts["paths"], facts.get("empty") or []
+    if empty:
+        return _fail(
+            f"{', '.join(empty)} empty: there is no input to build from (every setup and "
+            "layer pod would fail on it)",
+            facts.get("empty_fix") or "set it in the dataset file",
+        )
     if not paths:
         return Verdict.SKIP, "the dataset names no data paths", ""
     bad = [f"{p['key']} {p['url']}: {p['why']}" for p in paths if p["readable"] is False]

@@ -161,3 +161,21 @@ def test_pipeline_setup_makes_the_stage_tables_the_preflight_asks_for(
     [table] = json.loads(result.stdout)["checks"]
     assert table["verdict"] == "pass", table
     assert f"{graph}-l2cache (l2cache)" in table["detail"] and "exist" in table["detail"]
+
+
+def test_an_empty_watershed_refuses_the_start_and_says_where_to_set_it(
+    cli, config, bigtable_client
+):
+    """examples/demo's dataset as it is (its watershed left to `pipeline demo`): the setup
+    pass would fail on it, so the start is refused before the run exists."""
+    make_stage_tables(bigtable_client, config)
+    dataset = config.parent / "dataset.yml"
+    raw = yaml.safe_load(dataset.read_text())
+    raw["data_source"]["watershed"] = ""
+    dataset.write_text(yaml.safe_dump(raw))
+    refused = cli("start", "-c", str(config), "--run-id", "w1")
+    assert refused.exit_code == 1, refused.output
+    assert "preflight fail: Dataset paths readable: data_source.watershed empty" in refused.output
+    assert f"set it in {dataset}" in refused.output and "pipeline demo data DIR" in refused.output
+    store = FirestoreRunStore(load_config(config).project)
+    assert [r.run_id for r in store.runs_of_graph(load_config(config).graph_id)] == []

@@ -200,6 +200,23 @@ def test_images_and_paths_that_cannot_be_looked_up(dep):
     assert c.check_data_paths({"paths": skipped}, dep)[0] is S
 
 
+def test_an_empty_watershed_fails_with_where_to_set_it(dep):
+    facts = {"paths": [], "empty": ["data_source.watershed"], "empty_fix": "set it in ds.yml"}
+    verdict, detail, fix = c.check_data_paths(facts, dep)
+    assert verdict is F and "data_source.watershed empty" in detail and fix == "set it in ds.yml"
+
+
+def test_empty_inputs_are_the_required_keys_left_blank():
+    cfg = load_config(DEMO)  # examples/demo leaves the watershed to `pipeline demo`
+    assert needs.empty_inputs(cfg) == ["data_source.watershed"]
+    assert "examples/demo/dataset.yml" in needs.empty_input_fix(cfg)
+    source = cfg.ds.data_source.model_copy(update={"watershed": "gs://b/ws"})
+    given = cfg.model_copy(
+        update={"dataset_config": cfg.ds.model_copy(update={"data_source": source})}
+    )
+    assert needs.empty_inputs(given) == []
+
+
 def test_cluster_without_a_dns_endpoint_fails_with_the_command_that_opens_it(dep):
     cluster = {"status": "RUNNING", "controlPlaneEndpointsConfig": {"dnsEndpointConfig": {}}}
     verdict, _, fix = c.check_cluster({"cluster": cluster}, dep)
