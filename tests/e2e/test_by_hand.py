@@ -1,11 +1,13 @@
 """docs/cli.md#running-a-build-on-the-local-stack-by-hand, command by command, as a
-newcomer types them: demo data, local up (in the background), setup, start with approve,
-approve, status until done, costs, report. Each command runs as its own process in one
-folder, so the CLI finds the stack as it would in a terminal (`.local-stack/stack.json`)."""
+newcomer types them: local up (in the background), then what it printed: demo data, setup,
+start (with approve), approve, status until done, costs, report; and the same flow with every
+stage. Each command runs as its own process in one folder, so the CLI finds the stack as it
+would in a terminal (`.local-stack/stack.json`)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 
@@ -18,18 +20,34 @@ pytestmark = pytest.mark.e2e
 _ = local_stack  # the fixture
 
 
+def the_hint(here: Path) -> list[list[str]]:
+    """The commands `pipeline local up` printed for a build by hand, each as its arguments."""
+    deadline = time.monotonic() + 30  # it prints them just after writing stack.json
+    while "Ctrl-C stops the stack" not in (log := (here / "local-up.log").read_text()):
+        assert time.monotonic() < deadline, log
+        time.sleep(0.2)
+    assert f"in this folder ({here})" in log, log
+    lines = [ln.strip() for ln in log.splitlines() if ln.startswith("  pipeline ")]
+    return [shlex.split(ln)[1:] for ln in lines]
+
+
 def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
+    """As a newcomer follows what `pipeline local up` printed: demo data, setup, start (in
+    approve mode here), status."""
     here = local_stack
-    out = pipeline(here, "demo", "data", "demo-data").stdout
+    data, setup_args, start_args, status_args = the_hint(here)
+    assert data[:2] == ["demo", "data"] and status_args == ["status", RUN]
+    out = pipeline(here, *data).stdout
     assert "next: pipeline setup" in out
     cfg = "demo-data/pipeline.yml"
-    setup = pipeline(here, "setup", "-c", cfg)
+    assert setup_args == ["setup", "-c", cfg] and start_args[:3] == ["start", "-c", cfg]
+    setup = pipeline(here, *setup_args)
     assert "Warning" not in setup.stderr and "Bigtable emulator" not in setup.stderr
     # The pods' Secret, in the local cluster's folder: a placeholder cave-secret.json.
     assert "secret cloud-volume-secrets ready in local cluster" in setup.stdout
     secrets = list((here / ".local-stack").rglob("secrets/cloud-volume-secrets/cave-secret.json"))
     assert [p.read_text() for p in secrets] == ['{"token": "placeholder"}']
-    pipeline(here, "start", "-c", cfg, "--run-id", RUN, "--advance", "approve")
+    pipeline(here, *start_args, "--advance", "approve")
     # Layer 2 waits on the stage's setup pass (no approval needed), then on its approval.
     deadline = time.monotonic() + 120
     while True:
