@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scripts import cluster_access
-from scripts.cluster_access import cluster_errors, reads_local_cluster
+from scripts.cluster_access import cluster_errors, local_stack, reads_local_cluster
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
 from scripts.options import CONFIG_OPTION
 from scripts.services import Services, connect, operator_name
@@ -73,12 +73,13 @@ def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
 
 def remove_jobs_hint(names: list[str], namespace: str) -> str:
     """How the operator removes Jobs the pipeline no longer tracks, where the CLI reads the
-    cluster: on the local stack, stopping it (nothing else can reach its cluster); on GKE,
-    kubectl."""
-    if reads_local_cluster():
+    cluster: kubectl, on the local stack with its admin kubeconfig (the operators' Role may not
+    delete Jobs, as on GKE)."""
+    doc = local_stack() if reads_local_cluster() else None
+    if doc is not None:
         return (
-            "on the local stack they stop when `pipeline local up` stops (Ctrl-C in its "
-            f"terminal ends every pod of its cluster): {' '.join(names)}"
+            f"if still there: KUBECONFIG={doc['admin_kubeconfig']} kubectl delete job -n "
+            f"{doc['namespace']} {' '.join(names)}"
         )
     return f"if still there: kubectl delete job -n {namespace} {' '.join(names)}"
 

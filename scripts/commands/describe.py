@@ -21,16 +21,18 @@ from scripts.layer_target import Target, resolve_target, run_config
 from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
 from scripts.run_progress import gather, layer_size
 from scripts.services import connect
+from scripts.setup_view import layer_alerts, setup_error, setup_fix
 from scripts.views.money import usd
 from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from shared.model import intervals
-from shared.model.state import RunState
+from shared.model.state import SETUP_LAYER, RunState
 from shared.ports.cluster import ClusterReader, PodInfo
 from shared.views.progress import chunks_done
 
 LAST_WARNINGS = 5
 MAX_PODS = 12  # unfinished pods listed (the rest are counted)
+SETUP_LOG_LINES = 200  # of a setup pod's log, for the error it ended with
 
 
 def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
@@ -38,7 +40,9 @@ def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
     if job is None:
         raise LookupError(f"no Job {target.job!r} in the cluster (deleted, or not created yet)")
     head = f"job {job.name}"
-    if target.ls is not None and target.run is not None:
+    if target.setup is not None and target.run is not None:
+        head = f"{target.name} of run {target.run.run_id} ({target.setup.phase}) · {head}"
+    elif target.ls is not None and target.run is not None:
         ls = target.ls
         head = f"{ls.key} of run {target.run.run_id} ({ls.phase}) · {head}"
     out.print(head, markup=False)
@@ -63,6 +67,8 @@ def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
     )
     _unfinished_pods(out, pods, why, now)
     _warnings(out, [e for e in all_events(cluster, target.job) if e.get("type") == "Warning"])
+    if target.setup is not None:
+        _setup_outcome(out, cluster, target)
 
 
 def _unfinished_pods(out: Console, pods: list[PodInfo], why: dict[str, str], now: datetime) -> None:
@@ -96,12 +102,34 @@ def _warnings(out: Console, warnings: list[dict[str, Any]]) -> None:
     out.print(events)
 
 
+def _setup_outcome(out: Console, cluster: ClusterReader, target: Target) -> None:
+    """A setup pass's outcome under its Job: why it failed, the error its pod ended with, the
+    fix, and where its log tail and traceback are."""
+    run, setup = target.run, target.setup
+    assert run is not None and setup is not None
+    if setup.failure_reason:
+        out.print(f"{setup.phase}: {setup.failure_reason}", markup=False)
+    pods = sorted(cluster.list_pods(target.job, 0), key=lambda p: p.created or EPOCH)
+    error = setup_error(cluster.pod_log(pods[-1].name, SETUP_LOG_LINES)) if pods else ""
+    if error:
+        out.print(f"error: {error}", markup=False)
+    fix = setup_fix(run, setup, layer_alerts(run.run_id, setup.stage, SETUP_LAYER))
+    if fix:
+        out.print(f"fix: {fix}", markup=False)
+    out.print(
+        f"next: `pipeline inspect {run.run_id} {setup.stage} {SETUP_LAYER}` for the pod's log "
+        "tail and traceback",
+        markup=False,
+    )
+
+
 @click.command()
 @click.argument("args", nargs=-1, metavar=TARGET)
 @JOB_OPTION
 def describe(args: tuple[str, ...], job: str | None) -> None:
     """A layer's Job in one screen: its counts and conditions, each unfinished pod's state and
-    reason (why Pending), and the last warning events."""
+    reason (why Pending), and the last warning events. LAYER 0 (or `setup`) is the stage's
+    setup pass: its Job, then why it failed, the error its pod ended with and the fix."""
     target, _ = resolve_target(args, job, 0, need_job=True)
     with cluster_errors():
         cluster = cluster_access.read_cluster(target.namespace)

@@ -164,7 +164,8 @@ def top_table(cluster: ClusterReader, target: Target) -> Table:
     help="Only pods in this phase.",
 )
 def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
-    """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit."""
+    """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit.
+    LAYER 0 (or `setup`): the stage's setup pass's pod."""
     target, _ = resolve_target(args, job, 0, need_job=True)
     with cluster_errors():
         cluster = cluster_access.read_cluster(target.namespace)
@@ -175,7 +176,8 @@ def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
 @click.argument("args", nargs=-1, metavar=TARGET)
 @JOB_OPTION
 def events(args: tuple[str, ...], job: str | None) -> None:
-    """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first."""
+    """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first.
+    LAYER 0 (or `setup`): the stage's setup pass's."""
     target, _ = resolve_target(args, job, 0, need_job=True)
     with cluster_errors():
         cluster = cluster_access.read_cluster(target.namespace)

@@ -131,15 +131,19 @@ def _apply(run_id: str, action: str, mutate) -> RunState:  # noqa: ANN001 - a Ru
 @CONFIG_OPTION
 def setup(config_path: str) -> None:
     """Create the Secret `secret_name` of the pods' credential files (`secret_files`, a
-    placeholder cave-secret.json where none is given) and, when ingest runs on our worker,
-    the graph's Bigtable table if missing. An image-run ingest (`commands.ingest`) creates
-    its own table with the graph's metadata in its setup pass, so the table is left to it
+    placeholder cave-secret.json where none is given) and the Bigtable tables the
+    configured stages need (`scripts.run_tables`): the graph's table if missing when ingest
+    runs on our worker, and the tables a stage's plugin writes besides it (the demo's
+    l2cache and meshing tables). An image-run ingest (`commands.ingest`) creates its own
+    table with the graph's metadata in its setup pass, so the table is left to it
     (docs/setup-passes.md)."""
     from scripts.secret_files import apply_secret
 
     cfg = load_config(config_path)
     connect()  # picks up a running local stack's emulator addresses
     click.echo(_setup_table(cfg))
+    for line in _setup_stage_tables(cfg):
+        click.echo(line)
     click.echo(apply_secret(cfg))
 
 
@@ -160,6 +164,20 @@ def _setup_table(cfg: PipelineConfig) -> str:
     if warning:
         click.echo(f"warning: {warning}", err=True)
     return note
+
+
+def _setup_stage_tables(cfg: PipelineConfig) -> list[str]:
+    """Create the tables the configured stages' plugins write besides the graph's, if
+    missing; a line for each."""
+    from adapters.bigtable.chunk_ledger import ensure_table
+    from scripts.run_tables import extra_tables
+
+    project, instance = cfg.bigtable.project, cfg.bigtable.instance
+    lines = []
+    for table in extra_tables(cfg, default_stages(cfg)):
+        ensure_table(table.table_id, project, instance)
+        lines.append(f"table {table.table_id} ready in {project}/{instance} ({table.stage})")
+    return lines
 
 
 def image_table_note(table: GraphTable, project: str = "", instance: str = "") -> tuple[str, str]:
@@ -221,7 +239,7 @@ def start(
     if not no_preflight:
         from scripts.commands.doctor import preflight
 
-        preflight(load_config(config_path))
+        preflight(load_config(config_path), stages=stages.split(",") if stages else None)
     run = start_run(
         config_path,
         run_id,

@@ -19,8 +19,22 @@ def layer_of(run: RunState, stage: str, layer: int) -> LayerState:
     ls = run.layers.get(layer_key(stage, layer))
     if ls is None:
         known = ", ".join(f"{s} L2-L{run.top_layers[s]}" for s in run.stages)
-        raise ActionError(f"run {run.run_id} has no layer {stage} L{layer} (it has: {known})")
+        setups = f"; its setup passes: {', '.join(run.setups)} 0" if run.setups else ""
+        raise ActionError(
+            f"run {run.run_id} has no layer {stage} L{layer} (it has: {known}{setups})"
+        )
     return ls
+
+
+def setup_of(run: RunState, stage: str) -> SetupState:
+    """The stage's setup pass (`LAYER` 0), or ActionError naming the stages that have one."""
+    setup = run.setups.get(stage)
+    if setup is None:
+        known = ", ".join(run.setups) or "none"
+        raise ActionError(
+            f"run {run.run_id} has no setup pass for stage {stage!r} (stages with one: {known})"
+        )
+    return setup
 
 
 def approve(
@@ -106,9 +120,7 @@ def resubmit(
 
 
 def _resubmit_setup(run: RunState, stage: str) -> None:
-    setup = run.setups.get(stage)
-    if setup is None:
-        raise ActionError(f"run {run.run_id} has no setup pass for stage {stage!r}")
+    setup = setup_of(run, stage)
     if setup.phase != "failed":
         raise ActionError(f"the {stage} setup is {setup.phase}: only a failed one can be re-run")
     # The failed attempt's pod ran: its span is priced with the next (costs never vanish).

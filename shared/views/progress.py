@@ -174,7 +174,8 @@ def waits_on(run: RunState, ls: LayerState) -> str:
             return "stage " + ", ".join(open_deps)
         setup = run.setups.get(ls.stage)
         if setup is not None and setup.phase != "succeeded":  # the stage's setup pass
-            fix = f": pipeline submit {run.run_id} {ls.stage} 0" if setup.phase == "failed" else ""
+            # inspect shows its error, traceback and fix (then `pipeline submit ... 0`)
+            fix = f": pipeline inspect {run.run_id} {ls.stage} 0" if setup.phase == "failed" else ""
             return f"{ls.stage} setup ({setup.phase}{fix})"
     if run.advance != "auto" and not ls.approval.granted:
         return f"approval: pipeline approve {run.run_id} {ls.stage} {ls.layer}"

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from adapters.local.cluster.local_cluster import LocalCluster
+
 from shared.ports.cluster import JobStatus, PodInfo
 
 TIMEOUT = 30.0

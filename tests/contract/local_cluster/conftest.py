@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from adapters.local.cluster.events import EventSettings
 from adapters.local.cluster.local_cluster import LocalCluster
 

@@ -8,9 +8,9 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
-
 from adapters.local.cluster.local_cluster import LocalCluster
 from adapters.local.cluster.spec import parse_quantity
+
 from shared.ports.cluster import ClusterError, ManifestRejectedError
 from tests.builders.local_jobs import (
     DEFAULT_RULES,

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from adapters.local.cluster.local_cluster import LocalCluster
 
 from adapters.gke.wire import job_status
-from adapters.local.cluster.local_cluster import LocalCluster
 from adapters.local.log_export import make_log_entry
 from shared.control.job_events import parse_log_entry
 from shared.model import intervals

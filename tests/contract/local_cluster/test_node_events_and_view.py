@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from adapters.local.cluster.events import EventSettings
 from adapters.local.cluster.local_cluster import LocalCluster
 from adapters.local.cluster.view import LocalClusterView
+
 from shared.ports.cluster import ClusterError, JobStatus
 from tests.builders.local_jobs import (
     finished,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 from adapters.local.cluster.pods import PEAK_MEMORY_ENV
+
 from tests.builders.local_jobs import finished, manifest, running, wait_for
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adapters.local.cluster.local_cluster import LocalCluster
+
 from shared.ports.cluster import ClusterError
 from tests.builders.local_jobs import (
     finished,

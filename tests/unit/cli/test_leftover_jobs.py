@@ -4,25 +4,28 @@ the emulators in tests/contract/test_cli_ops.py)."""
 
 from __future__ import annotations
 
-from scripts.cluster_access import LOCAL_DIR_ENV
+import json
+
 from scripts.commands.admin import remove_jobs_hint
 
 
 def test_on_gke_kubectl_deletes_them(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no local stack here
-    monkeypatch.delenv(LOCAL_DIR_ENV, raising=False)
     hint = remove_jobs_hint(["j1", "j2"], "pcg")
     assert hint == "if still there: kubectl delete job -n pcg j1 j2"
 
 
-def test_on_the_local_stack_stopping_it_ends_them(tmp_path, monkeypatch):
-    """kubectl cannot reach the local cluster: the hint names what does."""
+def test_on_the_local_stack_kubectl_deletes_them_as_the_stacks_admin(tmp_path, monkeypatch):
+    """The operators' Role may not delete Jobs (as on GKE): the hint names the stack's admin
+    kubeconfig and its namespace."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "cluster" / "jobs").mkdir(parents=True)
-    monkeypatch.setenv(LOCAL_DIR_ENV, str(tmp_path / "cluster"))
+    (tmp_path / ".local-stack").mkdir()
+    doc = {
+        "env": {},
+        "kubeconfig": "/s/operator.kubeconfig",
+        "admin_kubeconfig": "/s/kubeconfig",
+        "namespace": "cave-pipeline",
+    }
+    (tmp_path / ".local-stack" / "stack.json").write_text(json.dumps(doc))
     hint = remove_jobs_hint(["j1"], "pcg")
-    assert "kubectl" not in hint
-    assert hint == (
-        "on the local stack they stop when `pipeline local up` stops (Ctrl-C in its terminal "
-        "ends every pod of its cluster): j1"
-    )
+    assert hint == "if still there: KUBECONFIG=/s/kubeconfig kubectl delete job -n cave-pipeline j1"
