@@ -49,6 +49,7 @@ __all__ = [
     "match_nodes",
     "process_chunk",
     "stage_tables",
+    "tables",
 ]
 
 
@@ -187,6 +188,11 @@ def stage_tables(ctx: Any, stage: str) -> tuple[Any, Any]:
     if source and source != ctx.graph_id:
         return _open(ctx.client, source), ctx.client
     return ctx.client, _open(ctx.client, stage_table_id(ctx.graph_id, stage))
+
+
+def tables(graph_id: str) -> list[str]:
+    """The table this pass writes besides the graph's (`pipeline setup` creates it)."""
+    return [stage_table_id(graph_id, "l2cache")]
 
 
 def process_chunk(ctx: Any) -> None:

@@ -37,11 +37,18 @@ from demo.common import Vec, chunk_bounds, geometry, layer2_volume
 from demo.graph_rows import NodeRecord
 from demo.graph_table import read_chunk_nodes, read_chunks_nodes
 from demo.l2cache import matched_components, stage_tables
-from demo.stage_rows import MeshRecord
+from demo.stage_rows import MeshRecord, stage_table_id
 from demo.stage_tables import read_meshes, read_parent_nodes, write_meshes
 from shared.model.layers import children, chunk_id, layer_shape, segment_bits
 
-__all__ = ["exposed_faces", "l2_meshes", "paired_contacts", "process_chunk", "stitch_faces"]
+__all__ = [
+    "exposed_faces",
+    "l2_meshes",
+    "paired_contacts",
+    "process_chunk",
+    "stitch_faces",
+    "tables",
+]
 
 
 def exposed_faces(comp: np.ndarray, n: int) -> np.ndarray:
@@ -102,6 +109,11 @@ def stitch_faces(
         faces = max(total - paired_contacts(p, q), 0)  # < 0 only with children missing
         out.append(MeshRecord(int(parent.node_id), faces, missing))
     return out
+
+
+def tables(graph_id: str) -> list[str]:
+    """The table this pass writes besides the graph's (`pipeline setup` creates it)."""
+    return [stage_table_id(graph_id, "meshing")]
 
 
 def process_chunk(ctx: Any) -> None:

@@ -8,6 +8,7 @@ import os
 from datetime import datetime
 from typing import Any
 
+from scripts.views.money import usd
 from shared.config.config import PipelineConfig
 from shared.forecast.forecast import run_forecast
 from shared.model.state import RunState
@@ -92,19 +93,19 @@ def bill_table(run_id: str, bill: Bill, projected: Bill | None = None) -> Any:
     table = titled_table(f"run {run_id} · the whole bill", ("line", "USD", "how", "basis"))
     for line in bill.lines:
         how = "measured" if line.measured else "estimated"
-        table.add_row(line.key, f"{line.usd:.4f}", how, line.basis)
-    table.add_row("[bold]total[/]", f"[bold]{bill.total_usd:.4f}[/]", "", "")
+        table.add_row(line.key, usd(line.usd), how, line.basis)
+    table.add_row("[bold]total[/]", f"[bold]{usd(bill.total_usd)}[/]", "", "")
     if projected is not None:
-        lines = ", ".join(f"{line.key} ${line.usd:.4f}" for line in projected.lines)
-        table.caption = f"forecast at the end: ${projected.total_usd:.4f} ({lines})"
+        lines = ", ".join(f"{line.key} ${usd(line.usd)}" for line in projected.lines)
+        table.caption = f"forecast at the end: ${usd(projected.total_usd)} ({lines})"
         table.caption_justify = "left"
     return table
 
 
 def bill_facts(bill: Bill) -> dict[str, str]:
     """The bill as the report's header facts, one per line and the total."""
-    out = {"whole bill": f"${bill.total_usd:.4f}"}
+    out = {"whole bill": f"${usd(bill.total_usd)}"}
     for line in bill.lines:
         how = "measured" if line.measured else "estimated"
-        out[f"bill: {line.key}"] = f"${line.usd:.4f} ({how})"
+        out[f"bill: {line.key}"] = f"${usd(line.usd)} ({how})"
     return out

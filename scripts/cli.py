@@ -1,20 +1,22 @@
 """The `pipeline` command: operator entry point (click). Commands live in scripts/commands/.
 
-Errors raised below are translated to a one-line message and an exit code here, at the edge:
-2 for bad input (config, arguments), 3 for an unreachable dependency, 1 otherwise; Ctrl-C
-exits 130 and SIGTERM / SIGHUP 128 + the signal, at once and without a traceback.
+What a command raises is translated here, at the edge, to one message and an exit code by
+`scripts.exits` (docs/cli.md#exit-codes): 2 for bad input, 3 for an unreachable service, 1
+otherwise; Ctrl-C exits 130 and SIGTERM / SIGHUP 128 + the signal, at once and without a
+traceback.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Any, NoReturn
 
 import click
 
 from adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
-from adapters.local.emulators import EmulatorMissingError, EmulatorStartError
-from adapters.local.termination import Terminated, leave_now, unwind_on_termination
+from adapters.local.termination import leave_now, unwind_on_termination
+from scripts import exits
 from scripts.commands import (
     admin,
     apply,
@@ -32,67 +34,41 @@ from scripts.commands import (
     simulate,
     verify,
 )
-from shared.config.config import ConfigError
-from shared.ports.cluster import ClusterError, ClusterUnreachableError
-from shared.ports.run_store import StaleStateError
 
-# What the operator must fix (exit 2), what may pass (exit 3), what to retry (exit 1).
-BAD_INPUT: tuple[type[BaseException], ...] = (
-    ConfigError,
-    ValueError,
-    LookupError,
-    EmulatorMissingError,
-)
-UNREACHABLE: tuple[type[BaseException], ...] = (
-    ConnectionError,
-    TimeoutError,
-    ClusterUnreachableError,
-    EmulatorStartError,
-)
-REFUSED: tuple[type[BaseException], ...] = (ClusterError,)
-# The Google clients are in the `controller` extra: without them the commands that need no
-# service still work, and none of these errors can be raised.
-try:
-    from google.api_core import exceptions as gexc
 
-    from adapters.wiring import WiringError
-except ImportError:
-    pass
-else:
-    BAD_INPUT += (WiringError,)
-    UNREACHABLE += (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.RetryError)
-    REFUSED += (gexc.GoogleAPICallError,)
+def _leave(code: int, message: str, interrupted: bool) -> NoReturn:
+    if interrupted:  # past every `finally`: leave without the interpreter's shutdown
+        leave_now(code, message)
+    click.echo(message, err=True)
+    sys.exit(code)
 
 
 class PipelineGroup(click.Group):
+    """The `pipeline` group: every error a command raises leaves through `scripts.exits`."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:  # fmt: skip
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as e:  # `pipeline --bogus`: in the same form
+            code, message = exits.outcome(e) or (e.exit_code, str(e))
+            _leave(code, message, interrupted=False)
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+        except (click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except BrokenPipeError:  # output piped into `head`: not an error
             sys.stderr.close()
             sys.exit(0)
-        except Terminated as e:
-            leave_now(e.exit_code, f"stopped by {e}")
-        except KeyboardInterrupt:
-            leave_now(130, "interrupted")
-        except BAD_INPUT as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(2)
-        except UNREACHABLE as e:
-            click.echo(
-                f"error: cannot reach a service: {e}; is it running? (locally: `pipeline local "
-                "up` in this folder, then run the command again)",
-                err=True,
-            )
-            sys.exit(3)
-        except StaleStateError as e:
-            click.echo(f"error: {e}; run the command again", err=True)
-            sys.exit(1)
-        except REFUSED as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(1)
+        except BaseException as e:
+            known = exits.outcome(e)
+            if known is None:
+                raise  # a bug: its traceback
+            _leave(*known, interrupted=isinstance(e, KeyboardInterrupt))
 
 
 @click.group(cls=PipelineGroup)

@@ -1,7 +1,8 @@
 """The demo build: a synthetic volume ingested unattended on the local stack, then checked.
 
 Steps: generate the volume; start the local stack; create the graph table and, for the
-l2cache and meshing passes, their tables (the `setup` step); start a run (advance auto, unless
+l2cache and meshing passes, their tables (what `pipeline setup` creates:
+`scripts.run_tables`); start a run (advance auto, unless
 told otherwise) through the same path an operator uses; watch it while the controller drives
 every layer from Job events; finally compare the tables with a direct whole-volume computation
 (the oracles: ingest, and l2cache and meshing if they ran).
@@ -35,9 +36,10 @@ from demo.stage_rows import STAGE_TABLE_SUFFIX, stage_table_id
 from demo.stage_tables import read_l2cache, read_meshes
 from demo.volume import generate_volume, save_volume
 from scripts.bill_read import run_bill
+from scripts.run_tables import stage_tables
 from scripts.services import Services
 from shared.config.config import PipelineConfig
-from shared.config.stage_selection import check_stages, image_owns_table
+from shared.config.stage_selection import check_stages
 from shared.forecast.forecast import run_forecast
 from shared.forecast.rightsize_run import run_suggestions
 from shared.jobs.layer_spec import layer_spec
@@ -226,14 +228,13 @@ def run_demo(
         sink_delay_s=demo_sink_delay(),  # a log sink delay of a demo's scale
     ) as stack:
         expiry = timedelta(seconds=cfg.job.lock_expiry_s)
-        names = [cfg.graph_id] + [stage_table_id(cfg.graph_id, s) for s in passes]
-        # The graph's table is left to an image's ingest setup (docs/setup-passes.md).
-        mine = {n for n in names if not (n == cfg.graph_id and image_owns_table(cfg))}
+        # What `pipeline setup` makes, made the same way; the graph's table is left to an
+        # image's ingest setup (docs/setup-passes.md).
         tables = {
-            name: open_bigtable_client(
-                name, cfg.bigtable.project, cfg.bigtable.instance, expiry, create=name in mine
+            t.table_id: open_bigtable_client(
+                t.table_id, cfg.bigtable.project, cfg.bigtable.instance, expiry, create=t.ours
             )
-            for name in names
+            for t in stage_tables(cfg, stages)
         }
         try:
             store = FirestoreRunStore(cfg.project)

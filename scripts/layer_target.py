@@ -1,5 +1,6 @@
-"""How operator commands name what they look at: a run's layer (`RUN STAGE LAYER`), or a Job
-the controller does not track (`--job NAME`, e.g. a `pipeline sample` Job), resolved to a
+"""How operator commands name what they look at: a run's layer (`RUN STAGE LAYER`), a stage's
+setup pass (`RUN STAGE 0`, or `setup` for 0: the layer `pipeline submit` takes for it), or a
+Job the controller does not track (`--job NAME`, e.g. a `pipeline sample` Job), resolved to a
 :class:`Target`; and a layer's batch geometry (grid shape, seed, batch size)."""
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from shared.config.config import PipelineConfig
 from shared.config.config_files import config_from_dict
 from shared.jobs.layer_spec import layer_spec
 from shared.model import grid
-from shared.model.state import LayerState, RunState
-from shared.operate.operator_actions import layer_of
+from shared.model.state import SETUP_LAYER, LayerState, RunState, SetupState
+from shared.operate.operator_actions import layer_of, setup_of
 
 Geometry = tuple[tuple[int, int, int], int, int]  # (grid shape, seed, batch size)
+SETUP_WORD = "setup"  # LAYER `setup`: the stage's setup pass, as LAYER 0
 
 
 def run_config(run: RunState) -> PipelineConfig:
@@ -45,12 +47,21 @@ def parse_int(text: str, what: str) -> int:
 
 @dataclass
 class Target:
-    """What a cluster-reading command looks at: a Job, and its run and layer if known."""
+    """What a cluster-reading command looks at: a Job, and its run and layer (or the stage's
+    setup pass, whose Job has one pod, index 0) if known."""
 
     job: str
     run: RunState | None = None
     ls: LayerState | None = None
     cfg: PipelineConfig | None = None
+    setup: SetupState | None = None
+
+    @property
+    def name(self) -> str:
+        """What it is, for headings: `ingest-L3`, `ingest setup`, or the Job's name."""
+        if self.setup is not None:
+            return f"{self.setup.stage} setup"
+        return self.ls.key if self.ls is not None else f"job {self.job}"
 
     @property
     def namespace(self) -> str | None:
@@ -78,7 +89,13 @@ def resolve_target(
         raise click.UsageError(f"give {TARGET}{' [INDEX]' if extra else ''} (or --job NAME)")
     run_id, stage, raw_layer = args[:3]
     run = connect().store.load_run(run_id)
-    ls = layer_of(run, stage, parse_int(raw_layer, "LAYER"))
+    layer = SETUP_LAYER if raw_layer == SETUP_WORD else parse_int(raw_layer, "LAYER")
+    if layer == SETUP_LAYER:
+        setup = setup_of(run, stage)
+        if need_job and not setup.job_name:
+            raise LookupError(f"the {stage} setup of run {run_id} is {setup.phase}: no Job yet")
+        return Target(setup.job_name, run, None, run_config(run), setup), list(args[3:])
+    ls = layer_of(run, stage, layer)
     if need_job and not ls.job.name:
         raise LookupError(f"{ls.key} of run {run_id} is {ls.phase}: it has no Job yet")
     return Target(ls.job.name, run, ls, run_config(run)), list(args[3:])

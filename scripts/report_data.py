@@ -11,6 +11,7 @@ from scripts.bill_read import bill_facts, default_monitor, run_bill
 from scripts.commands.costs import cost_report
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
 from scripts.run_progress import layer_size
+from scripts.views.money import usd
 from shared.forecast.rightsize_run import run_suggestions
 from shared.jobs.layer_spec import layer_spec
 from shared.model import intervals
@@ -140,7 +141,7 @@ def facts(data: ReportData, cfg: Any) -> dict[str, str]:
         "requests per pod": ", ".join(
             sorted({f"{p.cpu:g} vCPU / {p.memory_gib:g} GiB" for p in plan.values()})
         ),
-        "cost (estimate)": "?" if data.costs is None else f"${data.costs['total_usd']:.4f}",
+        "cost (estimate)": "?" if data.costs is None else f"${usd(data.costs['total_usd'])}",
         "budget": f"${run.budget_usd:g}" if run.budget_usd else "none",
         "region": cfg.region,
         "failed indexes": str(data.failed_total),

@@ -66,8 +66,9 @@ def gather(run: RunState, now: datetime, cluster: ClusterReader | None) -> tuple
         cost = estimate(cfg, run, load_rates(), now)
         by_key: dict[str, float] | None = {lc.key: lc.usd for lc in cost.layers}
         total_cost: float | None = cost.usd
+        fee: float | None = cost.cluster_fee_usd
     except ValueError as e:  # a region the rate table lacks
-        by_key, total_cost = None, None
+        by_key, total_cost, fee = None, None, None
         notes.append(f"no cost estimate: {str(e).splitlines()[0]}")
     fc: RunForecast | None = None
     try:
@@ -96,7 +97,9 @@ def gather(run: RunState, now: datetime, cluster: ClusterReader | None) -> tuple
             )
         )
     totals = cluster_totals(observed, spot_nodes) if cluster is not None else None
-    progress = run_progress(run, rows, now, cost_usd=total_cost, cluster=totals, forecast=fc)
+    progress = run_progress(
+        run, rows, now, cost_usd=total_cost, cluster_fee_usd=fee, cluster=totals, forecast=fc
+    )
     try:
         sizes = tuple(s.to_dict() for s in run_suggestions(cfg, run))
         progress = replace(progress, rightsize=sizes, canaries=tuple(canary_summary(run)))

@@ -9,11 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from adapters.local.emulator_probe import check_emulators
+
 if TYPE_CHECKING:  # the Google clients load when a command connects (`controller` extra)
     from adapters.google.firestore_store import FirestoreRunStore
     from adapters.google.pubsub_bus import PubSubBus
 
 DEFAULT_STACK_DIR = ".local-stack"
+# What the probe's error says when the addresses came from this folder's stack file.
+STALE_STACK_FILE = (
+    f"{DEFAULT_STACK_DIR}/stack.json names it, but the `pipeline local up` that wrote it is "
+    "not running: start it again, or remove the file"
+)
 
 
 @dataclass
@@ -46,15 +53,18 @@ def load_stack_env(state_dir: str | Path = DEFAULT_STACK_DIR) -> dict[str, str]:
 
 def connect() -> Services:
     """Services from PIPELINE_PROJECT (and the emulator variables, if set), else from a
-    local stack running in this folder."""
+    local stack running in this folder. Every emulator named must accept a connection
+    first (EmulatorUnreachableError within seconds, naming the address, rather than the
+    clients' silent minutes of retries)."""
     from adapters.wiring import WiringError, cli_bus, cli_store, project_from_env
 
-    if not os.environ.get("PIPELINE_PROJECT"):
-        os.environ.update(load_stack_env())
+    stack = {} if os.environ.get("PIPELINE_PROJECT") else load_stack_env()
+    os.environ.update(stack)
     try:
         project = project_from_env()
     except WiringError as e:
         raise WiringError(f"{e}, or start `pipeline local up` in this folder") from None
+    check_emulators(cause=STALE_STACK_FILE if stack else None)
     return Services(project, cli_store(project), cli_bus(project))
 
 

@@ -1,4 +1,5 @@
-"""Reading a worker pod's log: its JSON lines rendered for a terminal, and the failing chunk."""
+"""Reading a worker pod's log: its JSON lines rendered for a terminal, the failing chunk, and
+the error a pod (a setup pass's) ended with."""
 
 from __future__ import annotations
 
@@ -43,3 +44,13 @@ def failing_chunk(text: str) -> dict[str, Any] | None:
         if rec is not None and rec.get(LOG.traceback):
             found = rec
     return found
+
+
+def last_error(text: str) -> dict[str, Any] | None:
+    """The failure a pod's log ends with: the last record with a traceback, else the last
+    ERROR record (a setup that refused its input logs no traceback)."""
+    found = failing_chunk(text)
+    if found is not None:
+        return found
+    errors = [rec for _, rec in _records(text) if rec and rec.get(LOG.severity) == "ERROR"]
+    return errors[-1] if errors else None

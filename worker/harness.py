@@ -386,13 +386,10 @@ class BatchRunner:
         if _is_fatal(exc):
             clog.error(f"fatal {what}: {exc}", error=repr(exc), traceback=tb, exit_code=42)
             return EXIT_FATAL
-        if self.ledger.table_missing(exc):
-            clog.error(
-                f"Bigtable table {self.env.graph_id!r} or instance not found ({exc}): create "
-                "the graph table first",
-                traceback=tb,
-                exit_code=EXIT_FATAL,
-            )
+        table = self.ledger.missing_table(exc)
+        if table is not None:
+            message = missing_table_message(self.env, table, exc)
+            clog.error(message, traceback=tb, exit_code=EXIT_FATAL)
             return EXIT_FATAL
         clog.error(
             f"{what} failed: {exc!r} (transient: exit 1, the index is retried)",
@@ -401,3 +398,17 @@ class BatchRunner:
             exit_code=EXIT_TRANSIENT,
         )
         return EXIT_TRANSIENT
+
+
+def missing_table_message(env: WorkerEnv, table: str, exc: BaseException) -> str:
+    """What a chunk that found no table says: which table (the graph's, or one the stage's
+    plugin writes), where, and how it is made."""
+    where = f"{env.project}/{env.instance}"
+    what = (
+        f"Bigtable table {table!r}" if table else f"the Bigtable instance of table {env.graph_id!r}"
+    )
+    return (
+        f"{what} not found in {where} ({exc}): create it before the {env.stage} stage runs "
+        "(`pipeline setup -c pipeline.yml` makes the tables each configured stage writes; "
+        "docs/setup-passes.md)"
+    )

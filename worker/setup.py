@@ -9,7 +9,8 @@ checks against its grid before the stage's first layer starts.
 Environment (``shared.model.worker_contract.setup_env``): ``PCG_GRAPH_ID``, ``PCG_STAGE``,
 ``PCG_RUN_ID``, ``PCG_WORKLOAD`` (optional), ``PCG_GRID_SHAPE`` (the planned layer-2 grid),
 ``PCG_N_LAYERS``, ``BIGTABLE_PROJECT``, ``BIGTABLE_INSTANCE``, ``PCG_DATASET_JSON``.
-Exit codes: 0 done, 1 transient (e.g. Bigtable unreachable), 42 bad configuration.
+Exit codes: 0 done, 1 transient (e.g. Bigtable unreachable), 42 bad configuration or input
+(the plugin's setup raised FatalChunkError: logged as "setup failed: ..." with its traceback).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from worker.errors import EXIT_FATAL, EXIT_TRANSIENT, WorkerConfigError
+from worker.errors import EXIT_FATAL, EXIT_TRANSIENT, FatalChunkError, WorkerConfigError
 from worker.logs import JsonLogger
 
 SETUP_ATTR = "setup"
@@ -111,7 +113,12 @@ def run(env: Mapping[str, str], log: JsonLogger) -> int:
         return EXIT_TRANSIENT
     try:
         if fn is not None:
-            fn(SetupContext(client=client, logger=log, **ctx_fields))
+            try:
+                fn(SetupContext(client=client, logger=log, **ctx_fields))
+            except (FatalChunkError, WorkerConfigError) as exc:  # the input cannot be set up
+                tb = traceback.format_exc()
+                log.error(f"setup failed: {exc}", traceback=tb, exit_code=EXIT_FATAL)
+                return EXIT_FATAL
         meta = read_graph_meta(client)
         if meta is None and client.table_meta is None:  # as read_graph_meta read it
             # The stage that made the table leaves the graph's metadata in it (the controller
@@ -142,8 +149,6 @@ if __name__ == "__main__":
     try:
         _code = main()
     except BaseException as _exc:  # noqa: BLE001 - never leave without a log line and a code
-        import traceback
-
         JsonLogger().error(f"setup crashed: {_exc!r}", traceback=traceback.format_exc())
     finally:
         sys.stdout.flush()

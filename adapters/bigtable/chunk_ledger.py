@@ -31,7 +31,6 @@ import secrets
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from google.api_core.exceptions import NotFound
 from google.cloud.bigtable.data import ReadRowsQuery
 from google.cloud.bigtable.data.mutations import DeleteRangeFromColumn, SetCell
 from google.cloud.bigtable.data.row_filters import RowFilterUnion
@@ -49,6 +48,7 @@ from adapters.bigtable.ledger_filters import (
     held_in_range,
     latest_cell,
 )
+from adapters.bigtable.not_found import missing_table
 from shared.model.chunk_keys import chunk_id_from_row_key, chunk_row_key
 from shared.model.claim_timing import takeover_after_s
 from shared.ports.chunk_ledger import ClaimResult, Holder, PriorAttempt
@@ -293,9 +293,13 @@ class BigtableChunkLedger:
         return datetime.fromtimestamp(newest / 1e6, UTC)
 
     def table_missing(self, exc: BaseException) -> bool:
-        """Whether ``exc`` says the graph's table or instance does not exist (Bigtable's
-        NotFound, from the ledger or from a workload's reads of the same table)."""
-        return isinstance(exc, NotFound)
+        """Whether ``exc`` says a table or the instance does not exist (Bigtable's NotFound,
+        from the ledger or from a workload's reads and writes, a bulk write's included)."""
+        return missing_table(exc) is not None
+
+    def missing_table(self, exc: BaseException) -> str | None:
+        """The table ``exc`` says does not exist ("" if it names none; None: not that)."""
+        return missing_table(exc)
 
     def _release_quietly(self, chunk_id: int, token: int) -> None:
         try:

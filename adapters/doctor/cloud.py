@@ -178,12 +178,17 @@ class CloudFacts:
         return {"instance": self.api.resource(self._instance)}
 
     def graph_table(self) -> Facts:
-        table = self.api.resource(f"{self._instance}/tables/{self.dep.graph_table}?view=NAME_ONLY")
-        if isinstance(table, Denied):
-            return {"exists": table}
-        if table is None:
-            return {"exists": False}
-        return table_meta_facts(self.cfg, self.meta_reader() if self.meta_reader else None)
+        """The graph's table (and its metadata), and whether each stage table exists."""
+        stages = {t: self._table_exists(t) for _, t in self.dep.stage_tables}
+        found = self._table_exists(self.dep.graph_table)
+        if found is not True:
+            return {"exists": found, "stage_tables": stages}
+        meta = table_meta_facts(self.cfg, self.meta_reader() if self.meta_reader else None)
+        return {**meta, "stage_tables": stages}
+
+    def _table_exists(self, table: str) -> bool | Denied:
+        answer = self.api.resource(f"{self._instance}/tables/{table}?view=NAME_ONLY")
+        return answer if isinstance(answer, Denied) else answer is not None
 
     # --- accounts and grants ---------------------------------------------------------------
 
@@ -358,7 +363,8 @@ class CloudFacts:
         return {"region": region, "need": need, "planned": planned}
 
     def data_paths(self) -> Facts:
-        return {"paths": [self._data_path(p) for p in needs.data_paths(self.cfg)]}
+        paths = [self._data_path(p) for p in needs.data_paths(self.cfg)]
+        return {"paths": paths, **empty_input_facts(self.cfg)}
 
     def _data_path(self, path: needs.DataPath) -> dict[str, Any]:
         out: dict[str, Any] = {"key": path.key, "url": path.url}
@@ -368,13 +374,13 @@ class CloudFacts:
             return {**out, **local_path_facts(self.cfg, path)}
         if path.info:
             from adapters.google.info_reader import read_gs_info
-            from shared.config.precomputed_info import GridUnreadable
+            from shared.config.precomputed_info import GridUnreachable, GridUnreadable
 
             try:
                 read_gs_info(url, self.info_session)
+            except GridUnreachable as e:
+                raise ServiceUnreachable(str(e)) from None
             except GridUnreadable as e:
-                if "unreachable" in str(e):
-                    raise ServiceUnreachable(str(e)) from None
                 return {**out, "readable": False, "why": str(e)}
             return {**out, "readable": True, "why": "info read"}
         prefix = parts.path.strip("/") + "/"
@@ -419,6 +425,12 @@ def table_meta_facts(cfg: PipelineConfig, raw: Any) -> Facts:
     why = mismatch(meta, l2, layer_count(l2, cfg.ds.graph_config.FANOUT))
     detail = f"layer-2 grid {list(meta.layer2_shape)}, {meta.layer_count} layers"
     return {"exists": True, "meta": "ours", "meta_detail": detail, "mismatch": why}
+
+
+def empty_input_facts(cfg: PipelineConfig) -> Facts:
+    """The data-paths facts of the required inputs left empty (shared.doctor.needs)."""
+    empty = needs.empty_inputs(cfg)
+    return {"empty": empty, "empty_fix": needs.empty_input_fix(cfg)} if empty else {}
 
 
 def local_path_facts(cfg: PipelineConfig, path: needs.DataPath) -> dict[str, Any]:

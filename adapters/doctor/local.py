@@ -1,21 +1,20 @@
 """The facts the local stack has, read through the clients the CLI itself uses: its Firestore
-and Pub/Sub emulators and the graph table in its Bigtable emulator. The other checks are
-skipped there."""
+and Pub/Sub emulators and the graph's and the stages' tables in its Bigtable emulator. The
+other checks are skipped there."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from adapters.doctor.cloud import local_path_facts, table_meta_facts
+from adapters.doctor.cloud import empty_input_facts, local_path_facts, table_meta_facts
 from adapters.doctor.rest import ServiceUnreachable
+from adapters.local.emulator_probe import EMULATOR_VARS, probe
 from shared.config.config import PipelineConfig
 from shared.doctor import needs
 from shared.doctor.deployment import Deployment
 
 Facts = dict[str, Any]
-
-EMULATOR_VARS = ("FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST", "BIGTABLE_EMULATOR_HOST")
 
 
 def is_local(env: Mapping[str, str]) -> bool:
@@ -46,11 +45,16 @@ class LocalFacts:
         }
 
     def _host(self, var: str) -> str:
+        """The emulator's address, once it accepts a connection (ServiceUnreachable within
+        seconds otherwise, rather than the client's minutes of silent retries)."""
         host = self.env.get(var)
         if not host:
             raise ServiceUnreachable(
                 f"{var} is not set: start the local stack (`pipeline local up`)"
             )
+        why = probe(host)
+        if why is not None:
+            raise ServiceUnreachable(f"nothing answers at {host} ({var}): {why}")
         return host
 
     def firestore(self) -> Facts:
@@ -103,7 +107,9 @@ class LocalFacts:
     def graph_table(self) -> Facts:
         if not self.env.get("BIGTABLE_EMULATOR_HOST"):
             return {"skip": "no Bigtable emulator named (BIGTABLE_EMULATOR_HOST)"}
-        return bigtable_table_facts(self.cfg)
+        self._host("BIGTABLE_EMULATOR_HOST")
+        names = [table for _, table in self.dep.stage_tables]
+        return {**bigtable_table_facts(self.cfg), "stage_tables": tables_exist(self.cfg, names)}
 
     def data_paths(self) -> Facts:
         paths = []
@@ -113,7 +119,7 @@ class LocalFacts:
                 paths.append({"key": path.key, "url": path.url, "readable": None, "why": why})
             else:
                 paths.append({"key": path.key, "url": path.url, **local_path_facts(self.cfg, path)})
-        return {"paths": paths}
+        return {"paths": paths, **empty_input_facts(self.cfg)}
 
 
 def bigtable_table_facts(cfg: PipelineConfig) -> Facts:
@@ -121,18 +127,9 @@ def bigtable_table_facts(cfg: PipelineConfig) -> Facts:
     present with the metadata its cell holds."""
     from datetime import timedelta
 
-    from google.cloud import bigtable
-
     from adapters.bigtable.client import close_bigtable_client, open_bigtable_client
 
-    admin = bigtable.Client(project=cfg.bigtable.project, admin=True)
-    try:
-        exists = admin.instance(cfg.bigtable.instance).table(cfg.graph_id).exists()
-    except Exception as e:  # noqa: BLE001 - the emulator or service did not answer
-        raise ServiceUnreachable(f"Bigtable: {type(e).__name__}: {str(e)[:160]}") from None
-    finally:
-        admin.close()
-    if not exists:
+    if not tables_exist(cfg, [cfg.graph_id])[cfg.graph_id]:
         return {"exists": False}
     client = open_bigtable_client(
         cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
@@ -141,3 +138,17 @@ def bigtable_table_facts(cfg: PipelineConfig) -> Facts:
         return table_meta_facts(cfg, client.read_table_meta())
     finally:
         close_bigtable_client(client)
+
+
+def tables_exist(cfg: PipelineConfig, names: list[str]) -> dict[str, bool]:
+    """Whether each table is in the config's Bigtable instance (emulator or service)."""
+    from google.cloud import bigtable
+
+    admin = bigtable.Client(project=cfg.bigtable.project, admin=True)
+    try:
+        instance = admin.instance(cfg.bigtable.instance)
+        return {name: instance.table(name).exists() for name in names}
+    except Exception as e:  # noqa: BLE001 - the emulator or service did not answer
+        raise ServiceUnreachable(f"Bigtable: {type(e).__name__}: {str(e)[:160]}") from None
+    finally:
+        admin.close()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from adapters.doctor.rest import ServiceUnreachable, UnexpectedAnswer
-from shared.doctor.checks import Check
+from shared.doctor.checks import CLOUD_UNREACHABLE_FIX, Check
 from shared.doctor.deployment import Deployment
 from shared.doctor.verdicts import CheckResult, Verdict
 
@@ -27,9 +27,11 @@ def run_checks(
     *,
     skip_reason: str = "does not apply here",
     deadline_s: float = DEADLINE_S,
+    unreachable_fix: str = CLOUD_UNREACHABLE_FIX,
 ) -> list[CheckResult]:
     """The results of `checks` in their order; a check without a fetcher is skipped with
-    `skip_reason`."""
+    `skip_reason`, one without an answer within `deadline_s` is unreachable with
+    `unreachable_fix`."""
     pending = {c.id: _start(fetchers[c.id], c.id) for c in checks if c.id in fetchers}
     end = time.monotonic() + deadline_s
     results = []
@@ -38,7 +40,8 @@ def run_checks(
         if future is None:
             results.append(check.skipped(skip_reason))
             continue
-        results.append(_judge(check, future, dep, max(0.0, end - time.monotonic())))
+        wait_s = max(0.0, end - time.monotonic())
+        results.append(_judge(check, future, dep, wait_s, deadline_s, unreachable_fix))
     return results
 
 
@@ -56,13 +59,20 @@ def _start(fetch: Callable[[], dict[str, Any]], name: str) -> futures.Future:
     return future
 
 
-def _judge(check: Check, future: futures.Future, dep: Deployment, wait_s: float) -> CheckResult:
+def _judge(
+    check: Check,
+    future: futures.Future,
+    dep: Deployment,
+    wait_s: float,
+    deadline_s: float,
+    unreachable_fix: str,
+) -> CheckResult:
     try:
         facts = future.result(timeout=wait_s)
     except futures.TimeoutError:
-        return check.unreachable(f"no answer within {DEADLINE_S:g} s")
+        return check.unreachable(f"no answer within {deadline_s:g} s", unreachable_fix)
     except ServiceUnreachable as e:
-        return check.unreachable(str(e))
+        return check.unreachable(str(e), unreachable_fix)
     except UnexpectedAnswer as e:
         return CheckResult(check.id, check.title, Verdict.FAIL, str(e), "see the service's message")
     except Exception as e:  # noqa: BLE001 - one broken check must not hide the others

@@ -3,8 +3,9 @@
 `gs://bucket/path` is fetched as `https://storage.googleapis.com/bucket/path/info` with an
 authorized session (Application Default Credentials: a key file named by
 GOOGLE_APPLICATION_CREDENTIALS, gcloud's user credentials, or the metadata server). Every
-failure (no credentials, no network, 403, 404, not JSON) raises `GridUnreadable` saying what
-happened; the config loader adds `data_source.size` as the way out. Importing this module
+failure raises `GridUnreadable` saying what happened (no credentials, 403, 404, not JSON), or
+`GridUnreachable` when nothing answered (no network, a timeout, no token from Google's token
+service); the config loader adds `data_source.size` as the way out. Importing this module
 registers it with `shared.config.precomputed_info` (the CLI does).
 """
 
@@ -14,7 +15,11 @@ import json
 from typing import Any, Protocol
 from urllib.parse import quote, urlparse
 
-from shared.config.precomputed_info import GridUnreadable, register_info_reader
+from shared.config.precomputed_info import (
+    GridUnreachable,
+    GridUnreadable,
+    register_info_reader,
+)
 
 GCS = "https://storage.googleapis.com"
 READ_SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
@@ -50,6 +55,17 @@ def default_session() -> Session:
     return AuthorizedSession(credentials)
 
 
+def _no_answer(exc: Exception) -> bool:
+    """Whether `exc` means GCS did not answer or no token could be had for it: no network,
+    DNS, a refused connection, a timeout, a failed token refresh (`pipeline doctor` counts
+    credentials that cannot be had as unreachable too)."""
+    import requests
+    from google.auth.exceptions import GoogleAuthError
+
+    no_answer = (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
+    return isinstance(exc, (*no_answer, GoogleAuthError))
+
+
 def read_gs_info(watershed: str, session: Session | None = None) -> dict[str, Any]:
     """The info document of the precomputed volume at `watershed` (gs://)."""
     url = info_url(watershed)
@@ -57,8 +73,11 @@ def read_gs_info(watershed: str, session: Session | None = None) -> dict[str, An
         response = (session or default_session()).get(url, timeout=TIMEOUT_S)
     except GridUnreadable:
         raise
-    except Exception as exc:  # noqa: BLE001 - connection, DNS, token refresh: all say "unreadable"
-        raise GridUnreadable(f"{url} unreachable: {exc.__class__.__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - connection, DNS, token refresh: all say why
+        what = f"{exc.__class__.__name__}: {exc}"
+        if _no_answer(exc):
+            raise GridUnreachable(f"{url} unreachable: {what}") from None
+        raise GridUnreadable(f"{url} unreadable: {what}") from None
     status = getattr(response, "status_code", 0)
     if status in (401, 403):
         raise GridUnreadable(f"{url}: access denied (HTTP {status}); grant storage read")

@@ -6,6 +6,7 @@ chunks of a layer."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scripts import cluster_access
-from scripts.cluster_access import cluster_errors, reads_local_cluster
+from scripts.cluster_access import cluster_errors, local_stack, reads_local_cluster
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
 from scripts.options import CONFIG_OPTION
 from scripts.services import Services, connect, operator_name
@@ -67,10 +68,20 @@ def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
     )
     if names:
         ns = run_config(run).namespace if run else "<namespace>"
-        click.echo(
-            f"Kubernetes Jobs untouched; if still there: kubectl delete job -n {ns} "
-            + " ".join(names)
+        click.echo(f"Kubernetes Jobs untouched; {remove_jobs_hint(names, ns)}")
+
+
+def remove_jobs_hint(names: list[str], namespace: str) -> str:
+    """How the operator removes Jobs the pipeline no longer tracks, where the CLI reads the
+    cluster: kubectl, on the local stack with its admin kubeconfig (the operators' Role may not
+    delete Jobs, as on GKE)."""
+    doc = local_stack() if reads_local_cluster() else None
+    if doc is not None:
+        return (
+            f"if still there: KUBECONFIG={doc['admin_kubeconfig']} kubectl delete job -n "
+            f"{doc['namespace']} {' '.join(names)}"
         )
+    return f"if still there: kubectl delete job -n {namespace} {' '.join(names)}"
 
 
 # -- undeploy ------------------------------------------------------------------------------------
@@ -155,9 +166,10 @@ def _remaining_jobs(out: Console, deleted: dict[str, set[str]]) -> None:
         table.add_row(j.name, run_id, stage, layer, state, str(j.active))
     out.print(table)
     if untracked:
+        namespace = os.environ.get(cluster_access.NAMESPACE_ENV, "<namespace>")
         out.print(
-            "not tracked by an active run (a `pipeline sample`, a purged run): "
-            "kubectl delete job " + " ".join(untracked),
+            "not tracked by an active run (a `pipeline sample`, a purged run); "
+            + remove_jobs_hint(untracked, namespace),
             markup=False,
         )
 

@@ -53,9 +53,9 @@ def apply(run_id: str, config_path: str | None, force: bool, by: str | None) -> 
 
     try:
         services.store.update_run(run_id, mutate)
-    except ActionError as e:
-        _print_diff(changes)
-        raise click.ClickException(str(e)) from None
+    except ActionError:
+        _print_diff(changes)  # what was refused, above the refusal (exit 2)
+        raise
     services.store.add_config_version(run_id, entry)
     error = services.try_kick(run_id, "apply")
     click.echo(f"{run_id}: config version {entry['version']} by {entry['by']}")

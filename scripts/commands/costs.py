@@ -16,6 +16,7 @@ from rich.table import Table
 from scripts.bill_read import bill_table, default_monitor, run_bill
 from scripts.layer_target import run_config
 from scripts.services import Services, connect
+from scripts.views.money import usd
 from scripts.views.terminal import console, titled_table
 from shared.config.config import PipelineConfig
 from shared.jobs.setup_job import setup_requests
@@ -120,15 +121,15 @@ COST_COLUMNS = (
 )
 
 
-def _sum_row(label: str, usd: str, phase: str = "") -> list[str]:
+def _sum_row(label: str, amount: str, phase: str = "") -> list[str]:
     """A subtotal or total: a label, an amount in the cost column, the other cells blank."""
-    return [label, "", phase, "", "", "", "", usd, ""]
+    return [label, "", phase, "", "", "", "", amount, ""]
 
 
 def costs_table(report: dict[str, Any]) -> Table:
     table = titled_table(f"run {report['run_id']} · {_pricing_label(report)}", COST_COLUMNS)
     rows = report["layers"]
-    for stage, usd in report["stages"].items():
+    for stage, stage_usd in report["stages"].items():
         for r in (r for r in rows if r["stage"] == stage):
             table.add_row(
                 stage,
@@ -138,13 +139,13 @@ def costs_table(report: dict[str, Any]) -> Table:
                 str(r["retries"]),
                 f"{r['vcpu_hours']:.3f}",
                 f"{r['gib_hours']:.3f}",
-                f"{r['usd']:.4f}",
+                usd(r["usd"]),
                 str(r["backfilled_pods"] or ""),
             )
-        subtotal = _sum_row(f"[bold]{stage}[/]", f"[bold]{usd:.4f}[/]", "subtotal")
+        subtotal = _sum_row(f"[bold]{stage}[/]", f"[bold]{usd(stage_usd)}[/]", "subtotal")
         table.add_row(*subtotal, end_section=True)
-    table.add_row(*_sum_row("cluster fee", f"{report['cluster_fee_usd']:.4f}"))
-    table.add_row(*_sum_row("[bold]total[/]", f"[bold]{report['total_usd']:.4f}[/]"))
+    table.add_row(*_sum_row("cluster fee", usd(report["cluster_fee_usd"])))
+    table.add_row(*_sum_row("[bold]total[/]", f"[bold]{usd(report['total_usd'])}[/]"))
     table.caption = (
         "vCPU-h and GiB-h are the recorded pods' requests x runtime; backfilled pods "
         "(finished unseen) are priced at the layer's mean runtime"
@@ -155,7 +156,7 @@ def costs_table(report: dict[str, Any]) -> Table:
 
 def _run_cost(run: RunState, now: datetime) -> str:
     try:
-        return f"{estimate(run_config(run), run, load_rates(), now).usd:.2f}"
+        return usd(estimate(run_config(run), run, load_rates(), now).usd)
     except ValueError as e:  # an old snapshot, a region the rate table lacks
         return f"? ({str(e).splitlines()[0][:40]})"
 

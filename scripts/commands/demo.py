@@ -12,13 +12,16 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.live import Live
 
 from scripts.cluster_access import StackClusterReader
 from scripts.options import CANARY_OPTION
 from scripts.run_progress import gather
 from scripts.views.status import status_view
+from scripts.views.terminal import console as rich_console
+from scripts.views.terminal import live_view
 from shared.config.config_files import load_config
+from shared.model.layers import layer_count
+from shared.model.state import RunState
 
 
 def _now() -> datetime:
@@ -150,19 +153,20 @@ def demo(
             check_stages(cfg, stage_list)
         except PlanError as exc:
             raise click.UsageError(str(exc)) from None
-        console = Console(stderr=as_json)
+        console = rich_console(100, stderr=as_json)  # the status view fits 100 columns
         console.print(
             f"demo: volume {cfg.ds.data_source.size}, chunks {cfg.ds.graph_config.CHUNK_SIZE}"
-            f", layer-2 grid {cfg.layer2_shape()}; starting the local stack…"
+            f", layer-2 grid {cfg.layer2_shape()}, {layer_count(cfg.layer2_shape())} layers;"
+            " starting the local stack…"
         )
         cluster = StackClusterReader(work / "stack")
-        with Live(console=console, refresh_per_second=4, transient=False) as live:
+        with live_view(console, refresh_per_second=4, transient=False) as update:
             args = dict(
                 stages=stage_list,
                 advance=advance,
                 timeout_s=timeout_s,
                 approve_after_s=approve_after_s,
-                on_progress=lambda run: live.update(status_view(*gather(run, _now(), cluster))),
+                on_progress=lambda run: update(status_view(*gather(run, _now(), cluster))),
                 on_finish=None if report_path is None else _reporter(report_path, console),
             )
             if chaos_n is None:
@@ -175,9 +179,9 @@ def demo(
         checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]
         verdict += f" ({', '.join(checked)})"
         console.print(
-            f"{verdict}: {summary['layers']} layers, {summary['chunks']} chunks, "
-            f"{summary['pods']} pods ({summary['retries']} retries) in {summary['wall_s']}s;"
-            f" chunk compute {summary['chunk_compute_s']}s"
+            f"{verdict}: {built_layers(result.run, layer_count(cfg.layer2_shape()))}, "
+            f"{summary['chunks']} chunks, {summary['pods']} pods ({summary['retries']} retries)"
+            f" in {summary['wall_s']}s; chunk compute {summary['chunk_compute_s']}s"
         )
         for line in result.oracle["mismatches"]:
             console.print(f"  [red]{line}[/]")
@@ -195,6 +199,18 @@ def demo(
         if tmp is not None:
             tmp.cleanup()
     sys.exit(0 if result.ok else 1)
+
+
+def built_layers(run: RunState, layers: int) -> str:
+    """The graph's layers and what the run built of them, by stage: `5 layers, built ingest
+    L2-L5` (layer 1 is the supervoxels: no Job builds it)."""
+    built = []
+    for stage in run.stages:
+        mine = sorted(ls.layer for ls in run.layers.values() if ls.stage == stage)
+        if mine:
+            span = f"L{mine[0]}" if len(mine) == 1 else f"L{mine[0]}-L{mine[-1]}"
+            built.append(f"{stage} {span}")
+    return f"{layers} layers, built {', '.join(built)}"
 
 
 # What a demo leaves in its --workdir: the stack's state and, with --chaos, the two runs'.

@@ -21,15 +21,18 @@ from scripts.layer_target import Target, resolve_target, run_config
 from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
 from scripts.run_progress import gather, layer_size
 from scripts.services import connect
+from scripts.setup_view import layer_alerts, setup_error, setup_fix
+from scripts.views.money import usd
 from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from shared.model import intervals
-from shared.model.state import RunState
-from shared.ports.cluster import ClusterReader
+from shared.model.state import SETUP_LAYER, RunState
+from shared.ports.cluster import ClusterReader, PodInfo
 from shared.views.progress import chunks_done
 
 LAST_WARNINGS = 5
 MAX_PODS = 12  # unfinished pods listed (the rest are counted)
+SETUP_LOG_LINES = 200  # of a setup pod's log, for the error it ended with
 
 
 def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
@@ -37,7 +40,9 @@ def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
     if job is None:
         raise LookupError(f"no Job {target.job!r} in the cluster (deleted, or not created yet)")
     head = f"job {job.name}"
-    if target.ls is not None and target.run is not None:
+    if target.setup is not None and target.run is not None:
+        head = f"{target.name} of run {target.run.run_id} ({target.setup.phase}) · {head}"
+    elif target.ls is not None and target.run is not None:
         ls = target.ls
         head = f"{ls.key} of run {target.run.run_id} ({ls.phase}) · {head}"
     out.print(head, markup=False)
@@ -60,6 +65,17 @@ def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
     why = (
         scheduling_messages(cluster, target.job) if any(p.phase == "Pending" for p in pods) else {}
     )
+    _unfinished_pods(out, pods, why, now)
+    _warnings(out, [e for e in all_events(cluster, target.job) if e.get("type") == "Warning"])
+    if target.setup is not None:
+        _setup_outcome(out, cluster, target)
+
+
+def _unfinished_pods(out: Console, pods: list[PodInfo], why: dict[str, str], now: datetime) -> None:
+    """The pending and running pods (why Pending), or a line saying there are none."""
+    if not pods:
+        out.print("unfinished pods: none", markup=False)
+        return
     table = titled_table(
         f"unfinished pods: {len(pods)}", ("index", "pod", "phase", "node", "runtime", "reason")
     )
@@ -70,7 +86,13 @@ def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
         table.caption = f"... and {len(pods) - MAX_PODS} more (`pipeline pods`)"
         table.caption_justify = "left"
     out.print(table)
-    warnings = [e for e in all_events(cluster, target.job) if e.get("type") == "Warning"]
+
+
+def _warnings(out: Console, warnings: list[dict[str, Any]]) -> None:
+    """The last warning events, or a line saying there are none."""
+    if not warnings:
+        out.print("warning events: none", markup=False)
+        return
     events = titled_table(
         f"last warning events ({len(warnings)} in all)", ("time", "reason", "object", "message")
     )
@@ -80,12 +102,34 @@ def _describe(out: Console, cluster: ClusterReader, target: Target) -> None:
     out.print(events)
 
 
+def _setup_outcome(out: Console, cluster: ClusterReader, target: Target) -> None:
+    """A setup pass's outcome under its Job: why it failed, the error its pod ended with, the
+    fix, and where its log tail and traceback are."""
+    run, setup = target.run, target.setup
+    assert run is not None and setup is not None
+    if setup.failure_reason:
+        out.print(f"{setup.phase}: {setup.failure_reason}", markup=False)
+    pods = sorted(cluster.list_pods(target.job, 0), key=lambda p: p.created or EPOCH)
+    error = setup_error(cluster.pod_log(pods[-1].name, SETUP_LOG_LINES)) if pods else ""
+    if error:
+        out.print(f"error: {error}", markup=False)
+    fix = setup_fix(run, setup, layer_alerts(run.run_id, setup.stage, SETUP_LAYER))
+    if fix:
+        out.print(f"fix: {fix}", markup=False)
+    out.print(
+        f"next: `pipeline inspect {run.run_id} {setup.stage} {SETUP_LAYER}` for the pod's log "
+        "tail and traceback",
+        markup=False,
+    )
+
+
 @click.command()
 @click.argument("args", nargs=-1, metavar=TARGET)
 @JOB_OPTION
 def describe(args: tuple[str, ...], job: str | None) -> None:
     """A layer's Job in one screen: its counts and conditions, each unfinished pod's state and
-    reason (why Pending), and the last warning events."""
+    reason (why Pending), and the last warning events. LAYER 0 (or `setup`) is the stage's
+    setup pass: its Job, then why it failed, the error its pod ended with and the fix."""
     target, _ = resolve_target(args, job, 0, need_job=True)
     with cluster_errors():
         cluster = cluster_access.read_cluster(target.namespace)
@@ -182,7 +226,7 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
                 f"{r['chunks_done']}/{r['chunks']}" if r["layer"] != SETUP else "",
                 str(r["pods"]), str(r["retries"]) + (f" ({r['hung']} hung)" if r["hung"] else ""),
                 str(r["preemptions"]),
-                f"{r['vcpu_hours']:.3f}", f"{r['gib_hours']:.3f}", f"{r['usd']:.4f}",
+                f"{r['vcpu_hours']:.3f}", f"{r['gib_hours']:.3f}", usd(r["usd"]),
                 span(r["wall_s"]),
             )  # fmt: skip
         total = {k: sum(r[k] for r in mine) for k in ("pods", "retries", "preemptions")}
@@ -192,7 +236,7 @@ def run_breakdown(run_id: str, as_json: bool) -> None:
             f"{sum(r['chunks_done'] for r in mine)}/{sum(r['chunks'] for r in mine)}",
             str(total["pods"]), str(total["retries"]), str(total["preemptions"]),
             f"{money['vcpu_hours']:.3f}", f"{money['gib_hours']:.3f}",
-            f"[bold]{money['usd']:.4f}[/]", "", end_section=True,
+            f"[bold]{usd(money['usd'])}[/]", "", end_section=True,
         )  # fmt: skip
     outlook = " · ".join(t for t in (forecast_eta(progress), forecast_cost(progress)) if t)
     if outlook:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import click
 
+from scripts.exits import error_line
 from scripts.options import CONFIG_OPTION, JSON_OPTION
 from scripts.services import load_stack_env
 from shared.config.config import PipelineConfig
@@ -21,6 +22,7 @@ from shared.doctor.deployment import Deployment, deployment_of
 from shared.doctor.verdicts import (
     EXIT_UNREACHABLE,
     CheckResult,
+    PreflightFailedError,
     Verdict,
     blocks_start,
     exit_code,
@@ -74,9 +76,11 @@ def diagnose(
     selected: list[doctor_checks.Check],
     common_name: str | None = None,
     env: Mapping[str, str] | None = None,
+    stages: list[str] | None = None,
 ) -> Diagnosis:
     """Run `selected` against the local stack (when the environment names emulators) or the
-    config's project. ServiceUnreachable (exit 3) when no credential or network is there."""
+    config's project, for a run of `stages` (default: the dataset's build DAG).
+    ServiceUnreachable (exit 3) when no credential or network is there."""
     try:
         import google.auth  # noqa: F401 - the calls' credentials
         import requests  # noqa: F401 - and their transport
@@ -91,7 +95,7 @@ def diagnose(
 
     env = _environment() if env is None else dict(env)
     needs.planned_vcpus(cfg)  # a config the planner refuses is a config error (exit 2) here
-    dep = deployment_of(cfg, common_name)
+    dep = _with_stage_tables(deployment_of(cfg, common_name), cfg, stages)
     if is_local(env):
         dep = dataclasses.replace(dep, project=env.get("PIPELINE_PROJECT") or dep.project)
         fetchers = _local_fetchers(cfg, dep, env)
@@ -101,10 +105,23 @@ def diagnose(
             dep,
             skip_reason="local stack: a cloud resource, not checked",
             deadline_s=LOCAL_DEADLINE_S,
+            unreachable_fix=doctor_checks.LOCAL_UNREACHABLE_FIX,
         )
         return Diagnosis("local", dep.project, results)
     fetchers = _cloud_fetchers(cfg, dep)
     return Diagnosis("cloud", dep.project, run_checks(selected, fetchers, dep))
+
+
+def _with_stage_tables(
+    dep: Deployment, cfg: PipelineConfig, stages: list[str] | None
+) -> Deployment:
+    """`dep` expecting the tables the stages write besides the graph's (scripts.run_tables)."""
+    from scripts.run_tables import extra_tables
+    from shared.config.stage_selection import check_stages, default_stages
+
+    wanted = check_stages(cfg, stages) if stages else default_stages(cfg)
+    found = tuple((t.stage, t.table_id) for t in extra_tables(cfg, wanted))
+    return dataclasses.replace(dep, stage_tables=found)
 
 
 def _local_fetchers(cfg: PipelineConfig, dep: Deployment, env: Mapping[str, str]) -> dict:
@@ -169,7 +186,7 @@ def _unreachable_exit(
         results = [c.unreachable(message) for c in selected]
         doc = {**Diagnosis("cloud", cfg.project, results, message).to_json(), "error": message}
         click.echo(json.dumps(doc, indent=2))
-    click.echo(f"error: {message}", err=True)
+    click.echo(error_line(message), err=True)
     raise SystemExit(EXIT_UNREACHABLE)
 
 
@@ -212,16 +229,26 @@ def doctor(
     raise SystemExit(diagnosis.exit_code)
 
 
-def preflight(cfg: PipelineConfig, run: Callable[..., Diagnosis] | None = None) -> None:
-    """`pipeline start`'s first step: the cheap checks. Warnings are printed; a failed check
-    refuses the start (ClickException, exit 1) naming `--no-preflight`; a check that got no
-    answer is reported and the start goes on (its own calls then tell a service that is down);
-    no usable credential is a ConnectionError (exit 3). `run`: diagnose (the default) or a
-    stand-in giving the diagnosis."""
+def preflight(
+    cfg: PipelineConfig,
+    run: Callable[..., Diagnosis] | None = None,
+    stages: list[str] | None = None,
+) -> None:
+    """`pipeline start`'s first step: the cheap checks, for a run of `stages` (default: the
+    dataset's build DAG). Warnings are printed; a failed check refuses the start
+    (PreflightFailedError, exit 2) naming `--no-preflight`; a check that got no answer is
+    reported and the start goes on (its own calls then tell a service that is down); no usable
+    credential is a ConnectionError (exit 3). `run`: diagnose (the default) or a stand-in
+    giving the diagnosis."""
     from adapters.doctor.rest import ServiceUnreachable
 
+    if run is None:
+
+        def run(cfg: PipelineConfig, checks: list[doctor_checks.Check]) -> Diagnosis:
+            return diagnose(cfg, checks, stages=stages)
+
     try:
-        diagnosis = (run or diagnose)(cfg, doctor_checks.select(cheap_only=True))
+        diagnosis = run(cfg, doctor_checks.select(cheap_only=True))
     except ServiceUnreachable as e:
         raise ConnectionError(f"preflight: {e}") from None
     shown = [r for r in diagnosis.results if r.verdict in (Verdict.FAIL, Verdict.WARN)]
@@ -233,7 +260,7 @@ def preflight(cfg: PipelineConfig, run: Callable[..., Diagnosis] | None = None) 
         if r.verdict is Verdict.UNREACHABLE:
             click.echo(f"preflight: {r.title} not checked ({r.detail}); starting anyway", err=True)
     if blocks_start(diagnosis.results):
-        raise click.ClickException(
+        raise PreflightFailedError(
             "preflight failed (above); fix it, see `pipeline doctor`, or start with --no-preflight"
         )
 

@@ -7,7 +7,7 @@ import yaml
 
 from scripts.layer_target import Geometry, batch_chunks, layer_geometry
 from scripts.options import CONFIG_OPTION, STAGE_OPTION
-from shared.config.config import PipelineConfig
+from shared.config.config import ConfigError, PipelineConfig
 from shared.config.config_files import load_config
 from shared.jobs.manifest import lock_scale_warning, render_job
 from shared.jobs.render_check import validate_config_renders
@@ -67,12 +67,33 @@ def render(config_path: str, stage: str, layer: int, parallelism: int | None, ru
     _echo_lock_scale_warning(cfg)
 
 
+def input_problems(cfg: PipelineConfig) -> list[str]:
+    """What is wrong with the dataset's inputs that can be told without a service: a required
+    one left empty, a local file or folder that is not there (gs:// is `pipeline doctor`'s)."""
+    from adapters.doctor.cloud import local_path_facts
+    from shared.doctor import needs
+
+    problems = [
+        f"{key} is empty: there is no input to build from; {needs.empty_input_fix(cfg)}"
+        for key in needs.empty_inputs(cfg)
+    ]
+    for path in needs.data_paths(cfg):
+        found = local_path_facts(cfg, path)
+        if found["readable"] is False:
+            problems.append(f"{path.key} {path.url}: {found['why']}")
+    return problems
+
+
 @click.command()
 @CONFIG_OPTION
 def validate(config_path: str) -> None:
-    """Load the config and render every Job it implies; report the first problem."""
+    """Load the config, render every Job it implies and check its inputs are given (a local
+    one, that it exists); report the problems."""
     cfg = load_config(config_path)
     validate_config_renders(cfg)
+    problems = input_problems(cfg)
+    if problems:
+        raise ConfigError(f"{config_path}: " + "; ".join(problems))
     click.echo(f"{config_path}: ok (graph {cfg.graph_id}, layer-2 grid {cfg.layer2_shape()})")
     _echo_lock_scale_warning(cfg)
 

@@ -1,6 +1,7 @@
 """`pipeline inspect`: why a layer failed (docs/architecture.md#what-the-predecessor-offered). A
 layer's failed indexes, retries and alerts; with INDEX, that batch's pods, its failing chunk and
-the latest pod's log tail.
+the latest pod's log tail. A stage's setup pass (LAYER 0): its pod, the error, the log tail and
+the fix at once (it has one pod).
 
 It only READS the cluster (scripts.cluster_access) and Firestore."""
 
@@ -17,17 +18,19 @@ from scripts.cluster_access import cluster_errors
 from scripts.commands.pods import EPOCH, pod_runtime
 from scripts.layer_target import Target, parse_int, resolve_target
 from scripts.options import JOB_OPTION, TARGET
-from scripts.services import connect
+from scripts.setup_view import layer_alerts, setup_error, setup_fix, setup_heading
 from scripts.views.terminal import console, span, titled_table, when
 from scripts.worker_logs import failing_chunk, render_log
 from shared.model import grid, intervals
+from shared.model.state import SETUP_LAYER
 
 
 def _alerts_of(target: Target) -> list[Any]:
-    assert target.run is not None and target.ls is not None
-    stage, layer = target.ls.stage, target.ls.layer
-    alerts = connect().store.all_alerts(target.run.run_id)
-    return [a for a in alerts if a.body.get("stage") == stage and a.body.get("layer") == layer]
+    assert target.run is not None
+    if target.setup is not None:
+        return layer_alerts(target.run.run_id, target.setup.stage, SETUP_LAYER)
+    assert target.ls is not None
+    return layer_alerts(target.run.run_id, target.ls.stage, target.ls.layer)
 
 
 def _alert_summary(body: dict[str, Any]) -> str:
@@ -81,6 +84,27 @@ def _inspect_layer(out: Console, target: Target, limit: int) -> None:
         out.print(table)
 
 
+def _inspect_setup(out: Console, target: Target, tail: int) -> None:
+    """A stage's setup pass: its state, its one pod (attempts, the error it ended with, the
+    log tail with the traceback), its alerts and the fix."""
+    run, setup = target.run, target.setup
+    assert run is not None and setup is not None
+    out.print(setup_heading(run, setup), markup=False)
+    if setup.job_name:
+        with cluster_errors():
+            cluster = cluster_access.read_cluster(target.namespace)
+            _inspect_index(out, cluster, target, 0, tail, chunks=False)
+    alerts = _alerts_of(target)
+    if alerts:
+        table = titled_table("alerts", ("time", "alert", "details"))
+        for a in alerts:
+            table.add_row(when(a.created_at), a.kind, _alert_summary(a.body))
+        out.print(table)
+    fix = setup_fix(run, setup, alerts)
+    if fix:
+        out.print(f"fix: {fix}", markup=False)
+
+
 def _check_index(target: Target, index: int) -> None:
     """A layer's INDEX must be one of its batches, and the layer must have a Job."""
     if target.ls is None:
@@ -99,7 +123,9 @@ def _inspect_index(
     now = datetime.now(UTC)
     coords: list[tuple[int, ...]] = []
     head = f"job {target.job} batch {index}"
-    if target.ls is not None:
+    if target.setup is not None:
+        head = f"{target.name} pod (job {target.job}: one pod, index 0)"
+    elif target.ls is not None:
         assert target.run is not None
         coords = target.batch_chunks(index)
         head = (
@@ -126,7 +152,10 @@ def _inspect_index(
         out.print("no pods of this index in the cluster (not started yet, or removed)")
         if target.run is not None:
             log_text, source = _alert_log_tail(target, index)
-    found = failing_chunk(log_text)
+    found = None if target.setup is not None else failing_chunk(log_text)
+    error = setup_error(log_text) if target.setup is not None else ""
+    if error:
+        out.print(f"error: {error}", markup=False)
     if found:
         out.print(
             f"failing chunk: {found.get('chunk', '?')} coord {found.get('coord', '?')} "
@@ -173,8 +202,15 @@ def _alert_log_tail(target: Target, index: int) -> tuple[str, str]:
 def inspect(args: tuple[str, ...], job: str | None, tail: int, chunks: bool, limit: int) -> None:
     """A layer's failed indexes (each with its batch's first chunk), retries and alerts;
     with INDEX, that batch's pods, the failing chunk and the latest pod's log tail with
-    its traceback. `--job NAME INDEX` inspects an untracked Job (a sample)."""
+    its traceback. LAYER 0 (or `setup`) is the stage's setup pass: its pod's attempts, the
+    error it ended with, the log tail with the traceback, its alerts and the fix.
+    `--job NAME INDEX` inspects an untracked Job (a sample)."""
     target, rest = resolve_target(args, job, 1, need_job=False)
+    if target.setup is not None:
+        if rest and parse_int(rest[0], "INDEX") != 0:
+            raise click.BadParameter(f"INDEX {rest[0]}: a setup pass has one pod, index 0")
+        _inspect_setup(console(), target, tail)
+        return
     if not rest:
         if target.ls is None:
             _inspect_job(console(), target.job)

@@ -22,7 +22,13 @@ from scripts.layer_target import Target, resolve_target
 from scripts.options import JOB_OPTION, JSON_OPTION, ONCE_OPTION, TARGET, interval_option
 from scripts.views.fleet import fleet_view
 from scripts.views.terminal import console, live, span, titled_table, when
-from shared.ports.cluster import ClusterReader, MetricsUnavailableError, PodInfo, PodUsage
+from shared.ports.cluster import (
+    ClusterReader,
+    JobStatus,
+    MetricsUnavailableError,
+    PodInfo,
+    PodUsage,
+)
 from shared.views.fleet import FleetSummary, PodSample, count_oom, summarize
 
 EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
@@ -158,7 +164,8 @@ def top_table(cluster: ClusterReader, target: Target) -> Table:
     help="Only pods in this phase.",
 )
 def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
-    """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit."""
+    """The layer's pods: index, phase, node, reason (why Pending), started, runtime, exit.
+    LAYER 0 (or `setup`): the stage's setup pass's pod."""
     target, _ = resolve_target(args, job, 0, need_job=True)
     with cluster_errors():
         cluster = cluster_access.read_cluster(target.namespace)
@@ -169,7 +176,8 @@ def pods(args: tuple[str, ...], job: str | None, phase: str | None) -> None:
 @click.argument("args", nargs=-1, metavar=TARGET)
 @JOB_OPTION
 def events(args: tuple[str, ...], job: str | None) -> None:
-    """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first."""
+    """The layer's Job events and its pods' (scheduling, scale-up, failures), oldest first.
+    LAYER 0 (or `setup`): the stage's setup pass's."""
     target, _ = resolve_target(args, job, 0, need_job=True)
     with cluster_errors():
         cluster = cluster_access.read_cluster(target.namespace)
@@ -201,9 +209,11 @@ def top(
     args: tuple[str, ...], job: str | None, once: bool, interval: float, as_json: bool,
     per_pod: bool,
 ) -> None:  # fmt: skip
-    """A Job's fleet live: CPU and memory as a share of the request (p10/p50/p90/p99/max),
-    pods over 90 %, OOM kills, and the highest, middle and lowest pods, in a fixed height at
-    any fleet size (GKE: the metrics API; local: /proc). `--pods`: one row per pod."""
+    """A Job's fleet live until the Job finishes: CPU and memory as a share of the request
+    (p10/p50/p90/p99/max), pods over 90 %, OOM kills, and the highest, middle and lowest
+    pods, in a fixed height at any fleet size (GKE: the metrics API; local: /proc). `--pods`:
+    one row per pod. A finished Job has no pod to measure: `top` says how it ended and
+    exits."""
     target, _ = resolve_target(args, job, 0, need_job=True)
     with cluster_errors():
         cluster = cluster_access.read_cluster(target.namespace)
@@ -212,15 +222,49 @@ def top(
             doc = {"job": target.job, "note": note, **asdict(summary)}
             click.echo(json.dumps(doc, indent=2, default=str))
             return
-        if per_pod:
-            live(lambda: top_table(cluster, target), once, interval)
+        state = job_state(cluster, target.job)
+        if state.finished:  # no pod left to measure: say so, and what to read instead
+            click.echo(finished_line(target, state))
             return
+        ended: list[JobStatus] = []  # the Job's status once it has finished
 
         def render() -> RenderableType:
+            state = job_state(cluster, target.job)
+            ended[:] = [state] if state.finished else []
+            if per_pod:
+                return top_table(cluster, target)
             summary, pods, note = fleet_of(cluster, target.job)
             return fleet_view(target.job, summary, pods, note, datetime.now(UTC))
 
-        live(render, once, interval)
+        live(render, once, interval, until=lambda: bool(ended))
+        if ended:
+            click.echo(finished_line(target, ended[0]))
+
+
+def job_state(cluster: ClusterReader, name: str) -> JobStatus:
+    """The Job's status; LookupError when the cluster has no such Job."""
+    state = cluster.get_job(name)
+    if state is None:
+        raise LookupError(f"no Job {name!r} in the cluster (deleted, or not created yet)")
+    return state
+
+
+def finished_line(target: Target, state: JobStatus) -> str:
+    """What `top` says of a Job that has finished: how it ended, and where its pods and usage
+    are to be read."""
+    how = state.condition if not state.reason else f"{state.condition} ({state.reason})"
+    at = f" at {when(state.completion_time)} UTC" if state.completion_time else ""
+    if target.run is None or target.ls is None:
+        return (
+            f"job {state.name} finished: {how}{at}; no pod left to measure "
+            f"(its pods: `pipeline pods --job {state.name}`)"
+        )
+    run, ls = target.run.run_id, target.ls
+    return (
+        f"{ls.key} of run {run} finished: job {state.name} {how}{at}; no pod left to measure "
+        f"(its pods: `pipeline pods {run} {ls.stage} {ls.layer}`; its usage and cost: "
+        f"`pipeline run {run}`)"
+    )
 
 
 COMMANDS = (pods, events, top)

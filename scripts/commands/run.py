@@ -131,15 +131,19 @@ def _apply(run_id: str, action: str, mutate) -> RunState:  # noqa: ANN001 - a Ru
 @CONFIG_OPTION
 def setup(config_path: str) -> None:
     """Create the Secret `secret_name` of the pods' credential files (`secret_files`, a
-    placeholder cave-secret.json where none is given) and, when ingest runs on our worker,
-    the graph's Bigtable table if missing. An image-run ingest (`commands.ingest`) creates
-    its own table with the graph's metadata in its setup pass, so the table is left to it
+    placeholder cave-secret.json where none is given) and the Bigtable tables the
+    configured stages need (`scripts.run_tables`): the graph's table if missing when ingest
+    runs on our worker, and the tables a stage's plugin writes besides it (the demo's
+    l2cache and meshing tables). An image-run ingest (`commands.ingest`) creates its own
+    table with the graph's metadata in its setup pass, so the table is left to it
     (docs/setup-passes.md)."""
     from scripts.secret_files import apply_secret
 
     cfg = load_config(config_path)
     connect()  # picks up a running local stack's emulator addresses
     click.echo(_setup_table(cfg))
+    for line in _setup_stage_tables(cfg):
+        click.echo(line)
     click.echo(apply_secret(cfg))
 
 
@@ -160,6 +164,20 @@ def _setup_table(cfg: PipelineConfig) -> str:
     if warning:
         click.echo(f"warning: {warning}", err=True)
     return note
+
+
+def _setup_stage_tables(cfg: PipelineConfig) -> list[str]:
+    """Create the tables the configured stages' plugins write besides the graph's, if
+    missing; a line for each."""
+    from adapters.bigtable.chunk_ledger import ensure_table
+    from scripts.run_tables import extra_tables
+
+    project, instance = cfg.bigtable.project, cfg.bigtable.instance
+    lines = []
+    for table in extra_tables(cfg, default_stages(cfg)):
+        ensure_table(table.table_id, project, instance)
+        lines.append(f"table {table.table_id} ready in {project}/{instance} ({table.stage})")
+    return lines
 
 
 def image_table_note(table: GraphTable, project: str = "", instance: str = "") -> tuple[str, str]:
@@ -217,25 +235,23 @@ def start(
     [--stage S] (default: the config's start_layers) starts S at layer L once every chunk of
     layer L-1 is marked done. The cheap checks of `pipeline doctor` run first (on a local
     stack only what it has); --no-preflight skips them."""
+    connect()  # a stale emulator address fails here, before the preflight waits on it
     if not no_preflight:
         from scripts.commands.doctor import preflight
 
-        preflight(load_config(config_path))
-    try:
-        run = start_run(
-            config_path,
-            run_id,
-            stages.split(",") if stages else None,
-            advance,
-            budget,
-            force=force,
-            reason=reason,
-            from_layer=from_layer,
-            from_stage=from_stage,
-            canary=canary_n,
-        )
-    except ops.ActionError as e:
-        raise click.ClickException(str(e)) from None
+        preflight(load_config(config_path), stages=stages.split(",") if stages else None)
+    run = start_run(
+        config_path,
+        run_id,
+        stages.split(",") if stages else None,
+        advance,
+        budget,
+        force=force,
+        reason=reason,
+        from_layer=from_layer,
+        from_stage=from_stage,
+        canary=canary_n,
+    )
     click.echo(f"started run {run.run_id} ({', '.join(run.stages)}; advance {run.advance})")
     unverified = {s for s, start in run.mid_graph_starts.items() if not start["verified"]}
     checked = [
@@ -332,11 +348,12 @@ def _status_cluster(run: RunState) -> tuple[ClusterReader | None, str]:
 )
 def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -> None:
     """A run's progress until the run ends (succeeded or failed: the last screen stays),
-    Ctrl-C (exit 130) or --once: per layer chunks done / total, active and ready pods,
-    retries, failed indexes, OOM kills, parallelism against the ramp, approval, elapsed,
-    chunks/min, ETA, cost so far and projected; the run's totals, its ETA and
-    projected cost (forecast from the runtimes observed so far, the ramp and the cap), spend
-    against budget, the cluster's nodes and requests, and what the waiting layers wait on."""
+    Ctrl-C (exit 130: the build goes on, `pipeline status RUN` comes back to it) or --once:
+    per layer chunks done / total, active and ready pods, retries, failed indexes, OOM kills,
+    parallelism against the ramp, approval, elapsed, chunks/min, ETA, cost so far and
+    projected; the run's totals, its ETA and projected cost (forecast from the runtimes
+    observed so far, the ramp and the cap), spend against budget, the cluster's nodes and
+    requests, and what the waiting layers wait on."""
     store = connect().store
     run = store.load_run(run_id)
     cluster, why = _status_cluster(run)
@@ -355,7 +372,14 @@ def status(run_id: str, once: bool, interval: float, as_json: bool, rows: int) -
         last[:] = [progress]
         return status_view(progress, note, max_rows=rows)
 
-    live(view, once, interval, console(100), until=lambda: last[0].status in RUN_ENDED)
+    live(
+        view,
+        once,
+        interval,
+        console(100),
+        until=lambda: last[0].status in RUN_ENDED,
+        on_ctrl_c=f"the build goes on; `pipeline status {run_id}` comes back to it",
+    )
 
 
 COMMANDS = (setup, start, approve, pause, resume, scale, submit, delete, status)

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from scripts.report_data import ReportData
+from scripts.views.money import saving, usd
 
 COLOURS = {
     "succeeded": "#2e7d32",
@@ -188,8 +189,8 @@ def costs(data: ReportData) -> Any | None:
     fig.update_layout(
         **LAYOUT, height=330,
         yaxis=dict(title="USD (estimate)", tickprefix="$", tickformat=_money_format(data)),
-        title=f"Cost by stage and layer (total ${data.costs['total_usd']:.4f}, "
-        f"of which cluster fee ${fee:.4f})",
+        title=f"Cost by stage and layer (total ${usd(data.costs['total_usd'])}, "
+        f"of which cluster fee ${usd(fee)}, not in the bars)",
     )  # fmt: skip
     return fig
 
@@ -262,13 +263,13 @@ def rightsize_section(data: ReportData) -> str:
             _requests(s["suggested"]) + (" (applied)" if s.get("applied") else ""),
             "" if s["used"]["cpu_p95"] is None else f"{s['used']['cpu_p95']:.2f}",
             "" if s["used"]["peak_memory_gib"] is None else f"{s['used']['peak_memory_gib']:.3f}",
-            "" if s["savings_usd"] is None else f"${s['savings_usd']:.6f}",
+            "" if s["savings_usd"] is None else saving(s["savings_usd"]),
             {True: "yes", False: "NO", None: ""}[s["covered"]],
         )
         for s in data.rightsize
     ]
     heads = ("layer", "from", "requested", "suggested", "used CPU p95", "used peak GiB",
-             "saves", "holds peak")  # fmt: skip
+             "cost", "holds peak")  # fmt: skip
     return f"<h2>Right-sized requests</h2>{_table(heads, rows)}"
 
 

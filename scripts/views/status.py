@@ -12,6 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from scripts.views.money import saving, usd
 from scripts.views.terminal import span
 from shared.reconcile.bigtable_load import brief
 from shared.views.progress import FORECAST, LayerProgress, RunProgress, blocking_waits, visible_rows
@@ -59,14 +60,6 @@ def rate(per_min: float | None) -> str:
     return f"{per_min:.1f}" if per_min < 10 else count(per_min)
 
 
-def usd(value: float | None) -> str:
-    if value is None:
-        return "?"
-    if value >= 100:
-        return f"{value:.0f}"
-    return f"{value:.2f}" if value >= 0.01 or value == 0 else f"{value:.4f}"
-
-
 def _row(lp: LayerProgress) -> list[str]:
     running = lp.phase == "running"
     style = PHASE_STYLE.get(lp.phase, "")
@@ -95,13 +88,23 @@ def forecast_eta(p: RunProgress) -> str:
     """The first running layer's ETA and the run's, from the forecast: `ETA 12.0m
     (ingest-L3), run 41.0m` ("" without one, or once the run ended)."""
     if p.eta_basis != FORECAST or p.eta_s is None or p.status in ("succeeded", "failed"):
-        return ""
+        return ""  # (a run with failed layers has no eta_s: `failed_note` says why)
     running = next((lp for lp in p.layers if lp.phase == "running"), None)
     # Before any pod finished the forecast rests on an assumed chunk time: say so.
     guess = "" if p.assumed_chunk_s is None else f" (guess: {p.assumed_chunk_s:g} s/chunk)"
     if running is None or running.eta_s is None:
         return f"ETA run {span(p.eta_s)}{guess}"
     return f"ETA {span(running.eta_s)} ({running.key}), run {span(p.eta_s)}{guess}"
+
+
+def failed_note(p: RunProgress, shown: int = 2) -> str:
+    """What holds a run with failed layers instead of an ETA: `2 layers failed (ingest-L3,
+    ingest-L4): no ETA (pipeline inspect)` ("" without any)."""
+    if not p.failed_layers:
+        return ""
+    n = len(p.failed_layers)
+    names = ", ".join(p.failed_layers[:shown]) + (", …" if n > shown else "")
+    return f"{n} layer{'s' if n > 1 else ''} failed ({names}): no ETA (pipeline inspect)"
 
 
 def forecast_cost(p: RunProgress) -> str:
@@ -119,28 +122,22 @@ def forecast_cost(p: RunProgress) -> str:
 
 def header(p: RunProgress) -> Text:
     """Four lines, each under 100 characters: the run; its chunks, rate and ETA (the first
-    running layer's and the run's); spend against budget and the projected cost; the
-    cluster."""
+    running layer's and the run's); spend (pods and cluster fee) against budget and the
+    projected cost; the cluster."""
     line1 = (
         f"run {p.run_id} · graph {p.graph_id} · {p.status} · advance {p.advance} · "
         f"elapsed {span(p.elapsed_s)}"
     )
     speed = f"{rate(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
     eta = f"ETA {span(p.eta_s)} at the run's average rate" if p.eta_s else "ETA ?"
-    eta = forecast_eta(p) or eta
+    eta = failed_note(p) or forecast_eta(p) or eta
     if p.status in ("succeeded", "failed"):
         eta = p.status
     done = f"{count(p.chunks_done)}/{count(p.chunks_total)}"
     if p.ramp_hold:  # the rate matters less than why it is held (docs/bigtable-ramp-and-bill.md)
         speed = brief(p.ramp_hold)
     line2 = f"chunks {done} ({p.percent:.0f}%) · {speed} · {eta}"
-    line3 = f"spend ${usd(p.cost_usd)} (estimate, Autopilot requests x runtime)"
-    if p.budget_usd:
-        share = f", {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""
-        line3 = f"spend ${usd(p.cost_usd)} of ${p.budget_usd:g} budget{share} (estimate)"
-    if projected := forecast_cost(p):  # the short label leaves it room in 100 columns
-        line3 = line3.replace("(estimate, Autopilot requests x runtime)", "(estimate)")
-        line3 += f" · {projected}"
+    line3 = spend_line(p)
     if p.cluster is None:
         line4 = "cluster: not read"
     else:
@@ -150,6 +147,26 @@ def header(p: RunProgress) -> Text:
             f" requesting {c.cpu_requested:g} vCPU, {c.memory_requested_gib:g} GiB"
         )
     return Text("\n".join((line1, line2, line3, line4)))
+
+
+def spend_line(p: RunProgress, width: int = 99) -> str:
+    """What the run spent (an estimate): the pods' share (the table's USD column) and the
+    cluster fee, against the budget, and the projection (or how it is estimated); the fee's
+    label shortened where the line would not fit `width`."""
+    budget = ""
+    if p.budget_usd:
+        share = f", {100 * p.cost_usd / p.budget_usd:.0f}%" if p.cost_usd is not None else ""
+        budget = f" of ${p.budget_usd:g} budget{share}"
+    tail = forecast_cost(p) or "estimate, Autopilot requests x runtime"
+    if p.cost_usd is None or p.cluster_fee_usd is None:
+        return f"spend ${usd(p.cost_usd)}{budget} · {tail}"
+    pods, fee = usd(p.cost_usd - p.cluster_fee_usd), usd(p.cluster_fee_usd)
+    line = ""
+    for split in (f"pods ${pods} + cluster fee ${fee}", f"pods ${pods}, fee ${fee}"):
+        line = f"spend ${usd(p.cost_usd)} ({split}){budget} · {tail}"
+        if len(line) <= width:
+            break
+    return line
 
 
 def layers_table(p: RunProgress, max_rows: int = MAX_ROWS) -> Table:
@@ -221,7 +238,7 @@ def rightsize_lines(suggestions: Iterable[Mapping[str, Any]]) -> list[str]:
         if used["peak_memory_gib"] is not None:
             line += f"; used p95 {used['cpu_p95']:.2f} vCPU, peak {used['peak_memory_gib']:.2f} GiB"
         if s["savings_usd"] is not None:
-            line += f"; saves {usd(s['savings_usd'])}"
+            line += f"; {saving(s['savings_usd'])}"
         if s["covered"] is False:
             line += " (short of the peak: would have been OOM-killed)"
         lines.append(line)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.config.key_hints import did_you_mean
 from shared.model.layers import layer2_shape_of
 from shared.model.stages import SETUP_SUFFIX, STAGE_NAMES
 
@@ -25,6 +26,12 @@ DEFAULT_MAX_EVICTIONS_PER_INDEX = 3
 
 class ConfigError(ValueError):
     """A config file is missing, unreadable or invalid; the message names file and field."""
+
+
+class ConfigSourceUnreachable(ConnectionError):
+    """Something the config names could not be fetched because its service did not answer
+    (a gs:// watershed's `info` without a network); the message names the file, the key and
+    the way out."""
 
 
 class _Strict(BaseModel):
@@ -242,7 +249,12 @@ class DataSource(_Strict):
     def _only_upper_case_extras(self) -> DataSource:
         typos = [k for k in (self.model_extra or {}) if k != k.upper()]
         if typos:
-            raise ValueError(f"unknown key(s) {', '.join(typos)} (typo?)")
+            known = list(DataSource.model_fields)
+            named = "; ".join(
+                f"data_source.{k}: unknown key{did_you_mean(k, known, 'data_source.')}"
+                for k in typos
+            )
+            raise ValueError(named)
         return self
 
 
@@ -263,12 +275,13 @@ class GraphConfig(_Strict):
     def _only_pychunkedgraph_keys(self) -> GraphConfig:
         unknown = [k for k in (self.model_extra or {}) if k not in PCG_GRAPH_CONFIG_EXTRAS]
         if unknown:
-            known = "CHUNK_SIZE, FANOUT, SPATIAL_BITS, LAYER_ID_BITS, ID_PREFIX"
-            named = ", ".join(f"graph_config.{k}" for k in unknown)
-            raise ValueError(
-                f"{named}: not a PyChunkedGraph graph_config key (typo?); it has {known}, "
-                f"{', '.join(PCG_GRAPH_CONFIG_EXTRAS)}"
+            known = [*GraphConfig.model_fields, *PCG_GRAPH_CONFIG_EXTRAS]
+            named = "; ".join(
+                f"graph_config.{k}: not a PyChunkedGraph graph_config key"
+                f"{did_you_mean(k, known, 'graph_config.')}"
+                for k in unknown
             )
+            raise ValueError(f"{named}; it has {', '.join(known)}")
         return self
 
 
@@ -336,10 +349,12 @@ class PipelineConfig(_Strict):
                 if field == "commands" and stage.endswith(SETUP_SUFFIX):
                     stage = stage.removesuffix(SETUP_SUFFIX)  # a stage's setup command
                 if stage not in STAGE_NAMES:
-                    raise ValueError(f"{field}.{stage}: unknown stage; expected one of {known}")
+                    near = did_you_mean(stage, STAGE_NAMES, f"{field}.")
+                    raise ValueError(f"{field}.{stage}: unknown stage{near}; one of {known}")
         for stage in self.job.workloads:
             if stage not in STAGE_NAMES:
-                raise ValueError(f"job.workloads.{stage}: unknown stage; expected one of {known}")
+                near = did_you_mean(stage, STAGE_NAMES, "job.workloads.")
+                raise ValueError(f"job.workloads.{stage}: unknown stage{near}; one of {known}")
             try:
                 self.job.for_stage(stage)
             except ValidationError as e:

@@ -12,32 +12,59 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from shared.config import config_compat
-from shared.config.config import ConfigError, Dataset, PipelineConfig
+from shared.config.config import ConfigError, ConfigSourceUnreachable, Dataset, PipelineConfig
 from shared.config.env_overrides import override_notes
-from shared.config.precomputed_info import GridUnreadable, read_watershed_size
+from shared.config.key_hints import NOT_FILE_KEYS, did_you_mean, keys_at, near_key
+from shared.config.precomputed_info import GridUnreachable, GridUnreadable, read_watershed_size
 from shared.model.layers import layer2_shape_of, layer_count
 
 log = logging.getLogger("cave_pipeline.config")
 
 
-def _format_errors(path: Path, err: ValidationError) -> str:
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def _format_errors(path: Path, err: ValidationError, model: type[BaseModel]) -> str:
+    """One line per problem, each naming its dotted key; an unknown key names the near known
+    one (`job.batchsize: unknown key (did you mean job.batch_size?)`), and a required key that
+    is missing names the unknown key given in its place (a misspelt `graph_config` key)."""
+    errors = err.errors()
+    unknown = {tuple(e["loc"]) for e in errors if e["type"] == "extra_forbidden"}
     lines = [f"{path}: invalid configuration"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = "unknown key (typo?)" if e["type"] == "extra_forbidden" else e["msg"]
-        lines.append(f"  {loc}: {msg}")
+    for e in errors:
+        loc, msg = tuple(e["loc"]), e["msg"]
+        parent = f"{_dotted(loc[:-1])}." if len(loc) > 1 else ""
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key" + did_you_mean(str(loc[-1]), keys_at(model, loc[:-1]), parent)
+        elif e["type"] == "missing" and isinstance(e.get("input"), dict):
+            known = keys_at(model, loc[:-1])
+            given = [str(k) for k in e["input"] if k not in known]
+            typo = near_key(str(loc[-1]), given)
+            if typo is not None and (*loc[:-1], typo) not in unknown:
+                lines.append(f"  {parent}{typo}: unknown key (did you mean {_dotted(loc)}?)")
+        elif e["type"] == "value_error" and "error" in e.get("ctx", {}):
+            msg = str(e["ctx"]["error"])  # a validator's message, without "Value error, "
+            if not loc or msg.startswith(f"{_dotted(loc)}."):
+                lines.append(f"  {msg}")  # it names its own key
+                continue
+        lines.append(f"  {_dotted(loc) or '(top level)'}: {msg}")
     return "\n".join(lines)
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """A YAML file's top-level mapping; ConfigError names the file and what is wrong."""
+def read_yaml(path: Path, named_by: str = "") -> dict[str, Any]:
+    """A YAML file's top-level mapping; ConfigError names the file and what is wrong, and
+    where the file was named (`named_by`, e.g. "`dataset: d.yml` in /x/pipeline.yml")."""
+    where = f" (named by {named_by})" if named_by else ""
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
+        raise ConfigError(f"{path}: file not found{where}") from None
+    except OSError as e:  # a folder, no permission
+        raise ConfigError(f"{path}: cannot be read ({e.strerror or e}){where}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
@@ -56,20 +83,20 @@ def load_config(path: str | Path) -> PipelineConfig:
         raw, notes = config_compat.map_pipeline(read_yaml(path))
     except config_compat.CompatError as e:
         raise ConfigError(f"{path}: {e}") from None
-    for reserved in ("dataset_config", "source_path", "compat_notes", "load_notes"):
+    for reserved in sorted(NOT_FILE_KEYS):
         if reserved in raw:
             raise ConfigError(f"{path}: {reserved}: unknown key (typo?)")
     try:
         cfg = PipelineConfig(**raw)
     except ValidationError as e:
-        raise ConfigError(_format_errors(path, e)) from None
+        raise ConfigError(_format_errors(path, e, PipelineConfig)) from None
     _check_pychunkedgraph_images(path, cfg)
     ds_path = (path.parent / cfg.dataset).resolve()
-    ds_raw, ds_notes = config_compat.map_dataset(read_yaml(ds_path))
+    ds_raw, ds_notes = config_compat.map_dataset(read_yaml(ds_path, dataset_key(cfg.dataset, path)))
     try:
         dataset = Dataset(**ds_raw)
     except ValidationError as e:
-        raise ConfigError(_format_errors(ds_path, e)) from None
+        raise ConfigError(_format_errors(ds_path, e, Dataset)) from None
     dataset = _with_size(dataset, ds_path)
     compat = tuple(str(n) for n in (*notes, *ds_notes))
     meaning = tuple(str(n) for n in meaning_notes(cfg.env, dataset))
@@ -83,6 +110,11 @@ def load_config(path: str | Path) -> PipelineConfig:
             "load_notes": meaning,
         }
     )
+
+
+def dataset_key(dataset: str, pipeline: Path) -> str:
+    """Where a dataset file is named: the `dataset:` key of `pipeline`, relative to its folder."""
+    return f"`dataset: {dataset}` in {pipeline}, relative to its folder"
 
 
 def _check_pychunkedgraph_images(path: Path, cfg: PipelineConfig) -> None:
@@ -138,6 +170,12 @@ def _with_size(dataset: Dataset, ds_path: Path) -> Dataset:
         return dataset
     try:
         size = read_watershed_size(source.watershed, ds_path.parent)
+    except GridUnreachable as e:  # no answer: exit 3, not a config error
+        raise ConfigSourceUnreachable(
+            f"{ds_path}: data_source.size: the grid cannot be read from the watershed ({e}); "
+            "run the command again once it can be reached, or set data_source.size: "
+            "[x, y, z] (voxels at mip 0) in the dataset file"
+        ) from None
     except GridUnreadable as e:
         raise ConfigError(
             f"{ds_path}: data_source.size: the grid cannot be read from the watershed ({e}); "
@@ -152,4 +190,5 @@ def config_from_dict(raw: dict[str, Any], dataset: dict[str, Any]) -> PipelineCo
         cfg = PipelineConfig(**{k: v for k, v in raw.items() if k not in ("dataset_config",)})
         return cfg.model_copy(update={"dataset_config": Dataset(**dataset)})
     except ValidationError as e:
-        raise ConfigError(_format_errors(Path("<snapshot>"), e)) from None
+        model = PipelineConfig if e.title == PipelineConfig.__name__ else Dataset
+        raise ConfigError(_format_errors(Path("<snapshot>"), e, model)) from None

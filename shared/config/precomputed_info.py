@@ -24,6 +24,11 @@ class GridUnreadable(ValueError):
     """The watershed's size could not be read; the message says why."""
 
 
+class GridUnreachable(GridUnreadable):
+    """The watershed's `info` is remote and its service did not answer (no network, DNS, a
+    timeout): reading it again later may work."""
+
+
 def size_from_info(info: dict[str, Any]) -> tuple[int, int, int]:
     """Voxel size (x, y, z) at mip 0 of a precomputed volume's info document."""
     try:

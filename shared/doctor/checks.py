@@ -24,6 +24,13 @@ Outcome = tuple[Verdict, str, str]  # verdict, detail, fix
 
 APPLY = "run `terraform apply` in terraform/ (docs/deploying.md)"
 LOGIN = "gcloud auth application-default login"
+# What to do about a check that got no answer: in the cloud, retry or renew the credentials;
+# on the local stack (emulators, no credentials) start the stack or drop its stale addresses.
+CLOUD_UNREACHABLE_FIX = f"retry; or {LOGIN}"
+LOCAL_UNREACHABLE_FIX = (
+    "start the local stack (`pipeline local up` in this folder), or unset the "
+    "*_EMULATOR_HOST variables a stopped stack left behind"
+)
 
 
 def _ok(detail: str) -> Outcome:
@@ -247,6 +254,19 @@ def check_bigtable_instance(facts: Facts, dep: Deployment) -> Outcome:
 
 
 def check_graph_table(facts: Facts, dep: Deployment) -> Outcome:
+    """The graph's table, then the tables the stages write besides it (`stage_tables`)."""
+    graph = _graph_table(facts, dep)
+    if facts.get("skip") or not dep.stage_tables:
+        return graph
+    verdict, detail, fix = _stage_tables(facts.get("stage_tables") or {}, dep)
+    if verdict is Verdict.PASS:
+        return graph[0], f"{graph[1]}; {detail}", graph[2]
+    if graph[0] is Verdict.FAIL:
+        return verdict, f"{graph[1]}; {detail}", f"{graph[2]}; then {fix}"
+    return verdict, f"{graph[1]}; {detail}", fix
+
+
+def _graph_table(facts: Facts, dep: Deployment) -> Outcome:
     table = dep.graph_table
     if facts.get("skip"):
         return Verdict.SKIP, facts["skip"], ""
@@ -274,6 +294,20 @@ def check_graph_table(facts: Facts, dep: Deployment) -> Outcome:
             "it anew",
         )
     return _ok(f"table {table} exists with graph metadata ({facts.get('meta_detail', meta)})")
+
+
+def _stage_tables(found: Facts, dep: Deployment) -> Outcome:
+    """The stage tables: all there (PASS), or which are missing or cannot be read (FAIL)."""
+    denied = [str(v) for v in found.values() if isinstance(v, Denied)]
+    if denied:
+        return _denied(Denied("; ".join(denied)), "roles/bigtable.viewer on the instance")
+    missing = [f"{table} ({stage})" for stage, table in dep.stage_tables if not found.get(table)]
+    if missing:
+        return _fail(
+            f"missing: {', '.join(missing)}: every chunk of that stage would fail writing there",
+            "`pipeline setup -c <this config>` creates the tables each configured stage needs",
+        )
+    return _ok(", ".join(f"{table} ({stage})" for stage, table in dep.stage_tables) + " exist")
 
 
 # --- Accounts and grants ----------------------------------------------------------------------
@@ -539,7 +573,13 @@ def check_spot_quota(facts: Facts, dep: Deployment) -> Outcome:
 
 
 def check_data_paths(facts: Facts, dep: Deployment) -> Outcome:
-    paths = facts["paths"]
+    paths, empty = facts["paths"], facts.get("empty") or []
+    if empty:
+        return _fail(
+            f"{', '.join(empty)} empty: there is no input to build from (every setup and "
+            "layer pod would fail on it)",
+            facts.get("empty_fix") or "set it in the dataset file",
+        )
     if not paths:
         return Verdict.SKIP, "the dataset names no data paths", ""
     bad = [f"{p['key']} {p['url']}: {p['why']}" for p in paths if p["readable"] is False]
@@ -577,8 +617,10 @@ class Check:
     def skipped(self, why: str) -> CheckResult:
         return CheckResult(self.id, self.title, Verdict.SKIP, why)
 
-    def unreachable(self, why: str) -> CheckResult:
-        return CheckResult(self.id, self.title, Verdict.UNREACHABLE, why, f"retry; or {LOGIN}")
+    def unreachable(self, why: str, fix: str = CLOUD_UNREACHABLE_FIX) -> CheckResult:
+        """No answer: `fix` is the cloud's (credentials) unless the caller knows better (the
+        local stack's: LOCAL_UNREACHABLE_FIX)."""
+        return CheckResult(self.id, self.title, Verdict.UNREACHABLE, why, fix)
 
 
 CHECKS: tuple[Check, ...] = (
@@ -589,7 +631,7 @@ CHECKS: tuple[Check, ...] = (
     Check("scheduler", "Scheduler heartbeat", check_scheduler),
     Check("functions", "Controller functions", check_functions),
     Check("bigtable-instance", "Bigtable instance", check_bigtable_instance, cheap=True),
-    Check("graph-table", "Graph table", check_graph_table, cheap=True, local=True),
+    Check("graph-table", "Graph table and stage tables", check_graph_table, cheap=True, local=True),
     Check("service-accounts", "Service accounts", check_service_accounts),
     Check("grants", "Accounts' grants", check_grants),
     Check("operator", "Your permissions", check_operator_permissions, cheap=True),

@@ -105,6 +105,9 @@ class Deployment:
     bigtable_project: str
     bigtable_instance: str
     graph_table: str
+    # (stage, table) of the tables the run's stages write besides the graph's (the demo's
+    # l2cache and meshing tables): `pipeline setup` makes them (scripts.run_tables).
+    stage_tables: tuple[tuple[str, str], ...] = ()
     apis: tuple[str, ...] = APIS
     topics: tuple[str, ...] = TOPICS
     functions: dict[str, str] = field(default_factory=lambda: dict(FUNCTIONS))

@@ -4,6 +4,7 @@ its largest planned layer, the data paths it reads, the images it pulls. Pure mo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from shared.config.config import PipelineConfig
 from shared.config.stage_selection import default_stages, stage_layers
@@ -72,6 +73,30 @@ def data_paths(cfg: PipelineConfig) -> list[DataPath]:
     if isinstance(agglomeration, str):
         paths.append(DataPath("ingest_config.AGGLOMERATION", agglomeration, False))
     return [p for p in paths if p.url]
+
+
+# The inputs every build reads: the segmentation each stage starts from (ingest builds the
+# graph from it; the demo's passes and PyChunkedGraph's meshing read it again).
+REQUIRED_INPUTS = ("data_source.watershed",)
+
+
+def empty_inputs(cfg: PipelineConfig) -> list[str]:
+    """The required dataset keys (REQUIRED_INPUTS) that are empty or not given."""
+    source = cfg.ds.data_source
+    given = {"data_source.watershed": source.watershed}
+    return [key for key in REQUIRED_INPUTS if not str(given[key] or "").strip()]
+
+
+def empty_input_fix(cfg: PipelineConfig) -> str:
+    """How to give an empty input: the dataset file to edit, or the demo's data."""
+    path = cfg.dataset
+    if path and cfg.source_path and not PurePath(path).is_absolute():
+        path = str(PurePath(cfg.source_path).parent / path)
+    where = f"in {path}" if path else "in the dataset file"
+    return (
+        f"set it {where} to the segmentation's location (for the demo's volume: `pipeline demo "
+        "data DIR`, which writes it and a config pointing at it, then `-c DIR/pipeline.yml`)"
+    )
 
 
 def images(cfg: PipelineConfig) -> dict[str, str]:

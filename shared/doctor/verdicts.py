@@ -50,6 +50,11 @@ def exit_code(results: Iterable[CheckResult]) -> int:
     return EXIT_OK
 
 
+class PreflightFailedError(Exception):
+    """A check `pipeline start` runs first failed: the start is refused (the checks printed
+    say what to fix)."""
+
+
 def blocks_start(results: Iterable[CheckResult]) -> bool:
     """Whether `pipeline start`'s preflight refuses: a failed check (warnings are printed and
     let the build start; an unreachable service is the CLI's exit 3 before that)."""

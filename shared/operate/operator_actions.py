@@ -19,8 +19,22 @@ def layer_of(run: RunState, stage: str, layer: int) -> LayerState:
     ls = run.layers.get(layer_key(stage, layer))
     if ls is None:
         known = ", ".join(f"{s} L2-L{run.top_layers[s]}" for s in run.stages)
-        raise ActionError(f"run {run.run_id} has no layer {stage} L{layer} (it has: {known})")
+        setups = f"; its setup passes: {', '.join(run.setups)} 0" if run.setups else ""
+        raise ActionError(
+            f"run {run.run_id} has no layer {stage} L{layer} (it has: {known}{setups})"
+        )
     return ls
+
+
+def setup_of(run: RunState, stage: str) -> SetupState:
+    """The stage's setup pass (`LAYER` 0), or ActionError naming the stages that have one."""
+    setup = run.setups.get(stage)
+    if setup is None:
+        known = ", ".join(run.setups) or "none"
+        raise ActionError(
+            f"run {run.run_id} has no setup pass for stage {stage!r} (stages with one: {known})"
+        )
+    return setup
 
 
 def approve(
@@ -106,9 +120,7 @@ def resubmit(
 
 
 def _resubmit_setup(run: RunState, stage: str) -> None:
-    setup = run.setups.get(stage)
-    if setup is None:
-        raise ActionError(f"run {run.run_id} has no setup pass for stage {stage!r}")
+    setup = setup_of(run, stage)
     if setup.phase != "failed":
         raise ActionError(f"the {stage} setup is {setup.phase}: only a failed one can be re-run")
     # The failed attempt's pod ran: its span is priced with the next (costs never vanish).
@@ -159,6 +171,8 @@ def guard_one_active(
         raise ActiveRunError(
             f"graph {run.graph_id} already has an active run: {', '.join(active)} "
             f"(see `pipeline status {active[0]}`); two runs of one graph race on its table. "
-            "Wait for it, cancel it, or start anyway with --force (recorded on the new run)"
+            f"Wait for it to end; or stop it (`pipeline pause {active[0]}`, then `pipeline "
+            f"purge {active[0]}` removes its records and leaves its Jobs); or start anyway "
+            "with --force (recorded on the new run)"
         )
     run.forced_start = {"by": by, "at": now, "why": why or "--force", "past_runs": active}

@@ -2,7 +2,7 @@
 harness, the completeness checks and the chaos audit use them. Pure module: the Protocol and
 its value types; the adapter is `adapters.bigtable.chunk_ledger.BigtableChunkLedger`
 (docs/ports-and-wiring.md). No client library's exception crosses it: `table_missing` says
-whether an error means the graph's table (or instance) does not exist.
+whether an error means a table (or the instance) does not exist, `missing_table` which.
 """
 
 from __future__ import annotations
@@ -97,5 +97,9 @@ class ChunkLedger(Protocol):
         """How long a same-lineage claim must go unrenewed before it is taken over."""
 
     def table_missing(self, exc: BaseException) -> bool:
-        """Whether ``exc`` (from the ledger, or from a workload's reads of the same table)
-        says the graph's table or instance does not exist: a fatal error, not a retry."""
+        """Whether ``exc`` (from the ledger, or from a workload's reads and writes) says a
+        table or the instance does not exist: a fatal error, not a retry."""
+
+    def missing_table(self, exc: BaseException) -> str | None:
+        """The table ``exc`` says does not exist ("" when it names none, e.g. the instance's;
+        None when ``exc`` says no such thing): a pass's own table is often not the graph's."""

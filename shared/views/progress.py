@@ -108,10 +108,14 @@ class RunProgress:
     percent: float
     chunks_per_min: float | None
     eta_s: float | None
-    cost_usd: float | None
+    cost_usd: float | None  # the pods' and the cluster fee
     budget_usd: float | None
     cluster: ClusterTotals | None
     layers: list[LayerProgress] = field(default_factory=list)
+    cluster_fee_usd: float | None = None  # the part of cost_usd that no layer's row has
+    # Layers that failed while the run goes on (it stops advancing past them until they are
+    # re-submitted): the run has no ETA then.
+    failed_layers: tuple[str, ...] = ()
     eta_basis: str = AVERAGE_RATE  # FORECAST when eta_s comes from shared.forecast.forecast
     projected_usd: float | None = None  # spent plus the forecast cost of the rest of the run
     assumed_chunk_s: float | None = None  # the forecast's guess before any pod finished
@@ -170,7 +174,8 @@ def waits_on(run: RunState, ls: LayerState) -> str:
             return "stage " + ", ".join(open_deps)
         setup = run.setups.get(ls.stage)
         if setup is not None and setup.phase != "succeeded":  # the stage's setup pass
-            fix = f": pipeline submit {run.run_id} {ls.stage} 0" if setup.phase == "failed" else ""
+            # inspect shows its error, traceback and fix (then `pipeline submit ... 0`)
+            fix = f": pipeline inspect {run.run_id} {ls.stage} 0" if setup.phase == "failed" else ""
             return f"{ls.stage} setup ({setup.phase}{fix})"
     if run.advance != "auto" and not ls.approval.granted:
         return f"approval: pipeline approve {run.run_id} {ls.stage} {ls.layer}"
@@ -264,12 +269,14 @@ def run_progress(
     now: datetime,
     *,
     cost_usd: float | None = None,
+    cluster_fee_usd: float | None = None,
     cluster: ClusterTotals | None = None,
     forecast: RunForecast | None = None,
 ) -> RunProgress:
     """The run's totals from its layers' rows: chunks, the average rate while layers ran
     (their running spans, overlaps counted once), and the ETA and projected cost of the rest
-    of the run from its `forecast` (without one: the ETA at the average rate, no projection)."""
+    of the run from its `forecast` (without one: the ETA at the average rate, no projection).
+    A run going on with failed layers has no ETA (`failed_layers` names them)."""
     done = sum(lp.chunks_done for lp in layers)
     total = sum(lp.chunks_total for lp in layers)
     spans = sorted(
@@ -294,6 +301,9 @@ def run_progress(
         basis = FORECAST
         eta = 0.0 if finished else forecast.remaining_s
         projected = (cost_usd or 0.0) + (0.0 if finished else forecast.projected_usd)
+    failed = () if finished else tuple(lp.key for lp in layers if lp.phase == "failed")
+    if failed:  # the layers above a failed one wait until it is re-submitted: no end in sight
+        eta = None
     return RunProgress(
         run_id=run.run_id,
         graph_id=run.graph_id,
@@ -306,6 +316,8 @@ def run_progress(
         chunks_per_min=rate,
         eta_s=eta,
         cost_usd=cost_usd,
+        cluster_fee_usd=cluster_fee_usd,
+        failed_layers=failed,
         budget_usd=run.budget_usd,
         cluster=cluster,
         layers=layers,

@@ -102,18 +102,25 @@ def ramp_allowed(
     now: datetime,
 ) -> list[tuple[datetime, int]]:
     """What the ramps allowed at each time: the sum of the running layers' ramp targets
-    (an operator's `scale` override counts instead of its layer's ramp)."""
+    (an operator's `scale` override counts instead of its layer's ramp).
+
+    A layer runs from its submission to its end. A busy Bigtable's gate re-anchors a ramp's
+    start when it holds or lowers it (docs/bigtable-ramp-and-bill.md), and the run keeps only
+    the last anchor: from there on the ramp is the re-anchored one, before it the ramp from
+    the submission (the gate's earlier holds are not stored)."""
     out = []
     for t in times:
         total = 0
         for ls in run.layers.values():
-            start = ls.timing.ramp_started_at or ls.timing.submitted_at
-            if start is None or t < start or t > (ls.timing.finished_at or now):
+            anchored = ls.timing.ramp_started_at
+            began = ls.timing.submitted_at or anchored
+            if began is None or t < began or t > (ls.timing.finished_at or now):
                 continue
-            ramp = ramps[ls.stage]
+            start = anchored if anchored is not None and t >= anchored else began
             total += parallelism_target(
-                ramp, completions.get(ls.key, 1), start, t, override=ls.job.scale_override
-            )
+                ramps[ls.stage], completions.get(ls.key, 1), start, t,
+                override=ls.job.scale_override,
+            )  # fmt: skip
         out.append((t, total))
     return out
 

@@ -1,8 +1,11 @@
-"""The demo's example config at another size or with other job settings."""
+"""The demo's example config at another size or with other job settings, or as files with a
+watershed (examples/demo leaves it to `pipeline demo`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import yaml
 
 from shared.config.config import PipelineConfig
 from shared.config.config_files import load_config
@@ -18,3 +21,18 @@ def demo_cfg(size: int = 64, **job) -> PipelineConfig:
         update={"dataset_config": cfg.ds.model_copy(update={"data_source": source})}
     )
     return cfg.model_copy(update={"job": cfg.job.model_copy(update=job)}) if job else cfg
+
+
+def demo_config_file(directory: Path, watershed: str = "volume.npy") -> Path:
+    """examples/demo's pipeline.yml and dataset.yml copied into `directory`, the watershed
+    `watershed` beside them (an empty file is made there when it is a plain name: what
+    `pipeline validate` and the preflight look for is that it exists); the pipeline.yml."""
+    raw = yaml.safe_load(DEMO.read_text())
+    dataset = yaml.safe_load((DEMO.parent / raw["dataset"]).read_text())
+    dataset["data_source"]["watershed"] = watershed
+    if watershed and "/" not in watershed:
+        (directory / watershed).write_bytes(b"")
+    (directory / "dataset.yml").write_text(yaml.safe_dump(dataset, sort_keys=False))
+    path = directory / "pipeline.yml"
+    path.write_text(yaml.safe_dump({**raw, "dataset": "dataset.yml"}, sort_keys=False))
+    return path

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import kubernetes_validate
@@ -323,7 +324,10 @@ def test_purge_refuses_a_running_run_then_deletes_everything(cli, run, store, cl
     db = store.db
     assert db.collection("jobs").document(cluster["names"]["l2"]).get().exists
     out = _ok(cli("purge", "r1", "--force", "--yes"))
-    assert "job map entries" in out and "kubectl delete job" in out
+    assert "job map entries" in out
+    # the local stack's Jobs: no kubectl reaches them; they stop with the stack
+    assert "they stop when `pipeline local up` stops" in out and "kubectl" not in out
+    assert cluster["names"]["l2"] in out
     with pytest.raises(RunNotFoundError):
         store.load_run("r1")
     run_ref = db.collection("runs").document("r1")
@@ -413,9 +417,36 @@ def test_describe_shows_the_job_its_unfinished_pods_and_warnings(cli, run, clust
     out = _ok(cli("describe", "r1", "ingest", "3"))
     assert f"ingest-L3 of run r1 (running) · job {cluster['names']['l3']}" in out
     assert "parallelism" in out and "unfinished pods: 1" in out and "Running" in out
-    assert "last warning events" in out
     failed = _ok(cli("describe", "--job", "too-big"))
     assert "Pending" in failed and "FailedScheduling" in failed
+    assert "last warning events (1 in all)" in failed
+
+
+def test_describe_says_none_where_there_is_none(cli, run):
+    finished = _ok(cli("describe", "r1", "ingest", "2"))
+    assert "unfinished pods: none" in finished and "unfinished pods: 0" not in finished
+    running = _ok(cli("describe", "r1", "ingest", "3"))
+    assert "warning events: none" in running and "last warning events" not in running
+
+
+def test_top_of_a_finished_job_says_how_it_ended_and_exits(cli, run, cluster, monkeypatch):
+    """`top` on the failed L2 Job: one line, whatever the mode, and no refresh (a refresh
+    would wait for pods that will never come)."""
+    from scripts.views import terminal
+
+    def refresh(seconds: float) -> None:
+        raise AssertionError("top is still refreshing a finished Job")
+
+    monkeypatch.setattr(terminal, "time", SimpleNamespace(sleep=refresh))
+    for mode in ([], ["--pods"], ["--once"]):
+        out = _ok(cli("top", "r1", "ingest", "2", *mode))
+        assert out.startswith(f"ingest-L2 of run r1 finished: job {cluster['names']['l2']} Failed")
+        assert "`pipeline pods r1 ingest 2`" in out and "`pipeline run r1`" in out
+        assert "usage / request" not in out and "usage vs request" not in out
+    out = _ok(cli("top", "--job", cluster["names"]["l2"], "--once"))
+    assert out.startswith(f"job {cluster['names']['l2']} finished: Failed")
+    missing = cli("top", "--job", "no-such-job")
+    assert missing.exit_code == 2 and "no Job 'no-such-job' in the cluster" in missing.output
 
 
 def test_run_breaks_a_run_down_by_stage_and_layer(cli, run):

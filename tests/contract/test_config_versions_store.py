@@ -13,6 +13,9 @@ import yaml
 from adapters.google.firestore_store import FirestoreRunStore
 from tests.builders.stored_runs import DEMO
 
+# The preflight is test_doctor_local's: examples/demo leaves its watershed to `pipeline demo`.
+START = ("start", "-c", str(DEMO), "--no-preflight")
+
 
 def _edited(tmp_path: Path, name: str, **job: Any) -> str:
     doc = yaml.safe_load(DEMO.read_text())
@@ -25,7 +28,7 @@ def _edited(tmp_path: Path, name: str, **job: Any) -> str:
 
 def test_apply_stores_the_version_and_its_history(cli, firestore_project, tmp_path):
     store = FirestoreRunStore(firestore_project)
-    assert cli("start", "-c", str(DEMO), "--run-id", "r1").exit_code == 0
+    assert cli(*START, "--run-id", "r1").exit_code == 0
     ramp = {"start": 2, "factor": 2, "period": 3, "max": 9}
     out = cli("apply", "r1", "-c", _edited(tmp_path, "a.yml", ramp=ramp), "--by", "bob")
     assert out.exit_code == 0, out.output
@@ -40,7 +43,7 @@ def test_apply_stores_the_version_and_its_history(cli, firestore_project, tmp_pa
     assert entry["at"] is not None
 
     seed = cli("apply", "r1", "-c", _edited(tmp_path, "b.yml", ramp=ramp, perm_seed=7))
-    assert seed.exit_code != 0 and "config.job.perm_seed 42 -> 7" in seed.output
+    assert seed.exit_code == 2 and "config.job.perm_seed 42 -> 7" in seed.output
     assert store.load_run("r1").config["job"]["perm_seed"] == 42
     assert len(store.config_versions("r1")) == 1
 
@@ -55,7 +58,7 @@ def test_a_reconcile_commit_records_a_config_version_with_the_state(cli, firesto
     """`job.rightsize: auto`'s version (shared.control.rightsize_version) rides on the reconcile's
     commit: stored with the run's bumped version in the same write, read back as apply's."""
     store = FirestoreRunStore(firestore_project)
-    assert cli("start", "-c", str(DEMO), "--run-id", "r1").exit_code == 0
+    assert cli(*START, "--run-id", "r1").exit_code == 0
     before = store.load_run("r1")
     after = store.load_run("r1")
     after.config_version += 1

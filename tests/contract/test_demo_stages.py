@@ -247,3 +247,25 @@ def test_the_pass_fails_fast_without_its_table(graph: Graph):
     )
     assert proc.returncode == 42, proc.stdout[-2000:]
     assert f"{graph.graph_id}-nope" in proc.stdout
+
+
+def test_a_pass_whose_own_table_is_missing_names_that_table(graph: Graph):
+    """The graph is there, the pass's table is not (a by-hand build that skipped `pipeline
+    setup`): every chunk fails fatally at once, the message naming the pass's table and how
+    it is made; none is taken for a transient error and retried."""
+    other = dataclasses.replace(graph, graph_id=f"{graph.graph_id}-b", clients={}, logs={})
+    other.client(other.graph_id)  # the graph's table, without `<graph>-l2cache`
+    try:
+        _run_layer(other, "ingest", 2)
+        [proc] = _start_layer(other, "l2cache", 2, indexes=[0])
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        for client in other.clients.values():
+            close_bigtable_client(client)
+    lines = [json.loads(x) for x in out.splitlines() if x.strip()]
+    assert proc.returncode == 42, [x["message"] for x in lines]
+    failed = [x for x in lines if x.get("exit_code") is not None and "summary" not in x["message"]]
+    assert failed and {x["exit_code"] for x in failed} == {42}, [x["message"] for x in failed]
+    message = failed[0]["message"]
+    assert f"Bigtable table '{other.graph_id}-l2cache' not found" in message, message
+    assert "pipeline setup" in message

@@ -57,6 +57,18 @@ def test_live_status_ends_with_the_run_and_keeps_the_last_screen(store, tmp_path
     assert "Traceback" not in last
 
 
+def test_ctrl_c_says_the_build_goes_on_and_how_to_come_back(store, tmp_path, emulators):
+    with _status(tmp_path, store.db.project, emulators.env["FIRESTORE_EMULATOR_HOST"]) as term:
+        term.wait_for("· running ·", HANG)
+        term.send_signal(signal.SIGINT)
+        code = term.wait(HANG)
+    out = term.screen()
+    assert code == 130, out
+    said = "interrupted: the build goes on; `pipeline status r-live` comes back to it"
+    assert said in out and "Traceback" not in out
+    assert store.load_run("r-live").status == "running"  # nothing was changed
+
+
 def test_ctrl_c_in_the_middle_of_a_grpc_call_leaves_at_once(store, tmp_path, emulators):
     with StallProxy(emulators.env["FIRESTORE_EMULATOR_HOST"]) as proxy:
         with _status(tmp_path, store.db.project, proxy.address) as term:

@@ -28,7 +28,10 @@ def _image_config(tmp_path: Path) -> tuple[str, dict]:
         "ingest": ["python", "-m", "pychunkedgraph.pipeline.ingest"],
         "meshing": ["python", "-m", "pychunkedgraph.pipeline.meshing"],
     }
-    (tmp_path / "dataset.yml").write_text((DEMO.parent / "dataset.yml").read_text())
+    dataset = yaml.safe_load((DEMO.parent / "dataset.yml").read_text())
+    (tmp_path / "ws").mkdir()  # a watershed that exists (the preflight looks for it)
+    dataset["data_source"]["watershed"] = "ws"
+    (tmp_path / "dataset.yml").write_text(yaml.safe_dump(dataset))
     (tmp_path / "pipeline.yml").write_text(yaml.safe_dump(raw))
     return str(tmp_path / "pipeline.yml"), raw
 

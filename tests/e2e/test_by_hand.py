@@ -1,35 +1,53 @@
 """docs/cli.md#running-a-build-on-the-local-stack-by-hand, command by command, as a
-newcomer types them: demo data, local up (in the background), setup, start with approve,
-approve, status until done, costs, report. Each command runs as its own process in one
-folder, so the CLI finds the stack as it would in a terminal (`.local-stack/stack.json`)."""
+newcomer types them: local up (in the background), then what it printed: demo data, setup,
+start (with approve), approve, status until done, costs, report; and the same flow with every
+stage. Each command runs as its own process in one folder, so the CLI finds the stack as it
+would in a terminal (`.local-stack/stack.json`)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.builders.cli_stack import local_stack, pipeline
+from tests.builders.cli_stack import local_stack, pipeline, wait_status
 
 RUN = "r1"
 pytestmark = pytest.mark.e2e
 _ = local_stack  # the fixture
 
 
+def the_hint(here: Path) -> list[list[str]]:
+    """The commands `pipeline local up` printed for a build by hand, each as its arguments."""
+    deadline = time.monotonic() + 30  # it prints them just after writing stack.json
+    while "Ctrl-C stops the stack" not in (log := (here / "local-up.log").read_text()):
+        assert time.monotonic() < deadline, log
+        time.sleep(0.2)
+    assert f"in this folder ({here})" in log, log
+    lines = [ln.strip() for ln in log.splitlines() if ln.startswith("  pipeline ")]
+    return [shlex.split(ln)[1:] for ln in lines]
+
+
 def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
+    """As a newcomer follows what `pipeline local up` printed: demo data, setup, start (in
+    approve mode here), status."""
     here = local_stack
-    out = pipeline(here, "demo", "data", "demo-data").stdout
+    data, setup_args, start_args, status_args = the_hint(here)
+    assert data[:2] == ["demo", "data"] and status_args == ["status", RUN]
+    out = pipeline(here, *data).stdout
     assert "next: pipeline setup" in out
     cfg = "demo-data/pipeline.yml"
-    setup = pipeline(here, "setup", "-c", cfg)
+    assert setup_args == ["setup", "-c", cfg] and start_args[:3] == ["start", "-c", cfg]
+    setup = pipeline(here, *setup_args)
     assert "Warning" not in setup.stderr and "Bigtable emulator" not in setup.stderr
     # The pods' Secret, in the local cluster's folder: a placeholder cave-secret.json.
     assert "secret cloud-volume-secrets ready in local cluster" in setup.stdout
     secrets = list((here / ".local-stack").rglob("secrets/cloud-volume-secrets/cave-secret.json"))
     assert [p.read_text() for p in secrets] == ['{"token": "placeholder"}']
-    pipeline(here, "start", "-c", cfg, "--run-id", RUN, "--advance", "approve")
+    pipeline(here, *start_args, "--advance", "approve")
     # Layer 2 waits on the stage's setup pass (no approval needed), then on its approval.
     deadline = time.monotonic() + 120
     while True:
@@ -66,3 +84,28 @@ def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
     assert "wrote r1.html" in out
     html = (here / "r1.html").read_text()
     assert "Pod attempts by layer" in html and "Plotly.newPlot" in html
+
+
+def test_by_hand_with_every_stage_builds_the_passes(local_stack: Path):
+    """demo data with the passes, setup, start with every stage: the l2cache and meshing
+    layers build as ingest's do (`pipeline setup` made their tables). A 32^3 volume in 16^3
+    chunks: a 2x2x2 grid, layers 2-3, one pod a layer."""
+    here, stages = local_stack, "ingest,l2cache,meshing"
+    sizes = ("--size", "32", "--chunk", "16")
+    out = pipeline(here, "demo", "data", "passes", *sizes, "--stages", stages).stdout
+    assert "stages ingest, l2cache, meshing" in out
+    cfg = "passes/pipeline.yml"
+    setup = pipeline(here, "setup", "-c", cfg).stdout
+    assert "table demo-l2cache ready" in setup and "table demo-meshes ready" in setup
+    pipeline(here, "start", "-c", cfg, "--run-id", "p1", "--stages", stages)
+
+    def ended(doc: dict) -> bool:  # a failed layer ends the wait, with its rows to show
+        return doc["status"] != "running" or any(r["phase"] == "failed" for r in doc["layers"])
+
+    doc = wait_status(here, "p1", ended, "ended", timeout=300)
+    phases = {row["key"]: row["phase"] for row in doc["layers"]}
+    assert doc["status"] == "succeeded", phases
+    assert sorted(phases) == sorted(
+        ["ingest-L2", "ingest-L3", "l2cache-L2", "meshing-L2", "meshing-L3"]
+    )
+    assert doc["chunks_done"] == doc["chunks_total"] == (8 + 1) + 8 + (8 + 1)

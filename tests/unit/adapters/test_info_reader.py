@@ -94,3 +94,35 @@ def test_a_gs_watershed_that_cannot_be_read_names_data_source_size(tmp_path, mon
     ok = StubTransport(200, json.dumps(INFO).encode())
     monkeypatch.setattr(info_reader, "default_session", lambda: session(ok))
     assert load_config(tmp_path / "pipeline.yml").layer2_shape() == (256, 128, 64)
+
+
+@pytest.mark.parametrize(
+    ("transport", "code", "said"),
+    [
+        (StubTransport(error=requests.ConnectionError("no route")), 3, "unreachable: Connection"),
+        (StubTransport(error=requests.Timeout("slow")), 3, "unreachable: Timeout"),
+        (StubTransport(403), 2, "access denied (HTTP 403)"),
+    ],
+    ids=["no-network", "timeout", "denied"],
+)
+def test_an_unreachable_watershed_exits_3_and_a_refusal_2(
+    tmp_path, monkeypatch, transport, code, said
+):
+    """docs/cli.md#exit-codes: a service that did not answer is 3, what the operator must fix
+    is 2; both name data_source.size as the way out."""
+    from click.testing import CliRunner
+
+    from adapters.google import info_reader
+    from scripts.cli import main
+
+    monkeypatch.setattr(info_reader, "default_session", lambda: session(transport))
+    (tmp_path / "dataset.yml").write_text(
+        "data_source: {WATERSHED: gs://bkt/ws}\ngraph_config: {CHUNK_SIZE: [64, 64, 64]}\n"
+    )
+    (tmp_path / "pipeline.yml").write_text(
+        "graph_id: g\ndataset: dataset.yml\nbigtable: {project: p, instance: i}\n"
+    )
+    result = CliRunner().invoke(main, ["validate", "-c", str(tmp_path / "pipeline.yml")])
+    assert result.exit_code == code, result.output
+    assert result.stderr.startswith(f"error: {tmp_path / 'dataset.yml'}: data_source.size")
+    assert said in result.stderr and "set data_source.size" in result.stderr

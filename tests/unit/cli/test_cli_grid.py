@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from scripts.cli import main
 from shared.model import grid
+from tests.builders.demo_configs import demo_config_file
 
 DEMO = str(Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml")
 
@@ -58,5 +59,20 @@ def test_render_prints_a_valid_job():
     assert manifest["spec"]["completions"] == 4
 
 
-def test_validate_config():
-    assert "ok" in run("validate", "-c", DEMO).output
+def test_validate_config(tmp_path):
+    result = run("validate", "-c", str(demo_config_file(tmp_path)))
+    assert result.exit_code == 0, result.output
+    assert "ok (graph demo" in result.output
+
+
+def test_validate_refuses_an_empty_or_missing_watershed(tmp_path):
+    """examples/demo leaves the watershed to `pipeline demo`: as a by-hand config it has no
+    input, and validate says so (exit 2) naming the key, the file and the demo's data."""
+    empty = run("validate", "-c", DEMO)
+    assert empty.exit_code == 2, empty.output
+    assert "data_source.watershed is empty" in empty.output
+    assert "examples/demo/dataset.yml" in empty.output and "pipeline demo data DIR" in empty.output
+    gone = run("validate", "-c", str(demo_config_file(tmp_path, str(tmp_path / "gone.npy"))))
+    assert gone.exit_code == 2, gone.output
+    assert f"data_source.watershed {tmp_path / 'gone.npy'}" in gone.output
+    assert "not found" in gone.output

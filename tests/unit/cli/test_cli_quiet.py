@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from scripts.cli import main
 from scripts.commands import grid
+from tests.builders.demo_configs import demo_config_file
 
 DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml"
 
@@ -29,8 +30,8 @@ def noisy_config(monkeypatch):
 
 
 @pytest.mark.parametrize("verbose", [False, True])
-def test_library_warnings_are_logged_and_kept_for_verbose(noisy_config, caplog, verbose):
-    args = (["-v"] if verbose else []) + ["validate", "-c", str(DEMO)]
+def test_library_warnings_are_logged_and_kept_for_verbose(noisy_config, caplog, verbose, tmp_path):
+    args = (["-v"] if verbose else []) + ["validate", "-c", str(demo_config_file(tmp_path))]
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         result = CliRunner().invoke(main, args)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders.demo_configs import demo_config_file
+
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "examples" / "demo" / "pipeline.yml"
 # Packages of the other extras (controller, worker, demo, report).
@@ -30,7 +32,7 @@ runpy.run_module("scripts.cli", run_name="__main__")
     "args, out",
     [
         (["--help"], "undeploy"),
-        (["validate", "-c", str(DEMO)], "ok (graph demo"),
+        (["validate", "-c", "pipeline.yml"], "ok (graph demo"),  # demo_config_file's
         (["locate", "-c", str(DEMO), "2", "0", "0", "0"], "-> batch"),
         (["batch", "-c", str(DEMO), "2", "0"], "batch 0:"),
         (["render", "-c", str(DEMO), "ingest", "2"], "kind: Job"),
@@ -39,6 +41,7 @@ runpy.run_module("scripts.cli", run_name="__main__")
     ],
 )
 def test_commands_without_services_run_with_only_the_cli_extra(tmp_path, args, out):
+    demo_config_file(tmp_path)  # pipeline.yml with a watershed, in the folder it runs in
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, *args],
         cwd=tmp_path,

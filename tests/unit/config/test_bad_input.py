@@ -108,6 +108,77 @@ def test_a_bad_dataset_field_is_named(tmp_path, path, value, named):
     assert named in str(err.value) and "dataset.yml" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("path", "value", "said"),
+    [
+        ("job.batchsize", 5, "job.batchsize: unknown key (did you mean job.batch_size?)"),
+        ("job.ramp.strat", 2, "job.ramp.strat: unknown key (did you mean job.ramp.start?)"),
+        (
+            "job.workloads.ingest.batchsize",
+            5,
+            "job.workloads.ingest.batchsize: unknown key "
+            "(did you mean job.workloads.ingest.batch_size?)",
+        ),
+        ("controler", {}, "controler: unknown key (did you mean controller?)"),
+        ("images.ingst", "i", "images.ingst: unknown stage (did you mean images.ingest?)"),
+        ("job.zzz", 1, "job.zzz: unknown key (typo?)"),  # nothing near: no guess
+    ],
+)
+def test_an_unknown_key_names_the_near_known_one(tmp_path, path, value, said):
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, _set(PIPELINE, path, value)))
+    assert f"\n  {said}" in str(err.value), str(err.value)
+
+
+def test_a_misspelt_required_key_is_named_with_the_missing_one(tmp_path):
+    """graph_config passes PyChunkedGraph's keys through, so a misspelt CHUNK_SIZE is no
+    unknown-key error of its own: the missing key's error names it."""
+    graph = {"CHUNK_SIZ": [64] * 3, "FANOUT": 2}
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, PIPELINE, {**DATASET, "graph_config": graph}))
+    lines = str(err.value).splitlines()
+    assert lines[0] == f"{tmp_path / 'dataset.yml'}: invalid configuration"
+    assert lines[1:] == [
+        "  graph_config.CHUNK_SIZ: unknown key (did you mean graph_config.CHUNK_SIZE?)",
+        "  graph_config.CHUNK_SIZE: Field required",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("dataset", "said"),
+    [
+        (
+            {
+                "data_source": {"size": [64] * 3, "watershd": "x"},
+                "graph_config": DATASET["graph_config"],
+            },
+            "data_source.watershd: unknown key (did you mean data_source.watershed?)",
+        ),
+        (
+            {**DATASET, "graph_config": {"CHUNK_SIZE": [64] * 3, "SPATIAL_BIT": 10}},
+            "graph_config.SPATIAL_BIT: not a PyChunkedGraph graph_config key "
+            "(did you mean graph_config.SPATIAL_BITS?)",
+        ),
+    ],
+)
+def test_an_unknown_dataset_key_names_the_near_known_one(tmp_path, dataset, said):
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, PIPELINE, dataset))
+    assert f"\n  {said}" in str(err.value), str(err.value)
+
+
+def test_a_missing_dataset_file_says_where_it_was_named(tmp_path):
+    (tmp_path / "conf").mkdir()
+    pipeline = tmp_path / "conf" / "pipeline.yml"
+    pipeline.write_text(yaml.safe_dump({**PIPELINE, "dataset": "../data/ds.yml"}))
+    with pytest.raises(ConfigError) as err:
+        load_config(pipeline)
+    assert str(err.value) == (
+        f"{tmp_path / 'data' / 'ds.yml'}: file not found (named by `dataset: ../data/ds.yml` "
+        f"in {pipeline}, relative to its folder)"
+    )
+
+
 def test_the_good_config_loads(tmp_path):
     """The baseline the cases above break: without the break, it loads."""
     assert load_config(_write(tmp_path, PIPELINE)).graph_id == "toy"

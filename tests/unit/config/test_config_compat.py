@@ -261,3 +261,42 @@ def test_config_import_writes_the_new_shape(tmp_path):
     assert cfg.ds == old.ds
     again = runner.invoke(main, ["config", "import", str(tmp_path / "pipeline.yml")])
     assert again.exit_code == 2 and "--force" in again.output
+
+
+def test_config_import_dash_o_is_not_stopped_by_an_earlier_default_import(tmp_path):
+    """With -o FILE the dataset file is FILE's (`FILE.dataset.yml`): the `dataset.new.yml` of
+    an earlier import without -o is neither overwritten nor in the way; what exists of what
+    the operator named is refused, naming the file and --force."""
+    from click.testing import CliRunner
+
+    from scripts.cli import main
+
+    for name in ("pipeline.yml", "dataset.yml"):
+        (tmp_path / name).write_text((EXAMPLE.parent / name).read_text())
+    (tmp_path / "watershed").mkdir()
+    (tmp_path / "watershed" / "info").write_text(
+        (EXAMPLE.parent / "watershed" / "info").read_text()
+    )
+    old, mine = str(tmp_path / "pipeline.yml"), tmp_path / "mine.yml"
+    runner = CliRunner()
+    assert runner.invoke(main, ["config", "import", old]).exit_code == 0
+    earlier = (tmp_path / "dataset.new.yml").read_text()
+
+    result = runner.invoke(main, ["config", "import", old, "-o", str(mine)])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(mine.read_text())["dataset"] == "mine.dataset.yml"
+    assert load_config(mine).ds == load_config(old).ds
+    assert (tmp_path / "dataset.new.yml").read_text() == earlier  # untouched
+
+    again = runner.invoke(main, ["config", "import", old, "-o", str(mine)])
+    assert again.exit_code == 2
+    assert again.stderr == f"error: {mine}: exists (named by -o); pass --force to overwrite it\n"
+    mine.unlink()
+    again = runner.invoke(main, ["config", "import", old, "-o", str(mine)])
+    assert again.exit_code == 2
+    assert again.stderr == (
+        f"error: {tmp_path / 'mine.dataset.yml'}: exists (the dataset file written beside -o "
+        f"{mine}); pass --force to overwrite it\n"
+    )
+    forced = runner.invoke(main, ["config", "import", old, "-o", str(mine), "--force"])
+    assert forced.exit_code == 0, forced.output

@@ -4,6 +4,8 @@ reads, warnings, the local stack's variants, the graph table's three states), ta
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from shared.config.config_files import load_config
@@ -127,6 +129,24 @@ def test_graph_table_states(dep):
     assert denied[0] is F and "bigtable.viewer" in denied[2]
 
 
+def test_stage_tables_missing_fail_naming_them_and_pipeline_setup(dep):
+    """The tables the stages write besides the graph's (the demo's passes): each missing one
+    is named with its stage, and the fix is `pipeline setup`."""
+    dep = dataclasses.replace(dep, stage_tables=(("l2cache", "g-l2cache"), ("meshing", "g-meshes")))
+    absent = {"exists": False}
+    none = c.check_graph_table({**absent, "stage_tables": {"g-l2cache": False}}, dep)
+    assert none[0] is F and "missing: g-l2cache (l2cache), g-meshes (meshing)" in none[1]
+    assert "table fly_v31 absent" in none[1] and "pipeline setup" in none[2]
+    all_there = {"g-l2cache": True, "g-meshes": True}
+    ok = c.check_graph_table({**absent, "stage_tables": all_there}, dep)
+    assert ok[0] is P and "g-l2cache (l2cache), g-meshes (meshing) exist" in ok[1]
+    wrong = {"exists": True, "meta": "ours", "mismatch": "grid 1 vs 2"}
+    both = c.check_graph_table({**wrong, "stage_tables": {"g-l2cache": True}}, dep)
+    assert both[0] is F and "deletetable" in both[2] and "pipeline setup" in both[2]
+    denied = c.check_graph_table({**absent, "stage_tables": {"g-meshes": Denied("GET t")}}, dep)
+    assert denied[0] is F and "bigtable.viewer" in denied[2]
+
+
 @pytest.mark.parametrize(
     ("check", "facts", "role"),
     [
@@ -178,6 +198,23 @@ def test_images_and_paths_that_cannot_be_looked_up(dep):
     assert c.check_images({"images": []}, dep)[0] is S
     skipped = [{"key": "k", "url": "s3://b/p", "readable": None, "why": "not read"}]
     assert c.check_data_paths({"paths": skipped}, dep)[0] is S
+
+
+def test_an_empty_watershed_fails_with_where_to_set_it(dep):
+    facts = {"paths": [], "empty": ["data_source.watershed"], "empty_fix": "set it in ds.yml"}
+    verdict, detail, fix = c.check_data_paths(facts, dep)
+    assert verdict is F and "data_source.watershed empty" in detail and fix == "set it in ds.yml"
+
+
+def test_empty_inputs_are_the_required_keys_left_blank():
+    cfg = load_config(DEMO)  # examples/demo leaves the watershed to `pipeline demo`
+    assert needs.empty_inputs(cfg) == ["data_source.watershed"]
+    assert "examples/demo/dataset.yml" in needs.empty_input_fix(cfg)
+    source = cfg.ds.data_source.model_copy(update={"watershed": "gs://b/ws"})
+    given = cfg.model_copy(
+        update={"dataset_config": cfg.ds.model_copy(update={"data_source": source})}
+    )
+    assert needs.empty_inputs(given) == []
 
 
 def test_cluster_without_a_dns_endpoint_fails_with_the_command_that_opens_it(dep):

@@ -272,10 +272,8 @@ def test_local_data_paths_are_looked_for_beside_the_dataset_file(tmp_path):
 
 
 def _preflight_with(*verdicts: Verdict):
-    import click
-
     from scripts.commands.doctor import preflight
-    from shared.doctor.verdicts import CheckResult
+    from shared.doctor.verdicts import CheckResult, PreflightFailedError
 
     results = [CheckResult(f"c{i}", f"check {i}", v, "found", "do") for i, v in enumerate(verdicts)]
 
@@ -284,8 +282,8 @@ def _preflight_with(*verdicts: Verdict):
 
     try:
         preflight(None, run)  # type: ignore[arg-type]
-    except click.ClickException as e:
-        return e.message
+    except PreflightFailedError as e:  # exit 2 (scripts/exits.py)
+        return str(e)
     return None
 
 

@@ -172,8 +172,10 @@ def test_a_bad_operator_scale_fails_the_render_naming_the_key():
 
 
 def test_validate_and_render_print_the_warning(tmp_path):
+    (tmp_path / "ws").mkdir()  # the watershed: validate looks for a local one
     (tmp_path / "dataset.yml").write_text(
-        "data_source: {size: [512, 384, 192]}\ngraph_config: {CHUNK_SIZE: [64, 64, 64]}\n"
+        "data_source: {size: [512, 384, 192], watershed: ws}\n"
+        "graph_config: {CHUNK_SIZE: [64, 64, 64]}\n"
     )
     (tmp_path / "pipeline.yml").write_text(
         yaml.safe_dump({**CONFIG, "env": {wc.LOCK_EXPIRY_SCALE: "1"}})

@@ -276,7 +276,7 @@ def test_status_shows_layer_2_waiting_on_the_setup():
     name = d.state.setups["ingest"].job_name
     d = step(d.state, {name: done_job(name, "Failed")})
     assert waits_on(d.state, d.state.layers["ingest-L2"]) == (
-        "ingest setup (failed: pipeline submit r1 ingest 0)"
+        "ingest setup (failed: pipeline inspect r1 ingest 0)"
     )
     assert waits_on(d.state, d.state.layers["ingest-L3"]) == "ingest-L2 (waiting)"
 

@@ -105,3 +105,24 @@ def test_attempt_times_are_plain_datetimes():
     }
     (item,) = attempts(records, now=at(1))
     assert type(item.start) is datetime and type(item.end) is datetime and item.start == T0
+
+
+def test_ramp_allowed_counts_a_layer_from_its_submission_when_the_gate_moved_its_ramp():
+    # A busy Bigtable re-anchored the ramp at 40 s (the last anchor is all the run keeps): the
+    # layer ran from 0 s all the same, so the line must not drop to 0 while its pods run.
+    run = RunState(
+        "r", "g", ["ingest"], {"ingest": 2}, layers=build_layers(["ingest"], {"ingest": 2})
+    )
+    l2 = run.layers["ingest-L2"]
+    l2.timing.submitted_at, l2.timing.ramp_started_at, l2.timing.finished_at = at(0), at(40), at(90)
+    ramps = {"ingest": Ramp(start=2, factor=2, period=10, max=4)}
+    times = [at(0), at(15), at(39), at(40), at(55), at(95)]
+    allowed = ramp_allowed(run, ramps, {"ingest-L2": 50}, times, at(200))
+    assert allowed == [
+        (at(0), 2),
+        (at(15), 4),  # the ramp from the submission
+        (at(39), 4),
+        (at(40), 2),  # re-anchored: its start again
+        (at(55), 4),
+        (at(95), 0),  # finished
+    ]
