@@ -34,10 +34,15 @@ EMULATOR_FIXTURES = {
 #: JSON of the emulators' client env vars: use those emulators instead of starting a set.
 REUSE_EMULATORS_ENV = "PCG_TEST_EMULATOR_ENV"
 BIGTABLE_PROJECT = "emulator-project"
+JOB_BACKOFF_ENV = "CAVE_TEST_JOB_POD_FAILURE_BACKOFF_SECONDS"  # main.go of the control plane
+TEST_JOB_BACKOFF_S = 1.0
 BIGTABLE_INSTANCE = "emulator-instance"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Every control plane the suite starts (the fixtures', the local stacks', the demos'
+    # subprocesses) gets the suite's one shortened Kubernetes timing (docs/testing.md).
+    os.environ.setdefault(JOB_BACKOFF_ENV, str(TEST_JOB_BACKOFF_S))
     # printed by every Bigtable client built against the emulator
     config.addinivalue_line(
         "filterwarnings", "ignore:Connecting to Bigtable emulator:RuntimeWarning"
@@ -132,10 +137,6 @@ def pubsub_project(emulators: EmulatorSet) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-JOB_BACKOFF_ENV = "CAVE_TEST_JOB_POD_FAILURE_BACKOFF_SECONDS"  # main.go of the control plane
-TEST_JOB_BACKOFF_S = 1.0
-
-
 @pytest.fixture(scope="session")
 def local_kubernetes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the process kubelet
@@ -154,7 +155,7 @@ def local_kubernetes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # The one shortened Kubernetes timing of the suite, through its named test setting: the Job
     # controller's pod-failure back-off (10 s doubling upstream) is 1 s doubling here, so a
     # retried index costs a second (tests/contract/local_cluster checks it is applied).
-    env = {JOB_BACKOFF_ENV: str(TEST_JOB_BACKOFF_S)}
+    env = {JOB_BACKOFF_ENV: str(TEST_JOB_BACKOFF_S)}  # explicit, whatever the environment
     with LocalKubernetes(tmp_path_factory.mktemp("kubernetes"), control_plane_env=env) as kube:
         yield kube
 

@@ -66,16 +66,20 @@ class LocalKubernetes:
     _replacements: int = 0
 
     def __enter__(self) -> LocalKubernetes:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def start(self) -> LocalKubernetes:
+        """Start everything; on any failure or interruption, stop what was started."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> LocalKubernetes:
         t0 = time.monotonic()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.control_plane = ControlPlane(
@@ -95,7 +99,8 @@ class LocalKubernetes:
             extra_env=self.extra_env,
             hollow=self.hollow,
             kubelet_version=kubernetes_version(),
-        ).start()
+        )
+        self.kubelet.start()
         self._wait_for_service_account()
         self.started_s = time.monotonic() - t0
         log.info("local Kubernetes ready in %.1f s at %s", self.started_s, self.server)

@@ -139,12 +139,14 @@ class LocalStack:
             self.bus.ensure_topic(topic)
         for sub, (topic, _) in self.routes.items():
             self.bus.ensure_subscription(topic, sub)
+        # Kept before it starts: a stop during its start (SIGTERM) stops what it started.
         self.kube = LocalKubernetes(
             self.state_dir / "kubernetes",
             namespace=self.namespace,
             nodes=default_nodes(*self.capacity),
             extra_env=self.env,
-        ).start()
+        )
+        self.kube.start()
         from adapters.gke.cluster import GkeCluster
 
         self.cluster = GkeCluster.from_kubeconfig(
@@ -156,7 +158,8 @@ class LocalStack:
             self._publish_job_event,
             project=self.project,
             sink_delay_s=self.sink_delay_s,
-        ).start()
+        )
+        self.log_sink.start()
         self.api = ClusterApiGate(self.cluster)
         # The in-process functions talk to this cluster, read the emulator's load from the
         # meter and the pods' lifetime usage from the kubelet (Cloud Monitoring's part), until

@@ -109,24 +109,34 @@ def _run(argv: list[str], timeout_s: float) -> None:
     raise RuntimeError(f"{' '.join(argv)} failed ({out.returncode}):\n{tail}")
 
 
-def harness_windows(pods_dir: Path) -> dict[int, dict[int, set[int]]]:
+def pod_log_lines(stack_dir: Path) -> list[str]:
+    """Every line the local stack's pods wrote, pod by pod: the process kubelet's CRI logs
+    (`<time> <stream> <tag> <line>`) under `<stack>/kubernetes/kubelet/pods/`, kept after the
+    stack stops for the pods still in the API then (a deleted pod's log goes with it)."""
+    out = []
+    for log in sorted((stack_dir / "kubernetes" / "kubelet" / "pods").glob("*/container.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            parts = line.split(" ", 3)
+            out.append(parts[3] if len(parts) == 4 else "")
+    return out
+
+
+def harness_windows(stack_dir: Path) -> dict[int, dict[int, set[int]]]:
     """{layer: {index: {window sizes}}} from the harness's lines in every pod log (one size
     per attempt; a retried index logs its window again)."""
     windows: dict[int, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-    for log in sorted(pods_dir.glob("*.log")):
-        for line in log.read_text(errors="replace").splitlines():
-            m = WINDOW.search(line)
-            if m:
-                layer, index, n = map(int, m.groups())
-                windows[layer][index].add(n)
+    for line in pod_log_lines(stack_dir):
+        m = WINDOW.search(line)
+        if m:
+            layer, index, n = map(int, m.groups())
+            windows[layer][index].add(n)
     return windows
 
 
-def chunk_lines(pods_dir: Path) -> list[dict]:
+def chunk_lines(stack_dir: Path) -> list[dict]:
     """The workload's per-chunk JSON lines (``pcg_chunk``) from every pod log."""
-    out = []
-    for log in sorted(pods_dir.glob("*.log")):
-        for line in log.read_text(errors="replace").splitlines():
-            if line.startswith("{") and '"pcg_chunk"' in line:
-                out.append(json.loads(line))
-    return out
+    return [
+        json.loads(line)
+        for line in pod_log_lines(stack_dir)
+        if line.startswith("{") and '"pcg_chunk"' in line
+    ]

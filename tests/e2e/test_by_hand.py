@@ -6,6 +6,7 @@ would in a terminal (`.local-stack/stack.json`)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.local.kube_api import KubeApi
 from tests.builders.cli_stack import local_stack, pipeline, wait_status
 
 RUN = "r1"
@@ -43,10 +45,13 @@ def test_the_readme_by_hand_section_builds_the_demo(local_stack: Path):
     assert setup_args == ["setup", "-c", cfg] and start_args[:3] == ["start", "-c", cfg]
     setup = pipeline(here, *setup_args)
     assert "Warning" not in setup.stderr and "Bigtable emulator" not in setup.stderr
-    # The pods' Secret, in the local cluster's folder: a placeholder cave-secret.json.
-    assert "secret cloud-volume-secrets ready in local cluster" in setup.stdout
-    secrets = list((here / ".local-stack").rglob("secrets/cloud-volume-secrets/cave-secret.json"))
-    assert [p.read_text() for p in secrets] == ['{"token": "placeholder"}']
+    # The pods' Secret, in local Kubernetes (read back as the stack's admin: the operators'
+    # Role may write it, not read it): a placeholder cave-secret.json.
+    assert "secret cloud-volume-secrets ready in namespace cave-pipeline" in setup.stdout
+    admin = KubeApi.from_kubeconfig(here / ".local-stack" / "kubeconfig")
+    secret = admin.request("GET", "/api/v1/namespaces/cave-pipeline/secrets/cloud-volume-secrets")
+    assert base64.b64decode(secret["data"]["cave-secret.json"]) == b'{"token": "placeholder"}'
+
     pipeline(here, *start_args, "--advance", "approve")
     # Layer 2 waits on the stage's setup pass (no approval needed), then on its approval.
     deadline = time.monotonic() + 120

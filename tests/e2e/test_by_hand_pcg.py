@@ -61,10 +61,11 @@ def as_a_labs_image(cfg_path: Path, pcg_python: str) -> None:
 
 
 def pod_logs(here: Path) -> dict[Path, list[dict]]:
-    """Every pod log's JSON lines, by file."""
+    """Every pod log's JSON lines, by file (the process kubelet's CRI logs)."""
     out = {}
-    for log in sorted((here / ".local-stack" / "cluster" / "pods").glob("*.log")):
-        lines = log.read_text(errors="replace").splitlines()
+    pods = here / ".local-stack" / "kubernetes" / "kubelet" / "pods"
+    for log in sorted(pods.glob("*/container.log")):
+        lines = [ln.split(" ", 3)[-1] for ln in log.read_text(errors="replace").splitlines()]
         out[log] = [json.loads(x) for x in lines if x.startswith("{") and x.endswith("}")]
     return out
 

@@ -62,9 +62,8 @@ def test_demo_ingest_on_the_predecessors_harness(tmp_path, pcg_python, capsys):
     cfg = prepare_config(cfg, tmp_path, SIZE, CHUNK)
     result = run_demo(cfg, tmp_path, stages=["ingest"], advance="auto", timeout_s=420)
 
-    pods_dir = tmp_path / "stack" / "cluster" / "pods"
-    windows = harness_windows(pods_dir)
-    chunks = chunk_lines(pods_dir)
+    windows = harness_windows(tmp_path / "stack")
+    chunks = chunk_lines(tmp_path / "stack")
     layers = sorted(result.run.layers.values(), key=lambda ls: ls.layer)
     figures = {"layers": [], "oracle_ok": result.oracle["ok"], "status": result.run.status}
     for ls in layers:

@@ -79,6 +79,6 @@ def test_sigterm_stops_the_benchs_emulators_and_pods(tmp_path: Path):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(g, signal.SIGKILL)
     output = (tmp_path / "out.txt").read_text()
-    assert left == [], f"process groups left running: {left}\n{output}"
+    assert left == [], f"process groups left running: {[(g, kids.get(g)) for g in left]}\n{output}"
     assert code == 128 + signal.SIGTERM, output
     assert "stopped by SIGTERM" in output and "Traceback" not in output

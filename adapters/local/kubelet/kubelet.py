@@ -134,6 +134,8 @@ class ProcessKubelet:
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> ProcessKubelet:
+        # Absolute: a pod's env points into its folder, and the pod runs in another directory.
+        self.state_dir = self.state_dir.absolute()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         for spec in self.nodes:
             server = LogServer(self._log_lookup(spec.name), self.state_dir / "tls").start()
