@@ -278,6 +278,8 @@ def run_demo(
         monitor = LocalBigtableMonitor(stack.bigtable_meter)
         bill = run_bill(cfg, run, run.finished_at or datetime.now(UTC), monitor)
         requests = stack.bigtable_meter.total
+        assert stack.kube is not None
+        cluster = stack.kube.summary()  # which Kubernetes ran it, and who wrote the Jobs' status
     oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
     verify = verify_summary(run, verdicts)
     ok = oracle["ok"] and run.status == "succeeded" and run_complete(run, verdicts)
@@ -288,6 +290,7 @@ def run_demo(
     result.verify = verify
     result.bill = bill.as_dict()
     result.extra["bigtable"] = {"requests": requests, "ramp_timeline": ramp.entries}
+    result.extra["cluster"] = cluster
     result.forecast_error_at_40pct = etas.error_at(wall)
     result.extra["rightsize"] = [s.to_dict() for s in run_suggestions(cfg, run)]
     canaries = canary_summary(run)

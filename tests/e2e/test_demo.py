@@ -39,6 +39,11 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     assert summary["ok"] is True and summary["oracle"]["ok"] is True
     assert summary["layers"] == 3  # 4x4x4 -> 2x2x2 -> 1x1x1: layers 2, 3, 4 (the root)
     assert summary["chunks"] == 64 + 8 + 1
+    # The build ran on Kubernetes' own control plane: its Jobs' status written by the real
+    # Job controller (kube-controller-manager), nobody else.
+    cluster = summary["cluster"]
+    assert cluster["server_version"] == "v1.34.4" and len(cluster["nodes"]) >= 2
+    assert cluster["job_status_writers"] == ["kube-controller-manager"]
     # The ledger's verdict (docs/verify.md): every chunk of every layer marked done.
     verify = summary["verify"]["ingest"]
     assert verify["checked"] is True and verify["complete"] is True

@@ -36,6 +36,9 @@ func main() {
 	}
 	name := filepath.Base(os.Args[1])
 	args := append([]string{name}, os.Args[2:]...)
+	// Each command sees itself as its upstream binary: client-go builds the user agent, and so
+	// the field manager named in managedFields, from os.Args[0].
+	os.Args = args
 	switch name {
 	case "kube-apiserver":
 		run(apiserver.NewAPIServerCommand(), args)
@@ -45,7 +48,6 @@ func main() {
 	case "kube-scheduler":
 		run(scheduler.NewSchedulerCommand(), args)
 	case "etcd":
-		os.Args = args
 		etcdmain.Main(args)
 	default:
 		usage()

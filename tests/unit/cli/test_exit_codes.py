@@ -18,6 +18,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from adapters.local.emulator_probe import EmulatorUnreachableError
 from adapters.local.termination import Terminated
 from scripts import exits
 from scripts.cli import PipelineGroup, main
@@ -59,6 +60,8 @@ def an_error(cls: type[BaseException]) -> BaseException:
     too, Terminated its signal)."""
     if issubclass(cls, Terminated):
         return cls(signal.SIGTERM)
+    if issubclass(cls, EmulatorUnreachableError):  # names the variable, address, why, fix
+        return cls("FIRESTORE_EMULATOR_HOST", "127.0.0.1:1", "refused", "the message")
     try:
         return cls("the message")
     except TypeError:
