@@ -54,6 +54,7 @@ CONTROLLERS = (
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 READY_TIMEOUT = 60.0
+GKE_TERMINATED_POD_GC_THRESHOLD = 1000
 
 
 class ControlPlaneError(RuntimeError):
@@ -295,6 +296,8 @@ class ControlPlane:
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={self.state_dir / 'sa.key'}",
             f"--root-ca-file={self.ca_file}",
+            # GKE keeps 1,000 terminated pods before pod GC deletes the oldest
+            f"--terminated-pod-gc-threshold={GKE_TERMINATED_POD_GC_THRESHOLD}",
             f"--bind-address={HOST}",
             "--secure-port=0",
             "--v=0",
