@@ -22,6 +22,24 @@ POLL_INTERVAL = 0.05
 LOG_TAIL_CHARS = 4000
 
 
+_PR_SET_PDEATHSIG = 1
+try:  # resolved here, in the parent: a forked child must not import or load libraries
+    import ctypes
+
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _prctl = None
+
+
+def die_with_parent() -> None:
+    """`Popen(preexec_fn=...)`: the child gets SIGKILL when the thread that started it ends
+    (so only for children started by a thread that lives as long as they should), so a
+    parent killed outright (SIGKILL, a test's hard timeout) leaves no process group
+    behind that its unwinding would have stopped (Linux's prctl; elsewhere nothing)."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))

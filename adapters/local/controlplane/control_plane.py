@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.local.process_groups import HOST, free_port, kill_group, log_tail
+from adapters.local.process_groups import HOST, die_with_parent, free_port, kill_group, log_tail
 from adapters.local.termination import unwind_on_termination
 
 log = logging.getLogger("cave_pipeline.control_plane")
@@ -212,6 +212,7 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # its own process group: stopped as one
+                preexec_fn=die_with_parent,  # and gone with this process if it is SIGKILLed
                 env={**os.environ, **(env or {})},
             )
         self._procs.append(_Proc(name, popen, log_path))
