@@ -92,9 +92,7 @@ class ChaosSession:
         self._saved_env = os.environ.get(mb.CHAOS_DIR_ENV)
         os.environ[mb.CHAOS_DIR_ENV] = str(mb.mailbox(self.root))  # pods inherit os.environ
         self.graph = graph
-        self.injector = ChaosInjector(
-            self.faults, self.root, stack.kube, stack.api, probe=self._rows_of
-        )
+        self.injector = ChaosInjector(self.faults, self.root, stack.kube, probe=self._rows_of)
         stack.dispatcher.fault_hook = self.injector.pubsub
         self.store, self.services = store, services
         self.injector.start()

@@ -15,8 +15,9 @@ needs, and counts the faults actually injected (a fault with nothing to act on y
   kick is duplicated, delayed, held behind the next one, or acknowledged and dropped;
 - `host_killed`: the next reconcile that committed actions raises before acting, as a
   function host killed between commit and act (Pub/Sub redelivers; ticks finish the act);
-- `cluster_api_down`: the stack's `ClusterApiGate` refuses every controller call for
-  `CLUSTER_DOWN_S` with `ClusterUnreachableError`, the GKE adapter's error for 5xx/no answer.
+- `cluster_api_down`: the API server itself is stopped for `CLUSTER_DOWN_S` and started
+  again (`LocalKubernetes.api_outage`): the controller's calls fail as the GKE adapter's
+  `ClusterUnreachableError`, the kubelet, the controller manager and the scheduler retry.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from typing import Any
 
 from adapters import chaos_mailbox as mb
 from shared.chaos import chaos_plan as cp
-from shared.ports.cluster import ClusterUnreachableError
 
 log = logging.getLogger("cave_pipeline.chaos")
 
@@ -43,36 +43,6 @@ REORDER_MAX_S = 5.0  # a held-back message goes at the latest this long after
 
 class HostKilledError(RuntimeError):
     """Injected: the function host died after the commit, before the act."""
-
-
-class ClusterApiGate:
-    """The controller's view of the cluster: every call passes through, except while
-    refusing (then each raises `ClusterUnreachableError`, as GKE's adapter on a 5xx)."""
-
-    def __init__(self, cluster: Any) -> None:
-        self._cluster = cluster
-        self._refuse_until = 0.0
-        self.refused = 0  # calls refused
-
-    def refuse_for(self, seconds: float) -> None:
-        self._refuse_until = time.monotonic() + seconds
-
-    @property
-    def refusing(self) -> bool:
-        return time.monotonic() < self._refuse_until
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._cluster, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self.refusing:
-                self.refused += 1
-                raise ClusterUnreachableError(f"chaos: the cluster API refused {name} (503)")
-            return attr(*args, **kwargs)
-
-        return call
 
 
 class PubSubFaults:
@@ -179,17 +149,16 @@ class HostKiller:
 
 
 class ChaosInjector:
-    """Plays `faults` (offsets from `start()`) on the stack's cluster, gate and dispatcher."""
+    """Plays `faults` (offsets from `start()`) on the stack's cluster and dispatcher."""
 
     def __init__(
         self,
         faults: list[cp.Fault],
         root: Path,
         cluster: Any,
-        gate: ClusterApiGate,
         probe: Callable[[dict[str, Any]], list[int]] | None = None,
     ) -> None:
-        self.faults, self.root, self.cluster, self.gate = faults, mb.mailbox(root), cluster, gate
+        self.faults, self.root, self.cluster = faults, mb.mailbox(root), cluster
         # probe(held fault) -> ids of the rows the held attempt's chunk holds now
         self.probe = probe
         self.struck: list[dict[str, Any]] = []  # pod faults that hit: held doc + rows seen
@@ -238,7 +207,7 @@ class ChaosInjector:
         elif fault.kind == cp.HOST_KILLED:
             self.host.arm()
         elif fault.kind == cp.CLUSTER_API_DOWN:
-            self.gate.refuse_for(cp.CLUSTER_DOWN_S)
+            self.cluster.api_outage(cp.CLUSTER_DOWN_S)
             self.injected[fault.kind] += 1
 
     def _hit_pod(self, fault: dict[str, Any]) -> None:

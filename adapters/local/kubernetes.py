@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
 import random
 import threading
 import time
@@ -64,6 +65,12 @@ class LocalKubernetes:
     # VM's Node within a minute or two); pod GC then fails its pods.
     node_delete_after_s: float = 60.0
     _replacements: int = 0
+    # API outages are played by one thread that lives until stop(): the restarted API server
+    # dies with the thread that started it (process_groups.die_with_parent).
+    _outages: queue.Queue[float | None] = field(default_factory=queue.Queue)
+    _outage_thread: threading.Thread | None = None
+    _stopping: threading.Event = field(default_factory=threading.Event)
+    outages_played: int = 0
 
     def __enter__(self) -> LocalKubernetes:
         return self.start()
@@ -107,6 +114,11 @@ class LocalKubernetes:
         return self
 
     def stop(self) -> None:
+        if self._outage_thread is not None:
+            self._stopping.set()  # an outage under way ends without its restart
+            self._outages.put(None)
+            self._outage_thread.join(timeout=30)
+            self._outage_thread = None
         if self.kubelet is not None:
             self.kubelet.stop()
             self.kubelet = None
@@ -195,6 +207,27 @@ class LocalKubernetes:
             timer.daemon = True
             timer.start()
         return lost
+
+    def api_outage(self, down_s: float) -> None:
+        """An API outage, now, in the background: the API server is stopped, stays down for
+        `down_s` and starts again on its port (`ControlPlane.restart_apiserver`). Every client
+        meets refused connections meanwhile: the controller's calls fail as
+        `ClusterUnreachableError`, the kubelet and the controller manager retry."""
+        if self._outage_thread is None:
+            self._outage_thread = threading.Thread(
+                target=self._play_outages, name="api-outages", daemon=True
+            )
+            self._outage_thread.start()
+        self._outages.put(down_s)
+
+    def _play_outages(self) -> None:
+        while (down_s := self._outages.get()) is not None:
+            try:
+                assert self.control_plane is not None
+                self.control_plane.restart_apiserver(down_s, self._stopping)
+                self.outages_played += 1
+            except Exception as e:  # noqa: BLE001 - the stack may be stopping
+                log.warning("API outage: %s", e)
 
     def _replace_node(self, name: str) -> None:
         assert self.admin is not None and self.kubelet is not None

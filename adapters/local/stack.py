@@ -26,7 +26,6 @@ from typing import Any
 from adapters import wiring
 from adapters.google.pubsub_bus import TOPICS, PubSubBus
 from adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
-from adapters.local.chaos import ClusterApiGate
 from adapters.local.emulators import EmulatorSet
 from adapters.local.eventarc import Dispatcher
 from adapters.local.kube_api import KubeApi
@@ -100,8 +99,6 @@ class LocalStack:
         self.kube: LocalKubernetes | None = None
         self.cluster: Any = None  # adapters.gke.cluster.GkeCluster, as the controller
         self.log_sink: EventLogSink | None = None
-        # what the controller calls: the cluster, behind a gate chaos can close
-        self.api: ClusterApiGate | None = None
         self._wiring = ExitStack()  # the in-process functions' wiring, while running
         self.dispatcher: Dispatcher | None = None
         self.ticker: Ticker | None = None
@@ -160,14 +157,13 @@ class LocalStack:
             sink_delay_s=self.sink_delay_s,
         )
         self.log_sink.start()
-        self.api = ClusterApiGate(self.cluster)
         # The in-process functions talk to this cluster, read the emulator's load from the
         # meter and the pods' lifetime usage from the kubelet (Cloud Monitoring's part), until
         # stop().
         assert self.kube.kubelet is not None
         self._wiring.enter_context(
             wiring.in_process_functions(
-                self.api,  # type: ignore[arg-type]  # a Cluster by delegation
+                self.cluster,
                 bigtable_monitor=LocalBigtableMonitor(self.bigtable_meter),
                 pod_usage=KubeletPodUsage(self.kube.kubelet),
             )
@@ -235,7 +231,7 @@ class LocalStack:
         if self.kube is not None:
             self.kube.stop()
             self.kube = None
-        self.cluster = self.api = None
+        self.cluster = None
         if self.bus is not None:
             self.bus.close()
             self.bus = None

@@ -1,4 +1,4 @@
-"""The local chaos injector's fault mechanics that need no stack: the cluster API gate, the
+"""The local chaos injector's fault mechanics that need no stack: the API outage's dispatch, the
 Pub/Sub fault hook, the function-host killer and the worker mailbox."""
 
 from __future__ import annotations
@@ -9,27 +9,19 @@ import time
 import pytest
 
 from adapters import chaos_mailbox as mb
-from adapters.local.chaos import ClusterApiGate, HostKiller, PubSubFaults
+from adapters.local.chaos import HostKiller, PubSubFaults
 from shared.chaos import chaos_plan as cp
-from shared.ports.cluster import ClusterUnreachableError
 
 
-class Cluster:
-    namespace = "default"
+def test_an_api_outage_is_played_on_the_cluster_itself(tmp_path):
+    """`cluster_api_down` stops the API server (LocalKubernetes.api_outage), not a gate."""
+    from adapters.local.chaos import ChaosInjector
 
-    def get_job(self, name: str) -> str:
-        return f"job {name}"
-
-
-def test_the_gate_refuses_every_call_while_down_then_passes_them_through():
-    gate = ClusterApiGate(Cluster())
-    assert gate.get_job("a") == "job a" and gate.namespace == "default"
-    gate.refuse_for(0.3)
-    with pytest.raises(ClusterUnreachableError, match="get_job"):
-        gate.get_job("a")
-    assert gate.refused == 1
-    time.sleep(0.35)
-    assert gate.get_job("b") == "job b"
+    cluster = PodCluster()
+    inj = ChaosInjector([], tmp_path, cluster)
+    inj._arm(cp.Fault(0, cp.CLUSTER_API_DOWN, 0.0))
+    assert cluster.calls == [("outage", cp.CLUSTER_DOWN_S)]
+    assert inj.injected[cp.CLUSTER_API_DOWN] == 1
 
 
 class Message:
@@ -134,12 +126,15 @@ class PodCluster:
         self.calls.append(("lose", names[0], keep_running))
         return names
 
+    def api_outage(self, down_s):
+        self.calls.append(("outage", down_s))
+
 
 def test_pod_faults_strike_held_workers_and_every_other_lost_node_leaves_a_zombie(tmp_path):
     from adapters.local.chaos import ChaosInjector
 
     cluster = PodCluster()
-    inj = ChaosInjector([], tmp_path, cluster, ClusterApiGate(cluster), probe=lambda f: [9, 10])
+    inj = ChaosInjector([], tmp_path, cluster, probe=lambda f: [9, 10])
     for seq in range(3):
         inj._arm(cp.Fault(seq, cp.NODE_LOST, 0.0))
     assert [mb.take(tmp_path, "p")["zombie"] for _ in range(3)] == [
