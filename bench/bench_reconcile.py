@@ -23,6 +23,15 @@ as the adapter read lists until it took the JSON) and after (`GkeCluster` as it 
 in the same run through the same transport stand-in:
 
     python bench/bench_reconcile.py --decode --decode-pods 1000,5000
+
+`--kube` measures the same reconcile against local Kubernetes instead of the scripted fake:
+the real API server, Job controller and scheduler, with the process kubelet's hollow nodes
+(pods get status, no process, as kwok's) holding `--pods` running pods of a real Indexed Job,
+read by the controller through the GKE adapter (the `kubernetes` client) as on GKE. The
+controller manager and the scheduler get `--api-qps` (default 200) so that 5,000 pods are
+created and bound in minutes rather than Kubernetes' default 20 requests/s:
+
+    python bench/bench_reconcile.py --kube --pods 5000 --batches 20000
 """
 
 from __future__ import annotations
@@ -198,6 +207,26 @@ class LayerInProgress:
         return []
 
 
+class CountingCluster:
+    """The GKE adapter, its calls counted at the port (a list of pods: one call a page)."""
+
+    def __init__(self, cluster) -> None:
+        self._cluster = cluster
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._cluster, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            result = attr(*args, **kwargs)
+            pages = -(-len(result) // 500) if name == "list_pods" else 1
+            COUNTS["cluster_calls"] += max(1, pages)
+            return result
+
+        return call
+
+
 def bench_config(pods: int, batches: int):
     """The demo config with batch size 1 on a grid of at least `batches` chunks."""
     cfg = load_config(Path(__file__).resolve().parents[1] / "examples/demo/pipeline.yml")
@@ -254,6 +283,79 @@ def measure(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str, flo
         "firestore_writes": mean["fs_writes"],
         "cluster_calls": mean["cluster_calls"],
         "pods_finished_per_step": cluster.finish_per_step,
+    }
+
+
+def measure_kube(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str, float]:
+    """One reconcile of a layer of `args.pods` running hollow pods in local Kubernetes."""
+    import tempfile
+
+    from adapters.gke.cluster import GkeCluster
+    from adapters.local.kubelet.kubelet import Hollow
+    from adapters.local.kubelet.node import NodeSpec
+    from adapters.local.kubernetes import LocalKubernetes
+
+    per_node = 100
+    nodes = [
+        NodeSpec(f"gk3-hollow-{i}", cpu=64.0, memory_gib=256.0, pods=per_node + 10)
+        for i in range(-(-args.pods // per_node))
+    ]
+    cfg = bench_config(args.pods, args.batches)
+    with tempfile.TemporaryDirectory(prefix="bench-kube-") as tmp:
+        t0 = time.monotonic()
+        kube = LocalKubernetes(
+            Path(tmp), nodes=nodes, hollow=Hollow(run_s=args.run_s), api_qps=args.api_qps
+        )
+        with kube:
+            gke = GkeCluster.from_kubeconfig(
+                namespace=kube.namespace, config_file=str(kube.controller_kubeconfig)
+            )
+            cluster = CountingCluster(gke)
+            run_id, now = f"bench-{uuid.uuid4().hex[:6]}", datetime.now(UTC)
+            run = new_run(cfg, run_id, ["ingest"], "auto", now)
+            run.setups.clear()  # the layers are measured; setup passes are not
+            store.create_run(run)
+            controller = Controller(store, cluster, lambda *a: None)
+            controller.reconcile(run.run_id)  # creates the layer-2 Job
+            layer = store.load_run(run.run_id).layers["ingest-L2"]
+            started = time.monotonic()
+            running = 0
+            while running < args.pods:
+                time.sleep(5.0)
+                running = sum(p.phase == "Running" for p in gke.list_pods(layer.job.name))
+                print(f"  {running} of {args.pods} pods running", file=sys.stderr, flush=True)
+                if time.monotonic() - started > args.fill_timeout_s:
+                    raise SystemExit(f"only {running} pods running after {args.fill_timeout_s} s")
+            fill_s = time.monotonic() - started
+            times: list[float] = []
+            per_call: list[Counter[str]] = []
+            for _ in range(args.steps):
+                time.sleep(args.step_s)
+                COUNTS.clear()
+                t = time.perf_counter()
+                controller.reconcile(run.run_id)
+                times.append(time.perf_counter() - t)
+                per_call.append(Counter(COUNTS))
+            pods_listed = len(gke.list_pods(layer.job.name))
+        setup_s = time.monotonic() - t0
+    mean = {
+        k: sum(c[k] for c in per_call) / args.steps
+        for k in ("fs_reads", "fs_writes", "cluster_calls")
+    }
+    return {
+        "cluster": "local Kubernetes (hollow nodes)",
+        "pods": args.pods,
+        "pods_listed": pods_listed,
+        "nodes": len(nodes),
+        "batches": layer.job.completions,
+        "pods_running_after_s": round(fill_s, 1),
+        "reconcile_median_s": round(statistics.median(times), 3),
+        "reconcile_max_s": round(max(times), 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "firestore_reads": mean["fs_reads"],
+        "firestore_writes": mean["fs_writes"],
+        "cluster_calls": mean["cluster_calls"],
+        "bench_s": round(setup_s, 1),
     }
 
 
@@ -366,6 +468,13 @@ def main() -> None:
         "--decode", action="store_true", help="the GKE adapter's decoding, before and after"
     )
     parser.add_argument("--decode-pods", default="1000,5000", help="pod counts for --decode")
+    parser.add_argument(
+        "--kube", action="store_true", help="against local Kubernetes with hollow nodes"
+    )
+    parser.add_argument("--api-qps", type=int, default=200, help="--kube: the kcm's QPS")
+    parser.add_argument("--run-s", type=float, default=86400.0, help="--kube: a pod's run")
+    parser.add_argument("--step-s", type=float, default=5.0, help="--kube: between reconciles")
+    parser.add_argument("--fill-timeout-s", type=float, default=900.0)
     args = parser.parse_args()
     if args.decode:
         main_decode(args)
@@ -376,13 +485,16 @@ def main() -> None:
 
         os.environ.update(emus.env)
         store = FirestoreRunStore(f"bench-{uuid.uuid4().hex[:6]}")
-        row = measure(store, args)
+        row = measure_kube(store, args) if args.kube else measure(store, args)
     if not args.json:
-        print(
-            f"one reconcile, {row['pods']} active pods, {row['pods_finished_per_step']} "
-            f"finishing per step, {row['batches']} batches in {row['completed_intervals']} "
-            f"completed intervals (median of {args.steps})"
-        )
+        if args.kube:
+            print(f"one reconcile on {row['cluster']}, median of {args.steps}:")
+        else:
+            print(
+                f"one reconcile, {row['pods']} active pods, {row['pods_finished_per_step']} "
+                f"finishing per step, {row['batches']} batches in {row['completed_intervals']} "
+                f"completed intervals (median of {args.steps})"
+            )
         for key, value in row.items():
             print(f"  {key:>24}: {value}")
     print(json.dumps(row))

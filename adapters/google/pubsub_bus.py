@@ -37,12 +37,30 @@ class PubSubBus:
         except gexc.AlreadyExists:
             pass
 
-    def ensure_subscription(self, topic: str, name: str, ack_deadline_s: int = 60) -> str:
+    def ensure_subscription(
+        self,
+        topic: str,
+        name: str,
+        ack_deadline_s: int = 60,
+        retry_backoff_s: tuple[int, int] | None = None,
+    ) -> str:
+        """Create the subscription unless it exists; `retry_backoff_s` (minimum, maximum) is
+        its retry policy: a nacked message comes back after an exponential backoff between
+        the two instead of at once."""
         path = self.subscription_path(name)
+        request: dict[str, Any] = {
+            "name": path,
+            "topic": self.topic_path(topic),
+            "ack_deadline_seconds": ack_deadline_s,
+        }
+        if retry_backoff_s is not None:
+            low, high = retry_backoff_s
+            request["retry_policy"] = {
+                "minimum_backoff": {"seconds": low},
+                "maximum_backoff": {"seconds": high},
+            }
         try:
-            self.subscriber.create_subscription(
-                name=path, topic=self.topic_path(topic), ack_deadline_seconds=ack_deadline_s
-            )
+            self.subscriber.create_subscription(request=request)
         except gexc.AlreadyExists:
             pass
         return path

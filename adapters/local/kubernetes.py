@@ -55,6 +55,7 @@ class LocalKubernetes:
     extra_env: dict[str, str] = field(default_factory=dict)
     hollow: Hollow | None = None
     node_monitor_grace: float | None = None
+    api_qps: int | None = None  # ControlPlane.api_qps: the scale bench's setting only
     control_plane_env: dict[str, str] = field(default_factory=dict)
     control_plane: ControlPlane | None = None
     kubelet: ProcessKubelet | None = None
@@ -93,6 +94,7 @@ class LocalKubernetes:
             self.state_dir / "control-plane",
             binary_path(),
             node_monitor_grace=self.node_monitor_grace,
+            api_qps=self.api_qps,
             extra_env=self.control_plane_env,
         )
         self.control_plane.start()

@@ -36,6 +36,10 @@ from adapters.local.scheduler import Ticker
 
 log = logging.getLogger("cave_pipeline.local_stack")
 
+# The trigger subscriptions' retry policy as terraform/functions.tf deploys it: a function that
+# answers 5xx (an API outage, a crash) gets the message again after 10 s, doubling to 600 s, not
+# in a tight loop (a test holds the two to agree).
+TRIGGER_RETRY_BACKOFF_S = (10, 600)
 # subscription -> (topic, function target in functions/main.py)
 ROUTES = {
     "job-events-fn": ("job-events", "on_job_event"),
@@ -135,7 +139,7 @@ class LocalStack:
         for topic in TOPICS:
             self.bus.ensure_topic(topic)
         for sub, (topic, _) in self.routes.items():
-            self.bus.ensure_subscription(topic, sub)
+            self.bus.ensure_subscription(topic, sub, retry_backoff_s=TRIGGER_RETRY_BACKOFF_S)
         # Kept before it starts: a stop during its start (SIGTERM) stops what it started.
         self.kube = LocalKubernetes(
             self.state_dir / "kubernetes",

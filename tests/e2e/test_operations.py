@@ -301,3 +301,15 @@ def test_a_delete_then_submit_never_overlaps_the_old_pods(stack, tmp_path):
     assert stack.cluster.get_job(old) is None  # the pending delete was carried out
     assert seen["old_pods"] and seen["new_created"]
     assert seen["overlaps"] == []
+
+
+def test_the_trigger_subscriptions_back_off_as_terraform_deploys_them(stack):
+    """A function answering 5xx gets its message back after 10 s (doubling), not at once: an
+    API outage does not become a tight loop of redeliveries (terraform/functions.tf)."""
+    from adapters.local.stack import ROUTES, TRIGGER_RETRY_BACKOFF_S
+
+    for sub in ROUTES:
+        path = stack.bus.subscription_path(sub)
+        policy = stack.bus.subscriber.get_subscription(subscription=path).retry_policy
+        got = (policy.minimum_backoff.total_seconds(), policy.maximum_backoff.total_seconds())
+        assert got == TRIGGER_RETRY_BACKOFF_S, sub

@@ -20,6 +20,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from adapters.google.pubsub_bus import TOPICS
+from adapters.local.stack import TRIGGER_RETRY_BACKOFF_S
 from shared.config.config import WorkloadIdentity
 from shared.control import dead_letters
 
@@ -243,6 +244,9 @@ def test_retries_are_on():
             continue
         retry = one(body["retry_policy"])
         assert retry["minimum_backoff"] == "10s" and retry["maximum_backoff"] == "600s", name
+        # the local stack's trigger subscriptions back off as these do
+        low, high = TRIGGER_RETRY_BACKOFF_S
+        assert (retry["minimum_backoff"], retry["maximum_backoff"]) == (f"{low}s", f"{high}s")
         # a push must be answered within the ack deadline: at least the function's timeout
         assert body["ack_deadline_seconds"] == "${local.push_ack_deadline_s}"
     assert local("push_ack_deadline_s") == "${local.function_timeout_s + 60}"
