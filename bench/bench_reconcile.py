@@ -267,22 +267,30 @@ def measure(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str, flo
         per_call.append(Counter(COUNTS))
     if profiler:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
-    mean = {
-        k: sum(c[k] for c in per_call) / args.steps
-        for k in ("fs_reads", "fs_writes", "cluster_calls")
-    }
     layer = store.load_run(run.run_id).layers["ingest-L2"]
     return {
         "pods": args.pods,
         "batches": batches,
         "completed_intervals": layer.progress.completed_indexes.count(",") + 1,
+        **reconcile_figures(times, per_call),
+        "pods_finished_per_step": cluster.finish_per_step,
+    }
+
+
+def reconcile_figures(times: list[float], per_call: list[Counter[str]]) -> dict[str, float]:
+    """Wall time (median, max) of the measured reconciles, the process's peak memory, and
+    the reads, writes and cluster calls per reconcile (mean)."""
+    mean = {
+        k: sum(c[k] for c in per_call) / len(per_call)
+        for k in ("fs_reads", "fs_writes", "cluster_calls")
+    }
+    return {
         "reconcile_median_s": round(statistics.median(times), 3),
         "reconcile_max_s": round(max(times), 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "firestore_reads": mean["fs_reads"],
         "firestore_writes": mean["fs_writes"],
         "cluster_calls": mean["cluster_calls"],
-        "pods_finished_per_step": cluster.finish_per_step,
     }
 
 
@@ -338,10 +346,6 @@ def measure_kube(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str
                 per_call.append(Counter(COUNTS))
             pods_listed = len(gke.list_pods(layer.job.name))
         setup_s = time.monotonic() - t0
-    mean = {
-        k: sum(c[k] for c in per_call) / args.steps
-        for k in ("fs_reads", "fs_writes", "cluster_calls")
-    }
     return {
         "cluster": "local Kubernetes (hollow nodes)",
         "pods": args.pods,
@@ -349,12 +353,7 @@ def measure_kube(store: FirestoreRunStore, args: argparse.Namespace) -> dict[str
         "nodes": len(nodes),
         "batches": layer.job.completions,
         "pods_running_after_s": round(fill_s, 1),
-        "reconcile_median_s": round(statistics.median(times), 3),
-        "reconcile_max_s": round(max(times), 3),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "firestore_reads": mean["fs_reads"],
-        "firestore_writes": mean["fs_writes"],
-        "cluster_calls": mean["cluster_calls"],
+        **reconcile_figures(times, per_call),
         "bench_s": round(setup_s, 1),
     }
 

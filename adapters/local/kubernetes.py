@@ -226,8 +226,8 @@ class LocalKubernetes:
         while (down_s := self._outages.get()) is not None:
             try:
                 assert self.control_plane is not None
-                self.control_plane.restart_apiserver(down_s, self._stopping)
-                self.outages_played += 1
+                if self.control_plane.restart_apiserver(down_s, self._stopping):
+                    self.outages_played += 1
             except Exception as e:  # noqa: BLE001 - the stack may be stopping
                 log.warning("API outage: %s", e)
 

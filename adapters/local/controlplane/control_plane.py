@@ -268,20 +268,21 @@ class ControlPlane:
         )
         self._wait("etcd", lambda: _http_ok(f"{self.etcd_url}/health"))
 
-    def restart_apiserver(self, down_s: float, cancel: threading.Event | None = None) -> None:
+    def restart_apiserver(self, down_s: float, cancel: threading.Event | None = None) -> bool:
         """An API outage: stop the API server (SIGTERM, then SIGKILL), keep it down for
         `down_s`, start it again on the same port and wait until it is ready. Every client
         (controller, kubelet, controller manager, scheduler) sees refused connections
         meanwhile, as on a control-plane upgrade or a regional outage. `cancel` set (the
-        cluster stopping) ends the outage without a restart."""
+        cluster stopping) ends the outage without a restart; True if it restarted."""
         proc = next(p for p in self._procs if p.name == "kube-apiserver")
         self._procs.remove(proc)
         kill_group(proc.popen, timeout=3.0)
         log.info("kube-apiserver stopped (pid %d) for %.0f s", proc.popen.pid, down_s)
         if (cancel or threading.Event()).wait(down_s):
-            return
+            return False
         self._start_apiserver(port=int(self.server.rsplit(":", 1)[1]))
         log.info("kube-apiserver ready again (pid %d)", self.process("kube-apiserver").pid)
+        return True
 
     def _start_apiserver(self, port: int | None = None) -> None:
         port = port or free_port()

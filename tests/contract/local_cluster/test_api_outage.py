@@ -43,3 +43,19 @@ def test_a_stopped_api_server_is_unreachable_then_the_job_goes_on(
         "0,1",
         0,
     )  # two adjacent indexes: no range
+
+
+def test_a_cluster_stopped_during_an_outage_ends_it_without_a_restart(
+    local_kubernetes, tmp_path: Path
+) -> None:
+    """Stopping mid-outage ends the outage thread at once (no API server started after the
+    stop, nothing left running) instead of waiting the outage out."""
+    from adapters.local.kubernetes import LocalKubernetes
+
+    kube = LocalKubernetes(tmp_path / "k", nodes=local_kubernetes.nodes[:1])
+    with kube:
+        kube.api_outage(120.0)
+        wait_for(lambda: "kube-apiserver" not in kube.pids(), what="the API server stopped")
+        thread = kube._outage_thread
+    assert thread is not None and not thread.is_alive()
+    assert kube.outages_played == 0 and kube.control_plane is None
