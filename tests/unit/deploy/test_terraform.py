@@ -44,7 +44,14 @@ def _clean(value: Any) -> Any:
         return [_clean(v) for v in value]
     if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
         return value[1:-1]
+    if isinstance(value, str) and value in _KEYWORDS:
+        # python-hcl2 8 sometimes gives a bare keyword as its text (seen in CI: `default = true`
+        # read as 'true'); a quoted "true" keeps its quotes above, so only a keyword lands here.
+        return _KEYWORDS[value]
     return value
+
+
+_KEYWORDS = {"true": True, "false": False, "null": None}
 
 
 def _parse(directory: Path = TERRAFORM) -> dict[str, list[Any]]:
