@@ -67,7 +67,7 @@ class LocalKubernetes:
     node_delete_after_s: float = 60.0
     _replacements: int = 0
     # API outages are played by one thread that lives until stop(): the restarted API server
-    # dies with the thread that started it (process_groups.die_with_parent).
+    # dies with the thread that started it (process_groups.dying_with_parent).
     _outages: queue.Queue[float | None] = field(default_factory=queue.Queue)
     _outage_thread: threading.Thread | None = None
     _stopping: threading.Event = field(default_factory=threading.Event)

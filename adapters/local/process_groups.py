@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 log = logging.getLogger(__name__)
 
@@ -22,22 +24,36 @@ POLL_INTERVAL = 0.05
 LOG_TAIL_CHARS = 4000
 
 
-_PR_SET_PDEATHSIG = 1
-try:  # resolved here, in the parent: a forked child must not import or load libraries
-    import ctypes
-
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux
-    _prctl = None
+_SETPRIV = shutil.which("setpriv")  # util-linux, essential on Debian
 
 
-def die_with_parent() -> None:
-    """`Popen(preexec_fn=...)`: the child gets SIGKILL when the thread that started it ends
-    (so only for children started by a thread that lives as long as they should), so a
-    parent killed outright (SIGKILL, a test's hard timeout) leaves no process group
-    behind that its unwinding would have stopped (Linux's prctl; elsewhere nothing)."""
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+def dying_with_parent(argv: list[str]) -> list[str]:
+    """``argv`` so that the child gets SIGKILL when the thread that started it ends (so only
+    for children started by a thread that lives as long as they should): a parent killed
+    outright (SIGKILL, a test's hard timeout) leaves no process group behind that its
+    unwinding would have stopped. util-linux's ``setpriv --pdeathsig`` sets it and execs
+    ``argv``; not ``Popen(preexec_fn=...)``, which makes Python fork() instead of vfork(),
+    and a fork() runs gRPC's at-fork handlers, whose restarted poller aborts the child once
+    Popen closes its descriptors (an API server that "exited with -6", epoll_wait EBADF).
+    Without setpriv (not Linux) ``argv`` as it is."""
+    if _SETPRIV is None:
+        return argv
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+
+
+def start_group_dying_with_parent(
+    argv: list[str], out: IO[bytes], env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as the leader of its own process group (stopped as one by
+    :func:`kill_group`), its output to ``out``, SIGKILLed when the calling thread ends."""
+    return subprocess.Popen(
+        dying_with_parent(argv),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
 
 
 def free_port() -> int:

@@ -34,7 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.local.process_groups import HOST, die_with_parent, free_port, kill_group, log_tail
+from adapters.local.process_groups import (
+    HOST,
+    free_port,
+    kill_group,
+    log_tail,
+    start_group_dying_with_parent,
+)
 from adapters.local.termination import unwind_on_termination
 
 log = logging.getLogger("cave_pipeline.control_plane")
@@ -211,14 +217,8 @@ class ControlPlane:
     ) -> subprocess.Popen[bytes]:
         log_path = self.state_dir / f"{name}.log"
         with log_path.open("ab") as out:
-            popen = subprocess.Popen(
-                [str(self.binary), name, *args],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group: stopped as one
-                preexec_fn=die_with_parent,  # and gone with this process if it is SIGKILLed
-                env={**os.environ, **(env or {})},
+            popen = start_group_dying_with_parent(
+                [str(self.binary), name, *args], out, {**os.environ, **(env or {})}
             )
         self._procs.append(_Proc(name, popen, log_path))
         log.debug("started %s (pid %d)", name, popen.pid)
