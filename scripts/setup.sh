@@ -2,7 +2,7 @@
 # Sets up this checkout on a fresh machine: Python deps (editable install with the dev
 # extras), a check that Google's emulators are installed, and Kubernetes' own control plane
 # built from Go modules (adapters/local/controlplane; cached by version and go.sum in
-# .controlplane/: a first build takes about 15 min on 2 cores, later runs seconds).
+# .controlplane/: a first build takes about 4 min on 2 idle cores, later runs seconds).
 # Idempotent; fast when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -214,6 +214,8 @@ class LocalStack:
             "namespace": self.namespace,
             "pid": os.getpid(),
             "pids": self.kube.pids(),
+            # What a SIGKILL of this process would leave running (adapters/local/crashed_stack.py)
+            "emulator_pids": {e.name: e.pid for e in self.emulators.emulators.values()},
         }
         (self.state_dir / "stack.json").write_text(json.dumps(doc, indent=2))
 

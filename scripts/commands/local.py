@@ -44,13 +44,17 @@ def local() -> None:
 @click.option("--memory", type=float, default=16.0, show_default=True, help="GiB.")
 def up(state_dir: str, project: str, tick_s: float, cpu: float, memory: float) -> None:
     """Run the local stack in the foreground until Ctrl-C."""
+    from adapters.local.crashed_stack import StackRunningError, leftovers, stop_leftovers
     from adapters.local.stack import LocalStack
 
-    if load_stack_env(state_dir):
-        raise click.ClickException(
-            f"{state_dir}/stack.json exists: a stack may be running there. Stop it, or "
-            f"remove the file if it crashed."
-        )
+    try:
+        found = leftovers(Path(state_dir))
+    except StackRunningError as e:
+        raise click.ClickException(str(e)) from None
+    if found is not None:
+        names = ", ".join(f"{f.name} (pid {f.pgid})" for f in found) or "nothing running"
+        click.echo(f"a local stack in {state_dir} was killed without stopping; left: {names}")
+        stop_leftovers(Path(state_dir), found)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with LocalStack(project, Path(state_dir), tick_s, cpu, memory) as stack:

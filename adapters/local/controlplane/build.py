@@ -198,8 +198,8 @@ def build(progress: bool = True) -> Built:
     )
     say(
         f"building Kubernetes {version} (kube-apiserver, kube-controller-manager, kube-scheduler, "
-        f"etcd; {packages} packages) with {go_version}; a first build takes about 15-25 min on "
-        "2 cores, later ones reuse it"
+        f"etcd; {packages} packages) with {go_version}; a first build takes about 4 min on 2 idle "
+        "cores (longer on a busy machine), later ones reuse it"
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")

@@ -9,7 +9,10 @@ it never touches the Job controller's `batch.kubernetes.io/job-tracking` finaliz
 served on each Node's kubelet port (`log_server.py`), so `kubectl logs` and the GKE adapter's
 log reads go through the API server as on GKE.
 
-Faults the kubelet itself causes, as on GKE: `lose_node` stops a node's heartbeat and status
+Every 10 s, beside the Lease, it checks its Node as the kubelet's status loop would: a Ready
+condition the node lifecycle controller set to Unknown during an API outage longer than its
+grace period is posted Ready again (which lifts the taints), and a deleted Node is registered
+anew. Faults the kubelet itself causes, as on GKE: `lose_node` stops a node's heartbeat and status
 writes while its processes run on (the node lifecycle controller then marks it NotReady and
 taints it); `kill_node` ends its processes (the VM is gone); `evict` is the kubelet's own
 node-pressure eviction. `hollow=True` runs no processes (pods get status only, as kwok does),
@@ -260,12 +263,15 @@ class ProcessKubelet:
     def _register(self, spec: NodeSpec, port: int) -> None:
         body = node_object(spec, port)
         self.api.request("POST", "/api/v1/nodes", body, ok=(409,))
+        self._post_status(spec, port)
+        self._renew(spec.name)
+
+    def _post_status(self, spec: NodeSpec, port: int) -> None:
         status = node_status(spec, port, datetime.now(UTC))
         status["status"]["nodeInfo"]["kubeletVersion"] = self.kubelet_version
         self.api.request(
             "PATCH", f"/api/v1/nodes/{spec.name}/status", status, content_type=STRATEGIC
         )
-        self._renew(spec.name)
 
     def _renew(self, name: str) -> None:
         lease = lease_object(name, datetime.now(UTC))
@@ -281,6 +287,24 @@ class ProcessKubelet:
                 "PATCH", path, {"spec": lease["spec"]}, content_type="application/merge-patch+json"
             )
 
+    def _sync_node_status(self, spec: NodeSpec) -> None:
+        """What the kubelet's status loop (every nodeStatusUpdateFrequency, 10 s) does when its
+        Node no longer says what the kubelet would write: after an API outage longer than the
+        node monitor's grace period the node lifecycle controller has set Ready to Unknown (and
+        tainted the node), and only the kubelet posting Ready again clears it; a Node deleted
+        meanwhile is registered anew."""
+        port = self._servers[spec.name].port
+        node = self.api.request("GET", f"/api/v1/nodes/{spec.name}", ok=(404,))
+        if node is None:
+            self._register(spec, port)
+            log.info("node %s: registered again (its Node was deleted)", spec.name)
+            return
+        conditions = (node.get("status") or {}).get("conditions") or []
+        if _ready_of(conditions) == "True":
+            return
+        self._post_status(spec, port)
+        log.info("node %s: posted Ready again (was %s)", spec.name, _ready_of(conditions))
+
     def _heartbeat_loop(self) -> None:
         while not self._stop.wait(RENEW_EVERY_S):
             for spec in self.nodes:
@@ -288,8 +312,9 @@ class ProcessKubelet:
                     continue
                 try:
                     self._renew(spec.name)
+                    self._sync_node_status(spec)
                 except (ApiError, OSError, Exception) as e:  # noqa: BLE001 - an outage: retry
-                    log.debug("lease of %s not renewed: %s", spec.name, e)
+                    log.debug("lease or status of %s not written: %s", spec.name, e)
 
     # -- pods: watch -----------------------------------------------------------------------
 
@@ -625,6 +650,11 @@ class ProcessKubelet:
             return None
 
         return lookup
+
+
+def _ready_of(conditions: list[dict[str, Any]]) -> str:
+    """The Ready condition's status, or "absent"."""
+    return next((c.get("status", "") for c in conditions if c.get("type") == "Ready"), "absent")
 
 
 def _items(files: dict[str, bytes], items: list[dict[str, Any]] | None) -> dict[str, bytes]:
