@@ -22,6 +22,8 @@ AdvanceMode = Literal["manual", "approve", "auto"]
 
 # `job.max_evictions_per_index`'s default (shared.reconcile.evictions counts them).
 DEFAULT_MAX_EVICTIONS_PER_INDEX = 3
+# `job.processes_per_vcpu`'s default, the predecessor's newest (cave-pipeline main).
+DEFAULT_PROCESSES_PER_VCPU = 2
 
 
 class ConfigError(ValueError):
@@ -60,6 +62,9 @@ class Resources(_Strict):
     cpu: Curve = Curve(base=0.5)
     memory: Curve = Curve(base=1.0)  # GiB
     overrides: dict[int, LayerOverride] = {}
+    # Grow each curve request to fill the node it already forces (shared/jobs/node_packing.py;
+    # the predecessor's newest default). Per-layer overrides are never grown.
+    pack: bool = True
 
 
 class Ramp(_Strict):
@@ -81,9 +86,11 @@ class JobSettings(_Strict):
     lock_expiry_s: float = Field(default=180.0, gt=0)
     lock_expiry_factor: float = Field(default=2.0, ge=1.0)  # upper layers' chunks take longer
     # Worker pods (shared/jobs/worker_pod.py): PCG_N_PROCESSES = processes_per_vcpu x the layer's
-    # snapped vCPU (1 when parallel is off); burst leaves limits unset so pods may burst.
+    # whole billed vCPU (1 when parallel is off); burst leaves limits unset so pods may burst.
+    # A whole number (the images parse it as an int); 0 and 1 both mean one per vCPU, as in
+    # the predecessor. 2: a builder blocks on Bigtable most of the time.
     parallel: bool = True
-    processes_per_vcpu: float = Field(default=1.0, gt=0)
+    processes_per_vcpu: int = Field(default=DEFAULT_PROCESSES_PER_VCPU, ge=0)
     burst: bool = True
     # After OOM kills, a layer's next attempt (a re-created Job) asks for this much more
     # memory, snapped to Autopilot; None: off (the memory stays the config's).
@@ -116,6 +123,7 @@ class ResourcesPatch(_Strict):
     cpu: CurvePatch | None = None
     memory: CurvePatch | None = None
     overrides: dict[int, LayerOverride] = {}
+    pack: bool | None = None
 
 
 class RampPatch(_Strict):
@@ -159,7 +167,7 @@ class JobOverride(_Strict):
     lock_expiry_s: float | None = Field(default=None, gt=0)
     lock_expiry_factor: float | None = Field(default=None, ge=1.0)
     parallel: bool | None = None
-    processes_per_vcpu: float | None = Field(default=None, gt=0)
+    processes_per_vcpu: int | None = Field(default=None, ge=0)
     burst: bool | None = None
     oom_memory_factor: float | None = Field(default=None, gt=1.0)
     max_evictions_per_index: int | None = Field(default=None, ge=1)

@@ -5,8 +5,8 @@ These follow what PyChunkedGraph images expect (reference/pcg-worker-contract.md
 
 - `PCG_N_PROCESSES` sizes the images' process pools. Left to themselves they size a pool from
   the node's cores (`os.cpu_count()` is not cgroup-aware) and throttle a small pod, so the
-  count comes from the pod's own snapped (billed) vCPU: `processes_per_vcpu x vCPU`, floored,
-  at least 1; `job.parallel: false` pins it to 1.
+  count comes from the pod's own snapped (billed) vCPU: `processes_per_vcpu x` its whole vCPU
+  (the predecessor's newest rule), at least 1; `job.parallel: false` pins it to 1.
 - Requests without limits let a pod burst into a node's spare capacity (`job.burst`, on by
   default); `job.burst: false` sets limits equal to requests.
 - A custom ComputeClass decides Spot itself and GKE rejects it together with the Spot node
@@ -45,7 +45,7 @@ BUILT_IN_CLASSES = frozenset(
     {"general-purpose", "balanced", "scale-out", "performance", "accelerator"}
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-# Float noise in processes_per_vcpu x vCPU (e.g. 1.1 x 10) must not lose a whole process.
+# Float noise in a snapped vCPU (e.g. 2.9999999) must not lose a whole vCPU.
 _EPS = 1e-9
 
 
@@ -54,11 +54,14 @@ class SchedulingError(ValueError):
 
 
 def layer_processes(job: JobSettings, req: Requests) -> int:
-    """`PCG_N_PROCESSES` of a layer whose pods request `req`: 1 without `job.parallel`, else
-    `floor(job.processes_per_vcpu x req.cpu)`, at least 1."""
+    """`PCG_N_PROCESSES` of a layer whose pods request `req` (snapped, i.e. billed): 1 without
+    `job.parallel`, else `job.processes_per_vcpu` (0 read as 1) x the whole billed vCPU, at
+    least 1. Whole vCPU, as the predecessor counts them, so a file written for it gets the
+    same pools: a 2.75-vCPU pod at 2 per vCPU runs 4, not 5."""
     if not job.parallel:
         return 1
-    return max(1, math.floor(job.processes_per_vcpu * req.cpu + _EPS))
+    whole_cpu = math.floor(req.cpu + _EPS)
+    return max(1, whole_cpu * max(1, job.processes_per_vcpu))
 
 
 def resources_block(job: JobSettings, req: Requests) -> dict[str, dict[str, str]]:

@@ -274,16 +274,19 @@ def test_env(tmp_path):
 @pytest.mark.parametrize(
     ("job", "processes"),
     [
-        # cpu curve 0.5 x 2^(L-2): 0.5, 1, 2, 4 vCPU at layers 2..5
-        ({}, {2: 1, 3: 1, 4: 2, 5: 4}),
-        ({"processes_per_vcpu": 2}, {2: 1, 3: 2, 4: 4, 5: 8}),
-        ({"processes_per_vcpu": 1.5}, {2: 1, 3: 1, 4: 3, 5: 6}),
+        # cpu curve 0.5 x 2^(L-2): 0.5, 1, 2, 4 vCPU at layers 2..5 (not packed)
+        ({}, {2: 1, 3: 2, 4: 4, 5: 8}),  # the default, 2 per whole vCPU
+        ({"processes_per_vcpu": 1}, {2: 1, 3: 1, 4: 2, 5: 4}),  # cave-pipeline 0.0.4's count
+        ({"processes_per_vcpu": 3}, {2: 1, 3: 3, 4: 6, 5: 12}),
         ({"parallel": False, "processes_per_vcpu": 4}, {2: 1, 3: 1, 4: 1, 5: 1}),
-        ({"resources": {"overrides": {4: {"cpu": 1.9}}}}, {2: 1, 3: 1, 4: 2, 5: 4}),  # snapped
+        ({"resources": {"overrides": {4: {"cpu": 1.9}}}}, {2: 1, 3: 2, 4: 4, 5: 8}),  # snapped
+        # packed: L4 2 -> 2.75 vCPU (2 whole), L5 4 -> 6.75 (6 whole); L2, L3 are at 8 and 4
+        # GiB per vCPU, above the standard shape, so left alone
+        ({"resources": {"pack": True}}, {2: 1, 3: 2, 4: 4, 5: 12}),
     ],
 )
 def test_n_processes_per_layer(tmp_path, job, processes):
-    resources = {"cpu": {"base": 0.5, "factor": 2}, "memory": {"base": 4}}
+    resources = {"cpu": {"base": 0.5, "factor": 2}, "memory": {"base": 4}, "pack": False}
     cfg = make_config(tmp_path, {"job": _merge({"resources": resources}, job)})
     for layer, expected in processes.items():
         env = env_of(render_job(cfg, "ingest", layer, run_id="r", parallelism=1))
