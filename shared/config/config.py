@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.config.compute_class import check_compute_class
 from shared.config.key_hints import did_you_mean
 from shared.model.layers import layer2_shape_of
 from shared.model.stages import SETUP_SUFFIX, STAGE_NAMES
@@ -107,6 +108,11 @@ class JobSettings(_Strict):
     ramp: Ramp = Ramp()
     resources: Resources = Resources()
 
+    @field_validator("compute_class", mode="before")
+    @classmethod
+    def _pod_billed(cls, v: str | None) -> str:
+        return check_compute_class(v)  # shared/config/compute_class.py: why node-billed fail
+
 
 class CurvePatch(_Strict):
     """A per-workload change to a request curve: only the keys given replace the job's (the
@@ -176,6 +182,12 @@ class JobOverride(_Strict):
     canary_margin: float | None = Field(default=None, ge=1.0)
     ramp: RampPatch | None = None
     resources: ResourcesPatch | None = None
+
+    @field_validator("compute_class")
+    @classmethod
+    def _pod_billed(cls, v: str | None) -> str | None:
+        # Checked in the block too, so the error names job.workloads.<stage>.compute_class.
+        return None if v is None else check_compute_class(v)
 
 
 class JobConfig(JobSettings):

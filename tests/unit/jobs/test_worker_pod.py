@@ -8,7 +8,6 @@ from shared.config.config import JobSettings
 from shared.jobs.autopilot import Requests
 from shared.jobs.worker_pod import (
     SchedulingError,
-    is_custom_class,
     layer_processes,
     resources_block,
     scheduling,
@@ -60,24 +59,6 @@ def test_resources_block(burst, expected):
 
 
 @pytest.mark.parametrize(
-    ("name", "custom"),
-    [
-        ("", False),
-        ("general-purpose", False),
-        ("Balanced", False),
-        ("scale-out", False),
-        ("Performance", False),
-        ("Accelerator", False),
-        ("autopilot", True),
-        ("autopilot-spot", True),
-        ("my-n4-class", True),
-    ],
-)
-def test_is_custom_class(name, custom):
-    assert is_custom_class(name) is custom
-
-
-@pytest.mark.parametrize(
     ("job", "zone", "selector", "spot"),
     [
         ({}, "", {"cloud.google.com/gke-spot": "true"}, True),
@@ -92,13 +73,19 @@ def test_is_custom_class(name, custom):
             },
             True,
         ),
-        ({"compute_class": "mine"}, "", {"cloud.google.com/compute-class": "mine"}, False),
         (
-            {"compute_class": "mine", "spot": False},
+            {"compute_class": "Scale-Out"},
             "",
-            {"cloud.google.com/compute-class": "mine"},
+            {"cloud.google.com/gke-spot": "true", "cloud.google.com/compute-class": "Scale-Out"},
+            True,
+        ),
+        (
+            {"compute_class": "Scale-Out", "spot": False},
+            "",
+            {"cloud.google.com/compute-class": "Scale-Out"},
             False,
         ),
+        ({"compute_class": "general-purpose"}, "", {"cloud.google.com/gke-spot": "true"}, True),
     ],
 )
 def test_scheduling(job, zone, selector, spot):
@@ -109,7 +96,7 @@ def test_scheduling(job, zone, selector, spot):
 
 @pytest.mark.parametrize(
     ("job", "zone", "match"),
-    [({"compute_class": "no way"}, "", "job.compute_class"), ({}, "us east", "zone")],
+    [({}, "us east", "zone")],
 )
 def test_scheduling_refusals_name_the_field(job, zone, match):
     with pytest.raises(SchedulingError, match=match):
