@@ -16,7 +16,7 @@ from typing import Any
 from shared.config.config import JobSettings, PipelineConfig
 from shared.config.env_overrides import OVERRIDABLE
 from shared.config.stage_selection import stage_layers
-from shared.jobs import worker_pod
+from shared.jobs import image_pods, worker_pod
 from shared.jobs.autopilot import Requests, ResourceLimitError
 from shared.jobs.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
 from shared.model import lock_renewal
@@ -32,7 +32,7 @@ from shared.model.worker_contract import (
 MANAGED_BY = "cave-pipeline"
 PREFIX = "cave-pipeline/"
 CONTAINER = "worker"
-SPOT_NOTICE_S = 25  # Spot gives 25 s between the preemption notice and the kill
+SPOT_NOTICE_S = image_pods.WORKER_GRACE_S  # Spot's notice: our worker releases its claims
 SPOT_KEY = worker_pod.SPOT_KEY
 # Kubernetes batch validation of Indexed Jobs with backoffLimitPerIndex: parallelism and
 # maxFailedIndexes <= 100000, and <= 10000 once completions pass 100000.
@@ -188,6 +188,7 @@ def pod_spec(
     `workload_identity.ksa`). ManifestError if the scheduling cannot be rendered."""
     job = cfg.job.for_stage(stage)
     selector, tolerations = _scheduling(cfg, job)
+    ours = worker_pod.runs_worker_image(cfg, stage)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": cfg.images[stage],
@@ -197,13 +198,15 @@ def pod_spec(
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": service_account or cfg.workload_identity.ksa,
-        "terminationGracePeriodSeconds": SPOT_NOTICE_S,
+        # 5 s for the images (no SIGTERM handler), Spot's 25 s for ours (shared/jobs/image_pods.py)
+        "terminationGracePeriodSeconds": image_pods.grace_seconds(ours),
         "containers": [container],
         **({"nodeSelector": selector} if selector else {}),
         **({"tolerations": tolerations} if tolerations else {}),
     }
     mount_env = worker_pod.pod_volumes(pod, container, cfg, run_id, stage)
-    container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env})
+    pinned = image_pods.pinned_env(ours, cfg.env)
+    container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env, **pinned})
     return pod
 
 
