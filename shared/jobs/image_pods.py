@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from shared.model.held_wait import HELD_WAIT_ENV
+
 # Spot gives 25 s between the preemption notice and the kill; our worker needs them to
 # finish a chunk and release its claims (worker/env.py PCG_TERM_GRACE_S, 15 s, fits).
 WORKER_GRACE_S = 25
@@ -35,9 +37,16 @@ def grace_seconds(runs_our_worker: bool) -> int:
     return WORKER_GRACE_S if runs_our_worker else IMAGE_GRACE_S
 
 
-def pinned_env(runs_our_worker: bool, operator_env: Mapping[str, str]) -> dict[str, str]:
+def pinned_env(
+    runs_our_worker: bool, operator_env: Mapping[str, str], held_wait_s: int | None = None
+) -> dict[str, str]:
     """The image knobs pinned for a pod that runs an image's entry point, less what the
-    operator's `env:` sets (theirs wins); none for our worker, which reads none of them."""
+    operator's `env:` sets (theirs wins, checked in shared.jobs.manifest); none for our worker,
+    which reads none of them. `held_wait_s`: PCG_HELD_MAX_WAIT_SEC (ingest pods only, the one
+    stage whose image worker claims chunks; shared.model.held_wait)."""
     if runs_our_worker:
         return {}
-    return {k: v for k, v in PINNED_IMAGE_ENV.items() if k not in operator_env}
+    pins = dict(PINNED_IMAGE_ENV)
+    if held_wait_s is not None:
+        pins[HELD_WAIT_ENV] = str(held_wait_s)
+    return {k: v for k, v in pins.items() if k not in operator_env}

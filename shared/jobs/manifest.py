@@ -19,7 +19,7 @@ from shared.config.stage_selection import stage_layers
 from shared.jobs import image_pods, worker_pod
 from shared.jobs.autopilot import Requests, ResourceLimitError
 from shared.jobs.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
-from shared.model import lock_renewal
+from shared.model import held_wait, lock_renewal
 from shared.model.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError
 from shared.model.worker_contract import (
     L2CACHE_ENV,
@@ -122,11 +122,26 @@ def _env(
         # The operator's scale replaces the per-layer one (lock_scale_warning says where it
         # breaks the renewal bound).
         _operator_scale(cfg)
+    if held_wait.HELD_WAIT_ENV in cfg.env:
+        # Unlike the scale, a short wait is refused: it costs a retry per preemption.
+        try:
+            held_wait.check_operator_wait(cfg.env[held_wait.HELD_WAIT_ENV], build_held_wait(cfg))
+        except held_wait.HeldWaitError as e:
+            raise ManifestError(str(e)) from None
     # An overridable key (shared/config/env_overrides.py) the operator sets replaces the contract's.
     pairs = [(k, v) for k, v in contract.items() if k not in cfg.env]
     pairs += [(k, v) for k, v in (extra or {}).items() if k not in cfg.env]
     pairs += list(cfg.env.items())
     return [{"name": k, "value": v} for k, v in pairs]
+
+
+def build_held_wait(cfg: PipelineConfig) -> held_wait.HeldWait:
+    """The build's held-chunk wait (shared.model.held_wait): the graph's claim lifetime and
+    the images' poll. ManifestError naming the key when either cannot be read."""
+    try:
+        return held_wait.held_wait(lock_renewal.claim_lifetime_s(_dataset(cfg)), cfg.env)
+    except (lock_renewal.LockRenewalError, held_wait.HeldWaitError) as e:
+        raise ManifestError(str(e)) from None
 
 
 def _operator_scale(cfg: PipelineConfig) -> float | None:
@@ -205,7 +220,10 @@ def pod_spec(
         **({"tolerations": tolerations} if tolerations else {}),
     }
     mount_env = worker_pod.pod_volumes(pod, container, cfg, run_id, stage)
-    pinned = image_pods.pinned_env(ours, cfg.env)
+    # Only ingest's image worker waits for held chunks; the wait is the same at every layer,
+    # as the claim lifetime is.
+    held_s = build_held_wait(cfg).written_s if stage == "ingest" else None
+    pinned = image_pods.pinned_env(ours, cfg.env, held_s)
     container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env, **pinned})
     return pod
 

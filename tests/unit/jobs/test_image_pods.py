@@ -8,7 +8,7 @@ import pytest
 from shared.jobs.image_pods import IMAGE_GRACE_S, WORKER_GRACE_S, grace_seconds, pinned_env
 from shared.jobs.manifest import render_job
 from shared.jobs.setup_job import render_setup_job
-from tests.unit.jobs.test_manifest import env_of, make_config, pod_spec
+from tests.builders.toy_jobs import env_of, make_config, pod_spec
 
 PCG_INGEST = ["python", "-m", "pychunkedgraph.pipeline.ingest"]
 

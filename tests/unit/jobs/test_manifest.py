@@ -11,56 +11,20 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from shared.config.config import ConfigError, PipelineConfig
-from shared.config.config_files import load_config
 from shared.jobs.layer_spec import MAX_JOB_NAME, job_name
 from shared.jobs.manifest import ManifestError, label_value, render_job
 from shared.jobs.render_check import implied_renders, validate_config_renders
+from tests.builders.toy_jobs import IMAGE, env_of, make_config, pod_spec
+from tests.builders.toy_jobs import merge as _merge
 
 K8S_VERSION = "1.33"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-IMAGE = "us-docker.pkg.dev/p/r/pcg:1"
-# 8x6x3 layer-2 grid (the predecessor's toy example), 5 layers.
-TOY_DATASET = {"data_source": {"size": [512, 384, 192]}, "graph_config": {"CHUNK_SIZE": [64] * 3}}
-BASE = {
-    "graph_id": "toy",
-    "dataset": "dataset.yml",
-    "bigtable": {"project": "bt-proj", "instance": "bt-inst"},
-    "images": {s: IMAGE for s in ("ingest", "l2cache", "meshing")},
-    "workloads": {s: f"pcg.{s}:process_chunk" for s in ("ingest", "l2cache", "meshing")},
-    "job": {"batch_size": 15},
-}
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def make_config(tmp_path: Path, pipeline: dict | None = None, dataset: dict | None = None):
-    (tmp_path / "dataset.yml").write_text(yaml.safe_dump(_merge(TOY_DATASET, dataset or {})))
-    (tmp_path / "pipeline.yml").write_text(yaml.safe_dump(_merge(BASE, pipeline or {})))
-    return load_config(tmp_path / "pipeline.yml")
-
-
-def env_of(manifest: dict) -> dict[str, str]:
-    env = manifest["spec"]["template"]["spec"]["containers"][0]["env"]
-    names = [e["name"] for e in env]
-    assert len(names) == len(set(names)), "duplicate env names"
-    return {e["name"]: e["value"] for e in env}
-
-
-def pod_spec(manifest: dict) -> dict:
-    return manifest["spec"]["template"]["spec"]
 
 
 def requests_of(manifest: dict) -> dict[str, str]:
