@@ -23,7 +23,9 @@ from shared.config.config import (
     Resources,
     WorkloadIdentity,
 )
+from shared.model.held_wait import HELD_WAIT_ENV, IMAGE_HELD_WAIT_S
 from shared.model.stages import SETUP_SUFFIX, STAGE_NAMES, writes_done_markers
+from shared.model.worker_contract import IMAGE_GRACE_S, PROFILER_ENV
 
 
 class CompatError(ValueError):
@@ -328,6 +330,7 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
                 )
             )
     _map_job_defaults_since_004(job, notes)
+    _map_image_pods_since_004(out, notes)
     _map_job_block(job, "job", notes, patch=False)
     for stage, block in list((job.get("workloads") or {}).items()):
         if block is None:
@@ -424,6 +427,43 @@ def _map_job_defaults_since_004(job: dict[str, Any], notes: list[Note]) -> None:
                 f"{DEFAULT_PROCESSES_PER_VCPU}, the predecessor's newest default: "
                 f"PCG_N_PROCESSES = {DEFAULT_PROCESSES_PER_VCPU} x the whole billed vCPU "
                 "(twice 0.0.4's pools; memory per process halves)",
+            )
+        )
+
+
+def _map_image_pods_since_004(out: dict[str, Any], notes: list[Note]) -> None:
+    """What the pods of an image's entry point get that 0.0.4's did not (no key of the file
+    changes, the pods do): a note each, so an import says so."""
+    if not any(s in (out.get("commands") or {}) for s in (*PCG_STAGES, "l2cache")):
+        return
+    env = out.get("env") or {}
+    notes.append(
+        Note(
+            "(image pods) terminationGracePeriodSeconds",
+            "not set: Kubernetes' 30 s (Autopilot's Spot notice, 25 s)",
+            "-",
+            f"{IMAGE_GRACE_S} s, the predecessor's newest: the images' harness installs no "
+            "SIGTERM handler, so a longer grace only delays every teardown",
+        )
+    )
+    if PROFILER_ENV not in env:
+        notes.append(
+            Note(
+                f"env.{PROFILER_ENV} (omitted)",
+                "not set: the image's own default (on in some PyChunkedGraph versions)",
+                f"env.{PROFILER_ENV}",
+                "0 in the images' pods (set it in env: to profile)",
+            )
+        )
+    if HELD_WAIT_ENV not in env:
+        notes.append(
+            Note(
+                f"env.{HELD_WAIT_ENV} (omitted)",
+                f"not set: the image's {IMAGE_HELD_WAIT_S:g} s, shorter than a killed pod's "
+                "3-minute claim, so each preemption spent a retry",
+                f"env.{HELD_WAIT_ENV}",
+                "2 x (claim lifetime + a poll) in the ingest pods, 380 s by default "
+                "(docs/worker-contract.md#held-chunks)",
             )
         )
 

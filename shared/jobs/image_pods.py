@@ -16,14 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from shared.model import worker_contract
 from shared.model.held_wait import HELD_WAIT_ENV
 
 # Spot gives 25 s between the preemption notice and the kill; our worker needs them to
 # finish a chunk and release its claims (worker/env.py PCG_TERM_GRACE_S, 15 s, fits).
 WORKER_GRACE_S = 25
-# The images die on SIGTERM at once: waiting longer only delays every teardown.
-IMAGE_GRACE_S = 5
-PROFILER_ENV = "PCG_PROFILER_ENABLED"
+# The images die on SIGTERM at once: waiting longer only delays every teardown (the value
+# lives in the contract module, which the import notes read too).
+IMAGE_GRACE_S = worker_contract.IMAGE_GRACE_S
+PROFILER_ENV = worker_contract.PROFILER_ENV
 # PyChunkedGraph's hierarchical profiler (pychunkedgraph.debug.profiler) defaults to on in
 # some image versions (`os.environ.get("PCG_PROFILER_ENABLED", "1")`), off in others: pinned
 # off, so a build does not time every block nor depend on the image's version. The operator's

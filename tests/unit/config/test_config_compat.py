@@ -107,6 +107,16 @@ def test_an_empty_env_block_is_an_empty_mapping():
             "job.resources.pack (omitted): true, the predecessor's newest default",
         ),
         (
+            {"images": {"pcg": PCG}},
+            lambda o: "PCG_HELD_MAX_WAIT_SEC" not in (o.get("env") or {}),  # the Job writes it
+            "env.PCG_HELD_MAX_WAIT_SEC (omitted): 2 x (claim lifetime + a poll)",
+        ),
+        (
+            {"images": {"pcg": PCG}},
+            lambda o: True,
+            "(image pods) terminationGracePeriodSeconds: 5 s",
+        ),
+        (
             {"workload": "ingest"},
             lambda o: "processes_per_vcpu" not in o["job"],
             "job.processes_per_vcpu (omitted): 2, the predecessor's newest default: "
@@ -136,6 +146,19 @@ def test_predecessor_keys_are_mapped_with_a_note(raw, check, note):
     out, notes = map_pipeline({**NEW, **raw})
     assert check(out), out
     assert any(str(n).startswith(note) for n in notes), notes
+
+
+@pytest.mark.parametrize(
+    ("env", "noted"),
+    [
+        ({}, {"env.PCG_PROFILER_ENABLED (omitted)", "env.PCG_HELD_MAX_WAIT_SEC (omitted)"}),
+        ({"PCG_PROFILER_ENABLED": "1"}, {"env.PCG_HELD_MAX_WAIT_SEC (omitted)"}),
+        ({"PCG_HELD_MAX_WAIT_SEC": "400"}, {"env.PCG_PROFILER_ENABLED (omitted)"}),
+    ],
+)
+def test_image_pod_notes_only_for_what_the_file_leaves_to_the_job(env, noted):
+    _, notes = map_pipeline({**NEW, "images": {"pcg": PCG}, "env": env})
+    assert {n.old_key for n in notes if n.old_key.startswith("env.")} == noted
 
 
 def test_upper_case_data_source_keys():
@@ -266,7 +289,13 @@ def test_config_import_writes_the_new_shape(tmp_path):
     ]
     # What the predecessor's newest code changed since 0.0.4 is a row each.
     rows = {line.strip("│ ").split("│")[0].strip() for line in result.output.splitlines()}
-    assert {"job.resources.pack", "job.processes_per_vcpu (omitted)"} <= rows
+    assert {
+        "job.resources.pack",
+        "job.processes_per_vcpu (omitted)",
+        "(image pods) terminationGracePeriodSeconds",
+        "env.PCG_PROFILER_ENABLED (omitted)",
+        "env.PCG_HELD_MAX_WAIT_SEC (omitted)",
+    } <= rows
     new = yaml.safe_load((tmp_path / "pipeline.new.yml").read_text())
     assert new["job"]["resources"]["pack"] is True  # the example's `pack: 1`
     assert new["workload_identity"]["ksa"] == "pipeline" and "images" in new
