@@ -135,6 +135,18 @@ def _env(
     return [{"name": k, "value": v} for k, v in pairs]
 
 
+def check_image_dataset(cfg: PipelineConfig, stage: str) -> None:
+    """ManifestError when `stage` runs an image's entry point and the dataset file it gets
+    holds what the image cannot read (graph_config.ROOT_LOCK_EXPIRY: shared.model.lock_renewal).
+    """
+    if worker_pod.runs_worker_image(cfg, stage):
+        return
+    try:
+        lock_renewal.check_root_lock_expiry_for_images(_dataset(cfg))
+    except lock_renewal.LockRenewalError as e:
+        raise ManifestError(str(e)) from None
+
+
 def build_held_wait(cfg: PipelineConfig) -> held_wait.HeldWait:
     """The build's held-chunk wait (shared.model.held_wait): the graph's claim lifetime and
     the images' poll. ManifestError naming the key when either cannot be read."""
@@ -204,6 +216,7 @@ def pod_spec(
     job = cfg.job.for_stage(stage)
     selector, tolerations = _scheduling(cfg, job)
     ours = worker_pod.runs_worker_image(cfg, stage)
+    check_image_dataset(cfg, stage)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": cfg.images[stage],
@@ -290,6 +303,7 @@ def render_job(
     """The batch/v1 Indexed Job of `stage` at `layer` (named for `attempt` of the layer in
     run `run_id`), or ManifestError naming the field."""
     check_names(cfg, stage, run_id)
+    check_image_dataset(cfg, stage)  # before the scale reads the same key as seconds
     spec = _spec(cfg, stage, layer)
     if parallelism < 1:
         raise ManifestError(f"parallelism {parallelism}: must be >= 1 (job.ramp.start/max)")

@@ -85,12 +85,6 @@ def test_a_bad_poll_is_named(poll):
     [
         ({"commands": {"ingest": PCG_INGEST}}, {}, "ingest", "380"),
         (
-            {"commands": {"ingest": PCG_INGEST}},
-            {"graph_config": {"ROOT_LOCK_EXPIRY": 600}},
-            "ingest",
-            "1220",
-        ),
-        (
             {"commands": {"ingest": PCG_INGEST}, "env": {"PCG_HELD_MAX_WAIT_SEC": "500"}},
             {},
             "ingest",
