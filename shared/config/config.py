@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from shared.config.compute_class import check_compute_class
 from shared.config.key_hints import did_you_mean
 from shared.model.layers import layer2_shape_of
 from shared.model.stages import SETUP_SUFFIX, STAGE_NAMES
@@ -22,6 +23,8 @@ AdvanceMode = Literal["manual", "approve", "auto"]
 
 # `job.max_evictions_per_index`'s default (shared.reconcile.evictions counts them).
 DEFAULT_MAX_EVICTIONS_PER_INDEX = 3
+# `job.processes_per_vcpu`'s default, the predecessor's newest (cave-pipeline main).
+DEFAULT_PROCESSES_PER_VCPU = 2
 
 
 class ConfigError(ValueError):
@@ -60,6 +63,9 @@ class Resources(_Strict):
     cpu: Curve = Curve(base=0.5)
     memory: Curve = Curve(base=1.0)  # GiB
     overrides: dict[int, LayerOverride] = {}
+    # Grow each curve request to fill the node it already forces (shared/jobs/node_packing.py;
+    # the predecessor's newest default). Per-layer overrides are never grown.
+    pack: bool = True
 
 
 class Ramp(_Strict):
@@ -81,9 +87,11 @@ class JobSettings(_Strict):
     lock_expiry_s: float = Field(default=180.0, gt=0)
     lock_expiry_factor: float = Field(default=2.0, ge=1.0)  # upper layers' chunks take longer
     # Worker pods (shared/jobs/worker_pod.py): PCG_N_PROCESSES = processes_per_vcpu x the layer's
-    # snapped vCPU (1 when parallel is off); burst leaves limits unset so pods may burst.
+    # whole billed vCPU (1 when parallel is off); burst leaves limits unset so pods may burst.
+    # A whole number (the images parse it as an int); 0 and 1 both mean one per vCPU, as in
+    # the predecessor. 2: a builder blocks on Bigtable most of the time.
     parallel: bool = True
-    processes_per_vcpu: float = Field(default=1.0, gt=0)
+    processes_per_vcpu: int = Field(default=DEFAULT_PROCESSES_PER_VCPU, ge=0)
     burst: bool = True
     # After OOM kills, a layer's next attempt (a re-created Job) asks for this much more
     # memory, snapped to Autopilot; None: off (the memory stays the config's).
@@ -99,6 +107,11 @@ class JobSettings(_Strict):
     canary_margin: float = Field(default=1.25, ge=1.0)
     ramp: Ramp = Ramp()
     resources: Resources = Resources()
+
+    @field_validator("compute_class", mode="before")
+    @classmethod
+    def _pod_billed(cls, v: str | None) -> str:
+        return check_compute_class(v)  # shared/config/compute_class.py: why node-billed fail
 
 
 class CurvePatch(_Strict):
@@ -116,6 +129,7 @@ class ResourcesPatch(_Strict):
     cpu: CurvePatch | None = None
     memory: CurvePatch | None = None
     overrides: dict[int, LayerOverride] = {}
+    pack: bool | None = None
 
 
 class RampPatch(_Strict):
@@ -159,7 +173,7 @@ class JobOverride(_Strict):
     lock_expiry_s: float | None = Field(default=None, gt=0)
     lock_expiry_factor: float | None = Field(default=None, ge=1.0)
     parallel: bool | None = None
-    processes_per_vcpu: float | None = Field(default=None, gt=0)
+    processes_per_vcpu: int | None = Field(default=None, ge=0)
     burst: bool | None = None
     oom_memory_factor: float | None = Field(default=None, gt=1.0)
     max_evictions_per_index: int | None = Field(default=None, ge=1)
@@ -168,6 +182,12 @@ class JobOverride(_Strict):
     canary_margin: float | None = Field(default=None, ge=1.0)
     ramp: RampPatch | None = None
     resources: ResourcesPatch | None = None
+
+    @field_validator("compute_class")
+    @classmethod
+    def _pod_billed(cls, v: str | None) -> str | None:
+        # Checked in the block too, so the error names job.workloads.<stage>.compute_class.
+        return None if v is None else check_compute_class(v)
 
 
 class JobConfig(JobSettings):

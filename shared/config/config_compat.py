@@ -16,8 +16,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from shared.config.config import JobSettings, Ramp, Resources, WorkloadIdentity
+from shared.config.config import (
+    DEFAULT_PROCESSES_PER_VCPU,
+    JobSettings,
+    Ramp,
+    Resources,
+    WorkloadIdentity,
+)
+from shared.model.held_wait import HELD_WAIT_ENV, IMAGE_HELD_WAIT_S
 from shared.model.stages import SETUP_SUFFIX, STAGE_NAMES, writes_done_markers
+from shared.model.worker_contract import IMAGE_GRACE_S, PROFILER_ENV
 
 
 class CompatError(ValueError):
@@ -321,6 +329,8 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
                     f"this project's default curve applies ({new[curve]:g} {unit} per pod)",
                 )
             )
+    _map_job_defaults_since_004(job, notes)
+    _map_image_pods_since_004(out, notes)
     _map_job_block(job, "job", notes, patch=False)
     for stage, block in list((job.get("workloads") or {}).items()):
         if block is None:
@@ -367,20 +377,103 @@ def _map_start_layer(out: dict[str, Any], stage: str, layer: Any, notes: list[No
     )
 
 
+def _map_pack(resources: dict[str, Any], where: str, notes: list[Note]) -> None:
+    """`resources.pack` as the predecessor's newest code reads it (`bool(value)`), with the
+    change from 0.0.4, which ignored the key (requests were the curve's)."""
+    value = resources["pack"]
+    if value is None:  # `pack:` with nothing under it: the default
+        del resources["pack"]
+        return
+    if not isinstance(value, (bool, int)):
+        raise CompatError(f"{where}.resources.pack: {value!r} is not true/false")
+    resources["pack"] = bool(value)
+    notes.append(
+        Note(
+            f"{where}.resources.pack",
+            "ignored by cave-pipeline 0.0.4 (requests were the curves'); fill the forced node "
+            "in the predecessor's newest code",
+            f"{where}.resources.pack",
+            f"{str(bool(value)).lower()}: "
+            + (_PACK_EFFECT if value else "requests are the curves', as in 0.0.4"),
+        )
+    )
+
+
+_PACK_EFFECT = (
+    "curve requests grow to fill the node they force (overrides are kept), as the "
+    "predecessor's newest code does; 0.0.4 asked for the curve value"
+)
+
+
+def _map_job_defaults_since_004(job: dict[str, Any], notes: list[Note]) -> None:
+    """The predecessor's newest defaults for what 0.0.4 did not have: `resources.pack` (on)
+    and `processes_per_vcpu` (2); each one a file omits is a note saying what changed."""
+    resources = job.get("resources")
+    if not isinstance(resources, dict) or "pack" not in resources:
+        notes.append(
+            Note(
+                "job.resources.pack (omitted)",
+                "not a key of cave-pipeline 0.0.4: requests were the curves'",
+                "job.resources.pack",
+                f"true, the predecessor's newest default: {_PACK_EFFECT}",
+            )
+        )
+    if job.get("processes_per_vcpu") is None:
+        notes.append(
+            Note(
+                "job.processes_per_vcpu (omitted)",
+                "not a key of cave-pipeline 0.0.4: PCG_N_PROCESSES was the whole billed vCPU",
+                "job.processes_per_vcpu",
+                f"{DEFAULT_PROCESSES_PER_VCPU}, the predecessor's newest default: "
+                f"PCG_N_PROCESSES = {DEFAULT_PROCESSES_PER_VCPU} x the whole billed vCPU "
+                "(twice 0.0.4's pools; memory per process halves)",
+            )
+        )
+
+
+def _map_image_pods_since_004(out: dict[str, Any], notes: list[Note]) -> None:
+    """What the pods of an image's entry point get that 0.0.4's did not (no key of the file
+    changes, the pods do): a note each, so an import says so."""
+    if not any(s in (out.get("commands") or {}) for s in (*PCG_STAGES, "l2cache")):
+        return
+    env = out.get("env") or {}
+    notes.append(
+        Note(
+            "(image pods) terminationGracePeriodSeconds",
+            "not set: Kubernetes' 30 s (Autopilot's Spot notice, 25 s)",
+            "-",
+            f"{IMAGE_GRACE_S} s, the predecessor's newest: the images' harness installs no "
+            "SIGTERM handler, so a longer grace only delays every teardown",
+        )
+    )
+    if PROFILER_ENV not in env:
+        notes.append(
+            Note(
+                f"env.{PROFILER_ENV} (omitted)",
+                "not set: the image's own default (on in some PyChunkedGraph versions)",
+                f"env.{PROFILER_ENV}",
+                "0 in the images' pods (set it in env: to profile)",
+            )
+        )
+    if HELD_WAIT_ENV not in env:
+        notes.append(
+            Note(
+                f"env.{HELD_WAIT_ENV} (omitted)",
+                f"not set: the image's {IMAGE_HELD_WAIT_S:g} s, shorter than a killed pod's "
+                "3-minute claim, so each preemption spent a retry",
+                f"env.{HELD_WAIT_ENV}",
+                "2 x (claim lifetime + a poll) in the ingest pods, 380 s by default "
+                "(docs/worker-contract.md#held-chunks)",
+            )
+        )
+
+
 def _map_job_block(block: dict[str, Any], where: str, notes: list[Note], patch: bool) -> None:
     resources = block.get("resources")
     if not isinstance(resources, dict):
         return
     if "pack" in resources:
-        del resources["pack"]
-        notes.append(
-            Note(
-                f"{where}.resources.pack",
-                "pods packed per node",
-                "-",
-                "dropped (Autopilot places pods itself)",
-            )
-        )
+        _map_pack(resources, where, notes)
     for curve_name in ("cpu", "memory"):
         curve = resources.get(curve_name)
         # The predecessor's "uncapped": omitted in `job`; in a workload block `max: 0` stays,

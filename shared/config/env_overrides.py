@@ -11,6 +11,7 @@ layer and pod (graph id, layer, seed, batch size, processes, grid) stay refused:
 from __future__ import annotations
 
 from shared.config.config_compat import Note
+from shared.model.held_wait import HELD_WAIT_ENV
 from shared.model.worker_contract import (
     BIGTABLE_INSTANCE,
     BIGTABLE_PROJECT,
@@ -26,6 +27,7 @@ OVERRIDABLE: dict[str, str] = {
     BIGTABLE_INSTANCE: "bigtable.instance",
     DATASET_PATH: f"the mounted dataset file {DATASET_DIR}/{DATASET_FILE}",
     LOCK_EXPIRY_SCALE: "the lock scale the controller sets per layer",
+    HELD_WAIT_ENV: "the held-chunk wait the controller sets (2 x (claim lifetime + a poll))",
 }
 
 

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from shared.jobs.node_packing import fill_node
+
 if TYPE_CHECKING:  # annotations only: the worker image has no pydantic
     from shared.config.config import JobSettings
 
@@ -151,13 +153,19 @@ def _check_ceiling(req: Requests, compute_class: str, limits: ClassLimits) -> No
 
 
 def layer_requests(job: JobSettings, layer: int) -> Requests:
-    """Snapped requests of one layer: the resource curves, then that layer's overrides."""
+    """Snapped requests of one layer: the resource curves, then that layer's overrides, then
+    (`job.resources.pack`, curve layers only) grown to fill the node they force."""
     res = job.resources
     cpu, memory = res.cpu.at(layer), res.memory.at(layer)
     override = res.overrides.get(layer)
     if override is not None:  # an explicit per-layer value beats the curve
         cpu = override.cpu if override.cpu is not None else cpu
         memory = override.memory if override.memory is not None else memory
+    elif res.pack:
+        # Never over an override (even one naming only memory): that layer's numbers were
+        # given exactly, and growing them would overrule the most specific instruction.
+        packed = fill_node(cpu, memory, max_cpu=limits_for(job.compute_class).max_cpu)
+        cpu, memory = packed.cpu, packed.memory_gib
     try:
         return snap_requests(cpu, memory, job.compute_class)
     except ResourceLimitError as e:

@@ -16,10 +16,10 @@ from typing import Any
 from shared.config.config import JobSettings, PipelineConfig
 from shared.config.env_overrides import OVERRIDABLE
 from shared.config.stage_selection import stage_layers
-from shared.jobs import worker_pod
+from shared.jobs import image_pods, worker_pod
 from shared.jobs.autopilot import Requests, ResourceLimitError
 from shared.jobs.layer_spec import LayerRangeError, LayerSpec, layer_spec, short_hash
-from shared.model import lock_renewal
+from shared.model import held_wait, lock_renewal
 from shared.model.stages import DEFAULT_COMMAND, STAGE_NAMES, PlanError
 from shared.model.worker_contract import (
     L2CACHE_ENV,
@@ -32,7 +32,7 @@ from shared.model.worker_contract import (
 MANAGED_BY = "cave-pipeline"
 PREFIX = "cave-pipeline/"
 CONTAINER = "worker"
-SPOT_NOTICE_S = 25  # Spot gives 25 s between the preemption notice and the kill
+SPOT_NOTICE_S = image_pods.WORKER_GRACE_S  # Spot's notice: our worker releases its claims
 SPOT_KEY = worker_pod.SPOT_KEY
 # Kubernetes batch validation of Indexed Jobs with backoffLimitPerIndex: parallelism and
 # maxFailedIndexes <= 100000, and <= 10000 once completions pass 100000.
@@ -122,11 +122,38 @@ def _env(
         # The operator's scale replaces the per-layer one (lock_scale_warning says where it
         # breaks the renewal bound).
         _operator_scale(cfg)
+    if held_wait.HELD_WAIT_ENV in cfg.env:
+        # Unlike the scale, a short wait is refused: it costs a retry per preemption.
+        try:
+            held_wait.check_operator_wait(cfg.env[held_wait.HELD_WAIT_ENV], build_held_wait(cfg))
+        except held_wait.HeldWaitError as e:
+            raise ManifestError(str(e)) from None
     # An overridable key (shared/config/env_overrides.py) the operator sets replaces the contract's.
     pairs = [(k, v) for k, v in contract.items() if k not in cfg.env]
     pairs += [(k, v) for k, v in (extra or {}).items() if k not in cfg.env]
     pairs += list(cfg.env.items())
     return [{"name": k, "value": v} for k, v in pairs]
+
+
+def check_image_dataset(cfg: PipelineConfig, stage: str) -> None:
+    """ManifestError when `stage` runs an image's entry point and the dataset file it gets
+    holds what the image cannot read (graph_config.ROOT_LOCK_EXPIRY: shared.model.lock_renewal).
+    """
+    if worker_pod.runs_worker_image(cfg, stage):
+        return
+    try:
+        lock_renewal.check_root_lock_expiry_for_images(_dataset(cfg))
+    except lock_renewal.LockRenewalError as e:
+        raise ManifestError(str(e)) from None
+
+
+def build_held_wait(cfg: PipelineConfig) -> held_wait.HeldWait:
+    """The build's held-chunk wait (shared.model.held_wait): the graph's claim lifetime and
+    the images' poll. ManifestError naming the key when either cannot be read."""
+    try:
+        return held_wait.held_wait(lock_renewal.claim_lifetime_s(_dataset(cfg)), cfg.env)
+    except (lock_renewal.LockRenewalError, held_wait.HeldWaitError) as e:
+        raise ManifestError(str(e)) from None
 
 
 def _operator_scale(cfg: PipelineConfig) -> float | None:
@@ -188,6 +215,8 @@ def pod_spec(
     `workload_identity.ksa`). ManifestError if the scheduling cannot be rendered."""
     job = cfg.job.for_stage(stage)
     selector, tolerations = _scheduling(cfg, job)
+    ours = worker_pod.runs_worker_image(cfg, stage)
+    check_image_dataset(cfg, stage)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": cfg.images[stage],
@@ -197,13 +226,18 @@ def pod_spec(
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": service_account or cfg.workload_identity.ksa,
-        "terminationGracePeriodSeconds": SPOT_NOTICE_S,
+        # 5 s for the images (no SIGTERM handler), Spot's 25 s for ours (shared/jobs/image_pods.py)
+        "terminationGracePeriodSeconds": image_pods.grace_seconds(ours),
         "containers": [container],
         **({"nodeSelector": selector} if selector else {}),
         **({"tolerations": tolerations} if tolerations else {}),
     }
     mount_env = worker_pod.pod_volumes(pod, container, cfg, run_id, stage)
-    container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env})
+    # Only ingest's image worker waits for held chunks; the wait is the same at every layer,
+    # as the claim lifetime is.
+    held_s = build_held_wait(cfg).written_s if stage == "ingest" else None
+    pinned = image_pods.pinned_env(ours, cfg.env, held_s)
+    container["env"] = _env(cfg, contract, {**stage_env(cfg, stage), **mount_env, **pinned})
     return pod
 
 
@@ -269,6 +303,7 @@ def render_job(
     """The batch/v1 Indexed Job of `stage` at `layer` (named for `attempt` of the layer in
     run `run_id`), or ManifestError naming the field."""
     check_names(cfg, stage, run_id)
+    check_image_dataset(cfg, stage)  # before the scale reads the same key as seconds
     spec = _spec(cfg, stage, layer)
     if parallelism < 1:
         raise ManifestError(f"parallelism {parallelism}: must be >= 1 (job.ramp.start/max)")

@@ -5,13 +5,13 @@ These follow what PyChunkedGraph images expect (reference/pcg-worker-contract.md
 
 - `PCG_N_PROCESSES` sizes the images' process pools. Left to themselves they size a pool from
   the node's cores (`os.cpu_count()` is not cgroup-aware) and throttle a small pod, so the
-  count comes from the pod's own snapped (billed) vCPU: `processes_per_vcpu x vCPU`, floored,
-  at least 1; `job.parallel: false` pins it to 1.
+  count comes from the pod's own snapped (billed) vCPU: `processes_per_vcpu x` its whole vCPU
+  (the predecessor's newest rule), at least 1; `job.parallel: false` pins it to 1.
 - Requests without limits let a pod burst into a node's spare capacity (`job.burst`, on by
   default); `job.burst: false` sets limits equal to requests.
-- A custom ComputeClass decides Spot itself and GKE rejects it together with the Spot node
-  selector, so such a class gets only its class selector. Autopilot's built-in classes
-  (Balanced, Scale-Out, Performance, Accelerator) combine with Spot as before.
+- The compute class is one of the pod-billed ones (the default, Balanced, Scale-Out:
+  shared/config/compute_class.py refuses the others at load), each of which takes the Spot
+  selector alongside its class selector.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from shared.config.config import JobSettings, PipelineConfig
-from shared.jobs.autopilot import Requests, is_general_purpose, normalize_class
+from shared.jobs.autopilot import Requests, is_general_purpose
 from shared.model.worker_contract import (
     DATASET_DIR,
     DATASET_FILE,
@@ -38,14 +38,8 @@ DATASET_MAP_PREFIX = "cave-dataset-"
 CLASS_KEY = "cloud.google.com/compute-class"
 ZONE_KEY = "topology.kubernetes.io/zone"
 SPOT_TOLERATION = {"key": SPOT_KEY, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-# Autopilot's built-in classes, which take the Spot selector alongside the class selector.
-# Anything else is a ComputeClass object of the cluster (GKE's own `autopilot` and
-# `autopilot-spot` included) whose priorities choose Spot or not.
-BUILT_IN_CLASSES = frozenset(
-    {"general-purpose", "balanced", "scale-out", "performance", "accelerator"}
-)
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-# Float noise in processes_per_vcpu x vCPU (e.g. 1.1 x 10) must not lose a whole process.
+# Float noise in a snapped vCPU (e.g. 2.9999999) must not lose a whole vCPU.
 _EPS = 1e-9
 
 
@@ -54,11 +48,14 @@ class SchedulingError(ValueError):
 
 
 def layer_processes(job: JobSettings, req: Requests) -> int:
-    """`PCG_N_PROCESSES` of a layer whose pods request `req`: 1 without `job.parallel`, else
-    `floor(job.processes_per_vcpu x req.cpu)`, at least 1."""
+    """`PCG_N_PROCESSES` of a layer whose pods request `req` (snapped, i.e. billed): 1 without
+    `job.parallel`, else `job.processes_per_vcpu` (0 read as 1) x the whole billed vCPU, at
+    least 1. Whole vCPU, as the predecessor counts them, so a file written for it gets the
+    same pools: a 2.75-vCPU pod at 2 per vCPU runs 4, not 5."""
     if not job.parallel:
         return 1
-    return max(1, math.floor(job.processes_per_vcpu * req.cpu + _EPS))
+    whole_cpu = math.floor(req.cpu + _EPS)
+    return max(1, whole_cpu * max(1, job.processes_per_vcpu))
 
 
 def resources_block(job: JobSettings, req: Requests) -> dict[str, dict[str, str]]:
@@ -70,21 +67,12 @@ def resources_block(job: JobSettings, req: Requests) -> dict[str, dict[str, str]
     return {"requests": quantities, "limits": dict(quantities)}
 
 
-def is_custom_class(compute_class: str) -> bool:
-    """True for a ComputeClass of the cluster (not one of Autopilot's built-in classes)."""
-    return normalize_class(compute_class) not in BUILT_IN_CLASSES
-
-
 def scheduling(job: JobSettings, zone: str) -> tuple[dict[str, str], list[dict[str, str]]]:
     """(nodeSelector, tolerations) of a worker pod; SchedulingError names the bad field."""
-    custom = is_custom_class(job.compute_class)
-    spot = job.spot and not custom  # a custom class decides Spot through its priorities
-    selector = {SPOT_KEY: "true"} if spot else {}
-    tolerations = [dict(SPOT_TOLERATION)] if spot else []
+    selector = {SPOT_KEY: "true"} if job.spot else {}
+    tolerations = [dict(SPOT_TOLERATION)] if job.spot else []
     # The default class is chosen by naming none: a pod may not select it explicitly.
     if not is_general_purpose(job.compute_class):
-        if not _LABEL_VALUE.match(job.compute_class):
-            raise SchedulingError(f"job.compute_class: {job.compute_class!r} is not a class name")
         selector[CLASS_KEY] = job.compute_class
     if zone:
         if not _LABEL_VALUE.match(zone):

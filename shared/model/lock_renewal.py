@@ -61,6 +61,30 @@ def claim_lifetime_s(dataset: Mapping[str, Any] | None) -> float:
     return float(raw)
 
 
+def check_root_lock_expiry_for_images(dataset: Mapping[str, Any] | None) -> None:
+    """LockRenewalError when the dataset file the images get sets ROOT_LOCK_EXPIRY.
+
+    PyChunkedGraph's ingest setup builds `GraphConfig(ID=..., OVERWRITE=False,
+    **graph_config)` from `yaml.safe_load` of that file, converting nothing, and the value is
+    used as a `timedelta` everywhere after: `lock_expiry.total_seconds()` when the Bigtable
+    client is built (in the setup itself, before the graph exists), `.seconds` for write
+    deadlines, `now - lock_expiry` in the lock filter. A YAML file can carry only a number or a
+    string (safe_load makes no timedelta), and either fails there, so the graph is never made
+    and every layer-2 pod then fails reading its metadata. The one form an image can use is
+    the key's absence: its 3-minute default."""
+    graph_config = (dataset or {}).get("graph_config") or {}
+    if isinstance(graph_config, Mapping) and graph_config.get(ROOT_LOCK_EXPIRY) is not None:
+        raw = graph_config[ROOT_LOCK_EXPIRY]
+        raise LockRenewalError(
+            f"graph_config.{ROOT_LOCK_EXPIRY}: {raw!r} cannot reach PyChunkedGraph's images: "
+            "their ingest setup passes the dataset file's value to GraphConfig unconverted and "
+            "uses it as a timedelta (lock_expiry.total_seconds() when it builds its Bigtable "
+            "client), which a YAML number or string is not, so the setup fails before the graph "
+            "exists. Remove it: the images' claims then live for their default 3 minutes, the "
+            "lifetime the controller's lock scale and held-chunk wait assume"
+        )
+
+
 def image_renewal_s(layer: int, scale: float) -> float:
     """The images' renewal interval at `layer` for `scale`: (3 min x (L-1) x scale) / 3."""
     return IMAGE_EXPIRY_S_PER_LAYER * (layer - 1) * scale / IMAGE_RENEWALS_PER_EXPIRY

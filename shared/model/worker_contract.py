@@ -67,6 +67,10 @@ TERM_GRACE_S = "PCG_TERM_GRACE_S"  # the operator's knob (config `env`), default
 COMPLETION_INDEX = "JOB_COMPLETION_INDEX"  # set per pod by Kubernetes, never by the manifest
 
 DEFAULT_TERM_GRACE_S = 15.0
+# Pods of an image's own entry point (shared/jobs/image_pods.py): their harness installs no
+# SIGTERM handler, so they get a short grace; PyChunkedGraph's profiler is pinned off.
+IMAGE_GRACE_S = 5
+PROFILER_ENV = "PCG_PROFILER_ENABLED"
 # What the controller sets for every Job: config `env` may not shadow these (PCG_N_PROCESSES,
 # set per layer from job.processes_per_vcpu, is refused with its own message).
 RESERVED = frozenset(

@@ -93,8 +93,34 @@ def test_an_empty_env_block_is_an_empty_mapping():
         ),
         (
             {"workload": "ingest", "job": {"resources": {"cpu": {"base": 1}, "pack": 2}}},
-            lambda o: o["job"]["resources"] == {"cpu": {"base": 1}},
-            "job.resources.pack: dropped",
+            lambda o: o["job"]["resources"] == {"cpu": {"base": 1}, "pack": True},  # bool(2)
+            "job.resources.pack: true: curve requests grow to fill the node",
+        ),
+        (
+            {"workload": "ingest", "job": {"resources": {"cpu": {"base": 1}, "pack": False}}},
+            lambda o: o["job"]["resources"] == {"cpu": {"base": 1}, "pack": False},
+            "job.resources.pack: false: requests are the curves', as in 0.0.4",
+        ),
+        (
+            {"workload": "ingest"},
+            lambda o: "pack" not in (o["job"].get("resources") or {}),
+            "job.resources.pack (omitted): true, the predecessor's newest default",
+        ),
+        (
+            {"images": {"pcg": PCG}},
+            lambda o: "PCG_HELD_MAX_WAIT_SEC" not in (o.get("env") or {}),  # the Job writes it
+            "env.PCG_HELD_MAX_WAIT_SEC (omitted): 2 x (claim lifetime + a poll)",
+        ),
+        (
+            {"images": {"pcg": PCG}},
+            lambda o: True,
+            "(image pods) terminationGracePeriodSeconds: 5 s",
+        ),
+        (
+            {"workload": "ingest"},
+            lambda o: "processes_per_vcpu" not in o["job"],
+            "job.processes_per_vcpu (omitted): 2, the predecessor's newest default: "
+            "PCG_N_PROCESSES = 2 x the whole billed vCPU",
         ),
         (
             {"workload": "ingest", "job": {"resources": {"memory": {"base": 1, "max": 0}}}},
@@ -120,6 +146,19 @@ def test_predecessor_keys_are_mapped_with_a_note(raw, check, note):
     out, notes = map_pipeline({**NEW, **raw})
     assert check(out), out
     assert any(str(n).startswith(note) for n in notes), notes
+
+
+@pytest.mark.parametrize(
+    ("env", "noted"),
+    [
+        ({}, {"env.PCG_PROFILER_ENABLED (omitted)", "env.PCG_HELD_MAX_WAIT_SEC (omitted)"}),
+        ({"PCG_PROFILER_ENABLED": "1"}, {"env.PCG_HELD_MAX_WAIT_SEC (omitted)"}),
+        ({"PCG_HELD_MAX_WAIT_SEC": "400"}, {"env.PCG_PROFILER_ENABLED (omitted)"}),
+    ],
+)
+def test_image_pod_notes_only_for_what_the_file_leaves_to_the_job(env, noted):
+    _, notes = map_pipeline({**NEW, "images": {"pcg": PCG}, "env": env})
+    assert {n.old_key for n in notes if n.old_key.startswith("env.")} == noted
 
 
 def test_upper_case_data_source_keys():
@@ -248,7 +287,17 @@ def test_config_import_writes_the_new_shape(tmp_path):
         "workload_identity.ksa",
         "renamed workload_identity.ksa (the same service account)",
     ]
+    # What the predecessor's newest code changed since 0.0.4 is a row each.
+    rows = {line.strip("│ ").split("│")[0].strip() for line in result.output.splitlines()}
+    assert {
+        "job.resources.pack",
+        "job.processes_per_vcpu (omitted)",
+        "(image pods) terminationGracePeriodSeconds",
+        "env.PCG_PROFILER_ENABLED (omitted)",
+        "env.PCG_HELD_MAX_WAIT_SEC (omitted)",
+    } <= rows
     new = yaml.safe_load((tmp_path / "pipeline.new.yml").read_text())
+    assert new["job"]["resources"]["pack"] is True  # the example's `pack: 1`
     assert new["workload_identity"]["ksa"] == "pipeline" and "images" in new
     assert "pcg" not in new["images"] and new["dataset"] == "dataset.new.yml"
     dataset = yaml.safe_load((tmp_path / "dataset.new.yml").read_text())

@@ -25,6 +25,18 @@ from tests.builders.predecessor_pkg import predecessor_module
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "predecessor" / "pipeline.yml"
 CFG = load_config(EXAMPLE)
+
+
+def _as_004(cfg):  # noqa: ANN001, ANN202 - a PipelineConfig
+    """`cfg` with what 0.0.4 lacked switched to its behaviour: no packing (it ignored
+    `resources.pack`) and one process per whole billed vCPU. What the predecessor's newest
+    code changed is tested in tests/unit/jobs/test_node_packing.py and test_worker_pod.py."""
+    resources = cfg.job.resources.model_copy(update={"pack": False})
+    job = cfg.job.model_copy(update={"resources": resources, "processes_per_vcpu": 1})
+    return cfg.model_copy(update={"job": job})
+
+
+CFG_004 = _as_004(CFG)
 CASES = [(stage, layer) for stage in STAGE_NAMES for layer in stage_layers(CFG, stage)]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -51,6 +63,7 @@ def test_every_stage_and_layer_is_covered():
 
 @pytest.mark.parametrize(("stage", "layer"), CASES)
 def test_the_example_renders_the_predecessors_job(pred, stage, layer):
+    """With 0.0.4's packing and process count pinned (_as_004), the Job is 0.0.4's."""
     pred_config, pred_manifest, pred_costs = pred
     pcfg = pred_config.load(str(EXAMPLE), workload=stage)
     chunks = layer_spec(CFG, stage, layer).chunks
@@ -63,7 +76,7 @@ def test_the_example_renders_the_predecessors_job(pred, stage, layer):
 
     job = CFG.job.for_stage(stage)
     first_ours = ramp_target(job.ramp, completions, None, T0)
-    ours = render_job(CFG, stage, layer, run_id="r", parallelism=first_ours)
+    ours = render_job(CFG_004, stage, layer, run_id="r", parallelism=first_ours)
     spec, pspec = ours["spec"], theirs.spec
     assert spec["completions"] == pspec.completions == completions
     assert spec["parallelism"] == pspec.parallelism

@@ -75,6 +75,7 @@ JOB = {
         "cpu": {"base": 1, "factor": 2, "max": 16},
         "memory": {"base": 4, "factor": 1.5},
         "overrides": {5: {"memory": 60}},
+        "pack": False,  # the merge alone (packing: tests/unit/jobs/test_node_packing.py)
     },
     "ramp": {"start": 4, "factor": 2, "period": 60, "max": 256},
 }

@@ -108,6 +108,7 @@ CURVED = JobSettings(
         cpu=Curve(base=0.5, factor=2.0),
         memory=Curve(base=1.0, factor=2.0, max=8.0),
         overrides={4: LayerOverride(memory=12.0), 6: LayerOverride(cpu=3.0, memory=3.0)},
+        pack=False,  # the curves and the grid alone (packing: test_node_packing.py)
     )
 )
 
@@ -142,7 +143,7 @@ def test_layer_requests(job, layer, expected):
 
 
 def test_layer_requests_ceiling_names_the_layer():
-    job = JobSettings(resources=Resources(cpu=Curve(base=1.0, factor=2.0)))
+    job = JobSettings(resources=Resources(cpu=Curve(base=1.0, factor=2.0), pack=False))
     assert layer_requests(job, 6).cpu == 16.0
     with pytest.raises(ResourceLimitError, match=r"layer 7: .*job\.resources\.overrides"):
         layer_requests(job, 7)  # 32 vCPU

@@ -11,56 +11,20 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from shared.config.config import ConfigError, PipelineConfig
-from shared.config.config_files import load_config
 from shared.jobs.layer_spec import MAX_JOB_NAME, job_name
 from shared.jobs.manifest import ManifestError, label_value, render_job
 from shared.jobs.render_check import implied_renders, validate_config_renders
+from tests.builders.toy_jobs import IMAGE, env_of, make_config, pod_spec
+from tests.builders.toy_jobs import merge as _merge
 
 K8S_VERSION = "1.33"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-IMAGE = "us-docker.pkg.dev/p/r/pcg:1"
-# 8x6x3 layer-2 grid (the predecessor's toy example), 5 layers.
-TOY_DATASET = {"data_source": {"size": [512, 384, 192]}, "graph_config": {"CHUNK_SIZE": [64] * 3}}
-BASE = {
-    "graph_id": "toy",
-    "dataset": "dataset.yml",
-    "bigtable": {"project": "bt-proj", "instance": "bt-inst"},
-    "images": {s: IMAGE for s in ("ingest", "l2cache", "meshing")},
-    "workloads": {s: f"pcg.{s}:process_chunk" for s in ("ingest", "l2cache", "meshing")},
-    "job": {"batch_size": 15},
-}
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def make_config(tmp_path: Path, pipeline: dict | None = None, dataset: dict | None = None):
-    (tmp_path / "dataset.yml").write_text(yaml.safe_dump(_merge(TOY_DATASET, dataset or {})))
-    (tmp_path / "pipeline.yml").write_text(yaml.safe_dump(_merge(BASE, pipeline or {})))
-    return load_config(tmp_path / "pipeline.yml")
-
-
-def env_of(manifest: dict) -> dict[str, str]:
-    env = manifest["spec"]["template"]["spec"]["containers"][0]["env"]
-    names = [e["name"] for e in env]
-    assert len(names) == len(set(names)), "duplicate env names"
-    return {e["name"]: e["value"] for e in env}
-
-
-def pod_spec(manifest: dict) -> dict:
-    return manifest["spec"]["template"]["spec"]
 
 
 def requests_of(manifest: dict) -> dict[str, str]:
@@ -96,7 +60,7 @@ CONFIGS = {
         {"mesh_config": {"max_layer": 4, "some_pcg_key": 1}, "l2cache_config": {"x": 1}},
     ),
     "big-grid": ({"job": {"batch_size": 1}}, {"data_source": {"size": [6400, 3200, 1920]}}),
-    "custom-class": ({"job": {"compute_class": "pcg-spot-first"}}, {}),
+    "scale-out": ({"job": {"compute_class": "Scale-Out"}}, {}),
 }
 
 
@@ -222,22 +186,9 @@ def test_job_shape(tmp_path):
             None,
             False,
         ),
-        (  # a custom ComputeClass decides Spot: GKE rejects it with the Spot selector
-            {"job": {"compute_class": "pcg-spot-first"}},
-            {"cloud.google.com/compute-class": "pcg-spot-first"},
-            False,
-        ),
-        (  # GKE's own ComputeClass objects are custom classes too
-            {"zone": "us-east1-c", "job": {"compute_class": "autopilot-spot"}},
-            {
-                "cloud.google.com/compute-class": "autopilot-spot",
-                "topology.kubernetes.io/zone": "us-east1-c",
-            },
-            False,
-        ),
-        (  # built-in node-based classes take Spot
-            {"job": {"compute_class": "Performance"}},
-            {"cloud.google.com/gke-spot": "true", "cloud.google.com/compute-class": "Performance"},
+        (  # node-billed classes are refused at load (tests/unit/config/test_compute_class.py)
+            {"job": {"compute_class": "Scale-Out"}},
+            {"cloud.google.com/gke-spot": "true", "cloud.google.com/compute-class": "Scale-Out"},
             True,
         ),
     ],
@@ -274,16 +225,19 @@ def test_env(tmp_path):
 @pytest.mark.parametrize(
     ("job", "processes"),
     [
-        # cpu curve 0.5 x 2^(L-2): 0.5, 1, 2, 4 vCPU at layers 2..5
-        ({}, {2: 1, 3: 1, 4: 2, 5: 4}),
-        ({"processes_per_vcpu": 2}, {2: 1, 3: 2, 4: 4, 5: 8}),
-        ({"processes_per_vcpu": 1.5}, {2: 1, 3: 1, 4: 3, 5: 6}),
+        # cpu curve 0.5 x 2^(L-2): 0.5, 1, 2, 4 vCPU at layers 2..5 (not packed)
+        ({}, {2: 1, 3: 2, 4: 4, 5: 8}),  # the default, 2 per whole vCPU
+        ({"processes_per_vcpu": 1}, {2: 1, 3: 1, 4: 2, 5: 4}),  # cave-pipeline 0.0.4's count
+        ({"processes_per_vcpu": 3}, {2: 1, 3: 3, 4: 6, 5: 12}),
         ({"parallel": False, "processes_per_vcpu": 4}, {2: 1, 3: 1, 4: 1, 5: 1}),
-        ({"resources": {"overrides": {4: {"cpu": 1.9}}}}, {2: 1, 3: 1, 4: 2, 5: 4}),  # snapped
+        ({"resources": {"overrides": {4: {"cpu": 1.9}}}}, {2: 1, 3: 2, 4: 4, 5: 8}),  # snapped
+        # packed: L4 2 -> 2.75 vCPU (2 whole), L5 4 -> 6.75 (6 whole); L2, L3 are at 8 and 4
+        # GiB per vCPU, above the standard shape, so left alone
+        ({"resources": {"pack": True}}, {2: 1, 3: 2, 4: 4, 5: 12}),
     ],
 )
 def test_n_processes_per_layer(tmp_path, job, processes):
-    resources = {"cpu": {"base": 0.5, "factor": 2}, "memory": {"base": 4}}
+    resources = {"cpu": {"base": 0.5, "factor": 2}, "memory": {"base": 4}, "pack": False}
     cfg = make_config(tmp_path, {"job": _merge({"resources": resources}, job)})
     for layer, expected in processes.items():
         env = env_of(render_job(cfg, "ingest", layer, run_id="r", parallelism=1))
@@ -463,7 +417,6 @@ def test_typo_in_images_is_refused_at_load(tmp_path):
         ({"workload_identity": {"ksa": "Bad KSA"}}, {}, "ingest", 2, 1, "workload_identity.ksa"),
         ({"commands": {"ingest": []}}, {}, "ingest", 2, 1, r"commands\.ingest"),
         ({"env": {"A=B": "x"}}, {}, "ingest", 2, 1, r"env\.A=B"),
-        ({"job": {"compute_class": "no way"}}, {}, "ingest", 2, 1, "job.compute_class"),
         ({"zone": "us east"}, {}, "ingest", 2, 1, "zone"),
     ],
 )

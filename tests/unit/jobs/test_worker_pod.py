@@ -8,7 +8,6 @@ from shared.config.config import JobSettings
 from shared.jobs.autopilot import Requests
 from shared.jobs.worker_pod import (
     SchedulingError,
-    is_custom_class,
     layer_processes,
     resources_block,
     scheduling,
@@ -18,18 +17,27 @@ from shared.jobs.worker_pod import (
 @pytest.mark.parametrize(
     ("job", "cpu", "expected"),
     [
-        ({}, 0.25, 1),
-        ({}, 1.75, 1),  # whole vCPUs the pod owns
-        ({}, 30, 30),
-        ({"processes_per_vcpu": 2}, 0.5, 1),
-        ({"processes_per_vcpu": 2}, 2.75, 5),
-        ({"processes_per_vcpu": 1.15}, 20, 23),  # 22.999999999999996 in floats
-        ({"processes_per_vcpu": 0.5}, 0.25, 1),  # never 0
+        # processes_per_vcpu x the whole billed vCPU (the predecessor's newest rule), >= 1
+        ({}, 0.25, 1),  # 0 whole vCPU: never 0 processes
+        ({}, 1.75, 2),  # default 2 per vCPU x 1 whole vCPU
+        ({}, 2.75, 4),  # not floor(2 x 2.75) = 5: the predecessor counts whole vCPUs
+        ({}, 30, 60),
+        ({"processes_per_vcpu": 1}, 30, 30),
+        ({"processes_per_vcpu": 0}, 8, 8),  # 0 reads as 1, as in the predecessor
+        ({"processes_per_vcpu": 3}, 2.9999999999, 9),  # float noise keeps the vCPU
         ({"parallel": False, "processes_per_vcpu": 8}, 16, 1),
     ],
 )
 def test_layer_processes(job, cpu, expected):
     assert layer_processes(JobSettings(**job), Requests(cpu=cpu, memory_gib=4)) == expected
+
+
+@pytest.mark.parametrize("value", [1.5, "two", -1])
+def test_processes_per_vcpu_is_a_whole_number(value):
+    """The images parse PCG_N_PROCESSES as an int: 1.5 would ship "21.0" (the predecessor's
+    reason for refusing it), so the model refuses it naming the field."""
+    with pytest.raises(ValueError, match="processes_per_vcpu"):
+        JobSettings(processes_per_vcpu=value)
 
 
 @pytest.mark.parametrize(
@@ -51,24 +59,6 @@ def test_resources_block(burst, expected):
 
 
 @pytest.mark.parametrize(
-    ("name", "custom"),
-    [
-        ("", False),
-        ("general-purpose", False),
-        ("Balanced", False),
-        ("scale-out", False),
-        ("Performance", False),
-        ("Accelerator", False),
-        ("autopilot", True),
-        ("autopilot-spot", True),
-        ("my-n4-class", True),
-    ],
-)
-def test_is_custom_class(name, custom):
-    assert is_custom_class(name) is custom
-
-
-@pytest.mark.parametrize(
     ("job", "zone", "selector", "spot"),
     [
         ({}, "", {"cloud.google.com/gke-spot": "true"}, True),
@@ -83,13 +73,19 @@ def test_is_custom_class(name, custom):
             },
             True,
         ),
-        ({"compute_class": "mine"}, "", {"cloud.google.com/compute-class": "mine"}, False),
         (
-            {"compute_class": "mine", "spot": False},
+            {"compute_class": "Scale-Out"},
             "",
-            {"cloud.google.com/compute-class": "mine"},
+            {"cloud.google.com/gke-spot": "true", "cloud.google.com/compute-class": "Scale-Out"},
+            True,
+        ),
+        (
+            {"compute_class": "Scale-Out", "spot": False},
+            "",
+            {"cloud.google.com/compute-class": "Scale-Out"},
             False,
         ),
+        ({"compute_class": "general-purpose"}, "", {"cloud.google.com/gke-spot": "true"}, True),
     ],
 )
 def test_scheduling(job, zone, selector, spot):
@@ -100,7 +96,7 @@ def test_scheduling(job, zone, selector, spot):
 
 @pytest.mark.parametrize(
     ("job", "zone", "match"),
-    [({"compute_class": "no way"}, "", "job.compute_class"), ({}, "us east", "zone")],
+    [({}, "us east", "zone")],
 )
 def test_scheduling_refusals_name_the_field(job, zone, match):
     with pytest.raises(SchedulingError, match=match):

@@ -278,3 +278,43 @@ def test_a_renewal_half_a_second_late_is_a_breach():
     scale = 60.5 * 3 / 180  # L2 renews every 60.5 s against a 60 s bound (180 s lifetime)
     assert [b.layer for b in renewal_breaches(scale, [2], 180.0)] == [2]
     assert renewal_breaches(1.0, [2], 180.0) == []  # exactly at the bound: not a breach
+
+
+@pytest.mark.parametrize("raw", [180, 2.5, "0:03:00", "3 minutes"])
+@pytest.mark.parametrize("setup", [False, True])
+def test_root_lock_expiry_is_refused_where_an_image_reads_the_dataset(tmp_path, raw, setup):
+    """Issue 26.5: PyChunkedGraph's ingest setup hands the dataset file's ROOT_LOCK_EXPIRY to
+    GraphConfig unconverted and calls .total_seconds() on it; no YAML value is a timedelta."""
+    from shared.jobs.manifest import ManifestError, render_job
+    from shared.jobs.setup_job import render_setup_job
+    from tests.builders.toy_jobs import make_config
+
+    pipeline = {"commands": {"ingest": ["python", "-m", "pychunkedgraph.pipeline.ingest"]}}
+    cfg = make_config(tmp_path, pipeline, {"graph_config": {"ROOT_LOCK_EXPIRY": raw}})
+    with pytest.raises(ManifestError, match=r"graph_config\.ROOT_LOCK_EXPIRY: .*timedelta"):
+        if setup:
+            render_setup_job(cfg, "ingest", run_id="r")
+        else:
+            render_job(cfg, "ingest", 2, run_id="r", parallelism=1)
+
+
+@pytest.mark.parametrize("dataset", [{}, {"graph_config": {}}])
+def test_without_root_lock_expiry_the_images_render(tmp_path, dataset):
+    from shared.jobs.manifest import render_job
+    from tests.builders.toy_jobs import make_config
+
+    pipeline = {"commands": {"ingest": ["python", "-m", "pychunkedgraph.pipeline.ingest"]}}
+    lr.check_root_lock_expiry_for_images(dataset)
+    assert render_job(
+        make_config(tmp_path, pipeline, dataset), "ingest", 2, run_id="r", parallelism=1
+    )
+
+
+def test_our_worker_keeps_reading_root_lock_expiry_as_seconds(tmp_path):
+    """Our worker's pods do not hand the key to an image's GraphConfig: a number stays the
+    seconds the scale is computed from (tests above), and the Job renders."""
+    from shared.jobs.manifest import render_job
+    from tests.builders.toy_jobs import make_config
+
+    cfg = make_config(tmp_path, {}, {"graph_config": {"ROOT_LOCK_EXPIRY": 600}})
+    assert render_job(cfg, "ingest", 2, run_id="r", parallelism=1)
