@@ -20,12 +20,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.local.controlplane.build import BuildError, binary_path, kubernetes_version
+from adapters.local.controlplane import metrics_server
+from adapters.local.controlplane.build import (
+    BuildError,
+    binary_path,
+    kubernetes_version,
+    metrics_server_manifests,
+)
 from adapters.local.controlplane.control_plane import ControlPlane, ControlPlaneError
-from adapters.local.controlplane.identities import Identities, set_up
+from adapters.local.controlplane.identities import (
+    Identities,
+    apply,
+    service_account_token,
+    set_up,
+)
 from adapters.local.kube_api import KubeApi
 from adapters.local.kubelet.kubelet import Hollow, ProcessKubelet
 from adapters.local.kubelet.node import NodeSpec
+from adapters.local.process_groups import free_port
 
 log = logging.getLogger("cave_pipeline.local_kubernetes")
 
@@ -110,10 +122,34 @@ class LocalKubernetes:
             kubelet_version=kubernetes_version(),
         )
         self.kubelet.start()
+        self._start_metrics_server()
         self._wait_for_service_account()
         self.started_s = time.monotonic() - t0
         log.info("local Kubernetes ready in %.1f s at %s", self.started_s, self.server)
         return self
+
+    def _start_metrics_server(self) -> None:
+        """metrics-server under upstream's RBAC and APIService; not waited for (as on GKE,
+        `metrics.k8s.io` answers once it has scraped each node twice, about 30 s)."""
+        assert self.control_plane is not None and self.admin is not None
+        port = free_port()
+        manifests = metrics_server_manifests(self.control_plane.binary)
+        apply(self.admin, metrics_server.objects(manifests, port))
+        token = service_account_token(self.admin, metrics_server.NAMESPACE, metrics_server.NAME)
+        kubeconfig = self.control_plane.write_kubeconfig(
+            metrics_server.NAME, token, metrics_server.NAMESPACE
+        )
+        self.control_plane.start_metrics_server(kubeconfig, port)
+
+    def metrics_available(self) -> bool:
+        """True once the aggregator reports metrics.k8s.io Available."""
+        assert self.admin is not None
+        found = self.admin.request(
+            "GET",
+            f"/apis/apiregistration.k8s.io/v1/apiservices/{metrics_server.API_SERVICE}",
+            ok=(404,),
+        )
+        return metrics_server.available(found)
 
     def stop(self) -> None:
         if self._outage_thread is not None:

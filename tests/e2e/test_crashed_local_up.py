@@ -63,7 +63,9 @@ def test_a_sigkilled_local_up_leaves_nothing_the_next_one_does_not_clear(tmp_pat
         doc = _ready(first, stack, tmp_path / "first.log")
         control_plane = list(doc["pids"].values())
         emulators = list(doc["emulator_pids"].values())
-        assert len(control_plane) == 4 and len(emulators) == 3
+        assert (
+            set(doc["pids"]) >= {"etcd", "kube-apiserver", "metrics-server"} and len(emulators) == 3
+        )
 
         beside = run_cli(tmp_path, "local", "up", timeout=60)
         assert beside.returncode != 0

@@ -1,5 +1,6 @@
 """Builds Kubernetes' own control plane (kube-apiserver, kube-controller-manager, kube-scheduler,
-etcd) from Go modules into one multi-call binary, cached by version and go.sum.
+etcd) and metrics-server from Go modules into one multi-call binary, cached by version and
+go.sum; metrics-server's own manifests (its RBAC and APIService) are copied beside it.
 
 The Go module beside this file (`go.mod`, `main.go`) requires `k8s.io/kubernetes` at one pinned
 release and replaces each of its staging modules (`k8s.io/api`, `k8s.io/client-go`, ...) with
@@ -198,8 +199,8 @@ def build(progress: bool = True) -> Built:
     )
     say(
         f"building Kubernetes {version} (kube-apiserver, kube-controller-manager, kube-scheduler, "
-        f"etcd; {packages} packages) with {go_version}; a first build takes about 4 min on 2 idle "
-        "cores (longer on a busy machine), later ones reuse it"
+        f"etcd, metrics-server; {packages} packages) with {go_version}; a first build takes "
+        "about 4 min on 2 idle cores (longer on a busy machine), later ones reuse it"
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
@@ -229,10 +230,31 @@ def build(progress: bool = True) -> Built:
     if proc.wait() != 0:
         partial.unlink(missing_ok=True)
         raise BuildError("`go build` of the control plane failed:\n" + "\n".join(tail))
+    copy_metrics_server_manifests(target.parent)
     partial.replace(target)
     seconds = time.monotonic() - started
     say(f"built {target} in {seconds:.0f} s ({target.stat().st_size / 2**20:.0f} MiB)")
     return Built(target, version, False, seconds)
+
+
+METRICS_SERVER = "sigs.k8s.io/metrics-server"
+# Upstream's own objects for it (ServiceAccount, RBAC, APIService), from the module's source.
+METRICS_SERVER_MANIFESTS = ("rbac.yaml", "apiservice.yaml")
+
+
+def metrics_server_manifests(binary: Path) -> list[Path]:
+    """The metrics-server manifests kept beside a built binary."""
+    return [binary.parent / "metrics-server" / name for name in METRICS_SERVER_MANIFESTS]
+
+
+def copy_metrics_server_manifests(folder: Path) -> None:
+    """Copy metrics-server's own manifests (manifests/base in its module, the version go.mod
+    pins) beside the binary, so the stack applies upstream's RBAC and APIService."""
+    source = Path(go("list", "-m", "-f", "{{.Dir}}", METRICS_SERVER).strip()) / "manifests/base"
+    out = folder / "metrics-server"
+    out.mkdir(parents=True, exist_ok=True)
+    for name in METRICS_SERVER_MANIFESTS:
+        shutil.copyfile(source / name, out / name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapters.local.controlplane.metrics_server import (
+    FrontProxy,
+    apiserver_flags,
+    process_args,
+    write_front_proxy,
+)
 from adapters.local.process_groups import (
     HOST,
     free_port,
@@ -91,6 +97,7 @@ class ControlPlane:
     etcd_url: str = ""
     _procs: list[_Proc] = field(default_factory=list)
     _tokens: dict[str, str] = field(default_factory=dict)
+    front_proxy: FrontProxy | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -205,6 +212,7 @@ class ControlPlane:
         tokens = self.state_dir / "tokens.csv"
         tokens.write_text("\n".join(lines) + "\n")
         tokens.chmod(0o600)
+        self.front_proxy = write_front_proxy(self.state_dir / "front-proxy")
 
     def _write_kubeconfigs(self) -> None:
         for name in ("admin", "kube-controller-manager", "kube-scheduler"):
@@ -288,6 +296,7 @@ class ControlPlane:
         port = port or free_port()
         self.server = f"https://{HOST}:{port}"
         key = self.state_dir / "sa.key"
+        assert self.front_proxy is not None  # written with the credentials
         self._start(
             "kube-apiserver",
             [
@@ -303,12 +312,21 @@ class ControlPlane:
                 f"--service-account-signing-key-file={key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--kubelet-preferred-address-types=InternalIP",
+                *apiserver_flags(self.front_proxy),
                 "--profiling=false",
                 "--v=0",
             ],
         )
         token = self._tokens["admin"]
         self._wait("kube-apiserver", lambda: self._api_ok("/readyz", token))
+
+    def start_metrics_server(self, kubeconfig: Path, port: int) -> None:
+        """Start metrics-server on ``port`` as the identity of ``kubeconfig``; stopped with
+        the rest. Its objects (RBAC, APIService) are the caller's to apply first."""
+        self._start(
+            "metrics-server",
+            process_args(HOST, port, self.state_dir / "metrics-server", kubeconfig),
+        )
 
     def _controller_manager_args(self) -> list[str]:
         args = [

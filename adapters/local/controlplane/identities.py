@@ -28,6 +28,8 @@ _PLACEHOLDER = re.compile(r"(?<!\$)\$\{(\w+)\}")
 _PATHS = {
     ("v1", "Namespace"): "/api/v1/namespaces",
     ("v1", "ServiceAccount"): "/api/v1/namespaces/{ns}/serviceaccounts",
+    ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
+    ("apiregistration.k8s.io/v1", "APIService"): "/apis/apiregistration.k8s.io/v1/apiservices",
     (
         "rbac.authorization.k8s.io/v1",
         "Role",

@@ -1,6 +1,7 @@
 // Command kube is one multi-call binary holding Kubernetes' own control plane, as k3s and the old
-// hyperkube do: the first argument picks kube-apiserver, kube-controller-manager, kube-scheduler
-// or etcd, and the rest are that command's own flags. It links the four once instead of four times.
+// hyperkube do: the first argument picks kube-apiserver, kube-controller-manager, kube-scheduler,
+// etcd or metrics-server (sigs.k8s.io/metrics-server, what serves metrics.k8s.io on GKE), and the
+// rest are that command's own flags. It links the five once instead of five times.
 //
 // Nothing here re-implements Kubernetes: each entry is the upstream command's constructor.
 // docs/local-cluster.md says how the local stack runs it.
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/server/v3/etcdmain"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as upstream
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics, as upstream
@@ -24,6 +26,7 @@ import (
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	jobcontroller "k8s.io/kubernetes/pkg/controller/job"
+	metricsserver "sigs.k8s.io/metrics-server/cmd/metrics-server/app"
 )
 
 // jobBackOffEnv is the one named test setting: the Job controller's pod-failure back-off
@@ -47,6 +50,9 @@ func main() {
 		run(controllermanager.NewControllerManagerCommand(), args)
 	case "kube-scheduler":
 		run(scheduler.NewSchedulerCommand(), args)
+	case "metrics-server":
+		// The signal handler upstream's main gives the command (one per process).
+		run(metricsserver.NewMetricsServerCommand(genericapiserver.SetupSignalHandler()), args)
 	case "etcd":
 		etcdmain.Main(args)
 	default:
@@ -73,6 +79,6 @@ func applyTestSettings() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: kube {kube-apiserver|kube-controller-manager|kube-scheduler|etcd} [flags]")
+	fmt.Fprintln(os.Stderr, "usage: kube {kube-apiserver|kube-controller-manager|kube-scheduler|etcd|metrics-server} [flags]")
 	os.Exit(2)
 }

@@ -48,6 +48,8 @@ from adapters.local.kubelet.node import (
     node_object,
     node_status,
 )
+from adapters.local.kubelet.proc_usage import clock_ticks_per_s, tree_usage
+from adapters.local.kubelet.resource_metrics import ContainerSample
 
 log = logging.getLogger("cave_pipeline.kubelet")
 
@@ -141,7 +143,11 @@ class ProcessKubelet:
         self.state_dir = self.state_dir.absolute()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         for spec in self.nodes:
-            server = LogServer(self._log_lookup(spec.name), self.state_dir / "tls").start()
+            server = LogServer(
+                self._log_lookup(spec.name),
+                self.state_dir / "tls",
+                metrics=lambda node=spec.name: self.resource_samples(node),
+            ).start()
             self._servers[spec.name] = server
             self._register(spec, server.port)
         for target, name in (
@@ -229,7 +235,11 @@ class ProcessKubelet:
 
     def add_node(self, spec: NodeSpec) -> None:
         """Register one more node (a replacement VM)."""
-        server = LogServer(self._log_lookup(spec.name), self.state_dir / "tls").start()
+        server = LogServer(
+                self._log_lookup(spec.name),
+                self.state_dir / "tls",
+                metrics=lambda node=spec.name: self.resource_samples(node),
+            ).start()
         with self._lock:
             self._servers[spec.name] = server
             self.nodes.append(spec)
@@ -633,6 +643,29 @@ class ProcessKubelet:
         return {}
 
     # -- logs ------------------------------------------------------------------------------
+
+    def resource_samples(self, node: str) -> list[ContainerSample]:
+        """The node's running containers measured now, for `/metrics/resource`."""
+        with self._lock:
+            running = [
+                (p.meta["namespace"], p.meta["name"], p.container)
+                for p in self._pods.values()
+                if p.node == node
+                and isinstance(p.container, Container)
+                and p.container.proc is not None
+                and p.container.exit_code is None
+                and p.container.started is not None
+            ]
+        hz, out = clock_ticks_per_s(), []
+        for namespace, name, c in running:
+            usage = tree_usage(c.proc.pid)
+            if usage is not None:
+                out.append(
+                    ContainerSample(
+                        namespace, name, c.name, usage[0] / hz, usage[1], c.started.timestamp()
+                    )
+                )
+        return out
 
     def _log_lookup(self, node: str) -> Any:
         def lookup(namespace: str, name: str) -> tuple[Path, Any] | None:

@@ -1,4 +1,6 @@
-"""The kubelet's log endpoint, as the API server reads it for `pods/log`: HTTPS on the Node's
+"""The kubelet's HTTPS endpoint: the resource metrics metrics-server scrapes
+(`/metrics/resource`, `resource_metrics.py`), and the logs as the API server reads them for
+`pods/log`: HTTPS on the Node's
 `daemonEndpoints.kubeletEndpoint.Port`, `GET /containerLogs/<namespace>/<pod>/<container>` with
 `tailLines`, `timestamps`, `limitBytes`, `sinceSeconds` and `follow`. Logs are kept in the CRI
 format (`<RFC 3339 time> <stream> <tag> <line>`) and served without the stream and tag, with
@@ -20,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from adapters.local.kubelet import resource_metrics
+from adapters.local.kubelet.resource_metrics import ContainerSample
 from adapters.local.process_groups import HOST
 
 LogLookup = Callable[[str, str], "tuple[Path, Callable[[], bool]] | None"]
@@ -109,8 +113,14 @@ class LogServer:
     """One node's log endpoint. `lookup(namespace, pod)` gives the pod's log file and a
     callable that is True while its container runs (for `follow`), or None (404)."""
 
-    def __init__(self, lookup: LogLookup, cert_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        lookup: LogLookup,
+        cert_dir: Path | None = None,
+        metrics: Callable[[], list[ContainerSample]] | None = None,
+    ) -> None:
         self.lookup = lookup
+        self.metrics = metrics
         folder = cert_dir or Path(tempfile.mkdtemp(prefix="kubelet-tls-"))
         cert, key = self_signed(folder)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -142,6 +152,14 @@ class LogServer:
 
     def _serve(self, handler: BaseHTTPRequestHandler) -> None:
         url = urlsplit(handler.path)
+        if url.path == "/metrics/resource" and self.metrics is not None:
+            body = resource_metrics.render(self.metrics(), int(time.time() * 1000))
+            handler.send_response(200)
+            handler.send_header("Content-Type", resource_metrics.CONTENT_TYPE)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+            return
         parts = [unquote(p) for p in url.path.split("/") if p]
         if len(parts) != 4 or parts[0] != "containerLogs":
             handler.send_error(404, "not found")

@@ -84,6 +84,23 @@ def _children(pid: int, proc: Path) -> list[int]:
     return [int(c) for c in text.split()]
 
 
+def tree_usage(pid: int, proc: Path = PROC) -> tuple[int, int] | None:
+    """(cpu ticks, rss bytes) of a process and its live children, now; None if it is gone."""
+    main = read_proc(pid, proc)
+    if main is None:
+        return None
+    ticks, rss = main
+    for child in _children(pid, proc):
+        usage = read_proc(child, proc)
+        if usage is not None:
+            ticks, rss = ticks + usage[0], rss + usage[1]
+    return ticks, rss
+
+
+def clock_ticks_per_s() -> float:
+    return float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+
 class LifeUsage:
     """Samples one pod's main process (and its live children) now and then while it runs:
     the highest memory seen (the main process's VmHWM, or the whole tree's summed resident
@@ -96,7 +113,7 @@ class LifeUsage:
         self.peak_bytes = 0
         self.ticks = 0
         self._last = -math.inf
-        self._hz = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+        self._hz = clock_ticks_per_s()
 
     def sample(self, pid: int, now: float | None = None) -> None:
         """Read the process tree's memory and CPU unless sampled less than `every_s` ago."""
