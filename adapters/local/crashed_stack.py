@@ -3,8 +3,11 @@ SIGHUP) left behind, found from its `stack.json` and stopped before a new stack 
 
 The control plane dies with the stack (its processes get SIGKILL when it does); the
 emulators are started from a pool's threads, so no death signal can follow them, and they
-keep their ports and their Java heaps until someone stops them. `stack.json` records the
-process group of each; a stack whose own process is gone has its groups stopped here.
+keep their ports and their Java heaps until someone stops them. `stack.json` records each
+emulator's process group and its leader's start time: pids are reused within minutes on a
+busy machine, so a group is stopped only while its leader is the process recorded (or, the
+leader gone, while its group still has members: the kernel does not hand out a pid in use as
+a group id).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from adapters.local.process_groups import group_alive, signal_group
+from adapters.local.process_groups import group_alive, signal_group, start_ticks
 
 STACK_FILE = "stack.json"
 
@@ -33,17 +37,21 @@ class Leftover:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-    except OSError:  # not Linux: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
+    if start_ticks(pid) is not None:
         return True
+    try:  # not Linux, or gone: ask the kernel (a zombie counts as gone on Linux above)
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return not Path("/proc").is_dir()
+
+
+def still_ours(pgid: int, started: int | None) -> bool:
+    """True while the group recorded as (``pgid``, leader started at ``started``) runs."""
+    now = start_ticks(pgid)
+    if now is not None:
+        return now == started  # the leader lives: ours only if it is the same process
+    return group_alive(pgid)  # the leader is gone; members keep the id from being reused
 
 
 def leftovers(state_dir: Path) -> list[Leftover] | None:
@@ -59,8 +67,12 @@ def leftovers(state_dir: Path) -> list[Leftover] | None:
             f"a local stack is running in {state_dir} (pid {owner}): stop it with Ctrl-C in "
             f"its terminal or `kill {owner}`, or start this one with another --state-dir"
         )
-    groups = {**doc.get("pids", {}), **doc.get("emulator_pids", {})}
-    return [Leftover(name, int(pgid)) for name, pgid in groups.items() if group_alive(int(pgid))]
+    groups: dict[str, Any] = doc.get("emulator_groups", {})
+    return [
+        Leftover(name, int(g["pgid"]))
+        for name, g in groups.items()
+        if still_ours(int(g["pgid"]), g.get("started"))
+    ]
 
 
 def stop_leftovers(state_dir: Path, found: list[Leftover]) -> None:

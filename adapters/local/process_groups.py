@@ -85,6 +85,18 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/<pid>/stat field 22); None
+    if it is gone or this is not Linux. A pid with the recorded start is the same process:
+    pids are reused within minutes on a busy machine (pid_max is often 32768)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return int(fields[19]) if len(fields) > 19 and fields[0] != "Z" else None
+
+
 def signal_group(pgid: int, sig: signal.Signals) -> None:
     try:
         os.killpg(pgid, sig)

@@ -32,6 +32,7 @@ from adapters.local.kube_api import KubeApi
 from adapters.local.kubernetes import LocalKubernetes, default_nodes
 from adapters.local.log_sink import DEFAULT_SINK_DELAY_S, EventLogSink, parse_sink_delay
 from adapters.local.pod_usage import KubeletPodUsage
+from adapters.local.process_groups import start_ticks
 from adapters.local.scheduler import Ticker
 
 log = logging.getLogger("cave_pipeline.local_stack")
@@ -215,7 +216,10 @@ class LocalStack:
             "pid": os.getpid(),
             "pids": self.kube.pids(),
             # What a SIGKILL of this process would leave running (adapters/local/crashed_stack.py)
-            "emulator_pids": {e.name: e.pid for e in self.emulators.emulators.values()},
+            "emulator_groups": {
+                e.name: {"pgid": e.pid, "started": start_ticks(e.pid)}
+                for e in self.emulators.emulators.values()
+            },
         }
         (self.state_dir / "stack.json").write_text(json.dumps(doc, indent=2))
 

@@ -87,3 +87,21 @@ def test_a_child_in_its_own_group_dies_when_its_parent_is_sigkilled() -> None:
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_a_recorded_group_is_ours_only_while_its_leader_is_the_process_recorded() -> None:
+    """What a crashed stack's successor may kill: pids are reused within minutes (pid_max is
+    often 32768), so a live leader with another start time is someone else's process."""
+    from adapters.local.crashed_stack import still_ours
+    from adapters.local.process_groups import start_ticks
+
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        started = start_ticks(child.pid)
+        assert started is not None
+        assert still_ours(child.pid, started)
+        assert not still_ours(child.pid, started + 1)  # the same pid, another process
+    finally:
+        child.kill()
+        child.wait()
+    assert not still_ours(child.pid, started)

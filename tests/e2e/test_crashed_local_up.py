@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.local.crashed_stack import still_ours
 from adapters.local.process_groups import group_alive, signal_group
 from tests.builders.cli_stack import _env, run_cli
 
@@ -58,11 +59,12 @@ def test_a_sigkilled_local_up_leaves_nothing_the_next_one_does_not_clear(tmp_pat
     stack = tmp_path / ".local-stack" / "stack.json"
     first = _up(tmp_path, tmp_path / "first.log")
     second = None
-    emulators: list[int] = []
+    groups: dict = {}
     try:
         doc = _ready(first, stack, tmp_path / "first.log")
         control_plane = list(doc["pids"].values())
-        emulators = list(doc["emulator_pids"].values())
+        groups = doc["emulator_groups"]
+        emulators = [g["pgid"] for g in groups.values()]
         assert (
             set(doc["pids"]) >= {"etcd", "kube-apiserver", "metrics-server"} and len(emulators) == 3
         )
@@ -90,5 +92,6 @@ def test_a_sigkilled_local_up_leaves_nothing_the_next_one_does_not_clear(tmp_pat
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        for pgid in filter(group_alive, emulators):  # left by a failure before the second stack
-            signal_group(pgid, signal.SIGKILL)
+        for g in groups.values():  # left by a failure before the second stack went
+            if still_ours(g["pgid"], g["started"]):
+                signal_group(g["pgid"], signal.SIGKILL)

@@ -236,10 +236,10 @@ class ProcessKubelet:
     def add_node(self, spec: NodeSpec) -> None:
         """Register one more node (a replacement VM)."""
         server = LogServer(
-                self._log_lookup(spec.name),
-                self.state_dir / "tls",
-                metrics=lambda node=spec.name: self.resource_samples(node),
-            ).start()
+            self._log_lookup(spec.name),
+            self.state_dir / "tls",
+            metrics=lambda node=spec.name: self.resource_samples(node),
+        ).start()
         with self._lock:
             self._servers[spec.name] = server
             self.nodes.append(spec)
