@@ -147,6 +147,9 @@ class Triggers:
             except Exception as e:  # noqa: BLE001 - isolation: the other runs go on
                 failures.append(e)
                 self._reconcile_failed(run_id, e)
+        # The heartbeat's own line, logged whatever the runs: its absence is the tick-silence
+        # policy's signal (terraform/alerts.tf), so an idle project does not look broken.
+        _log("INFO", "ticked", active=tried, reconciled=len(results), failed=len(failures))
         if failures and len(failures) == tried:
             if all(isinstance(e, TRANSIENT_ERRORS) for e in failures):
                 raise failures[0]
