@@ -3,10 +3,11 @@ the source of tests/fixtures/controller_log_lines.json, which the terraform log 
 tested against (tests/unit/deploy/test_alert_policies.py).
 
 The scenario runs the real controller (triggers, reconciler, outbox) on the Firestore emulator
-with the recording cluster: a tick starts run r1's layer 2, its Job reports a failed index
-(`failed_indexes`), then fails (`layer_failed`); a tick of run r2 (approve mode) raises
-`approval_needed`; a dead letter raises `message_dead_lettered`. The lines are taken from the
-`cave_pipeline.*` loggers as the functions write them (one JSON object a line).
+with the recording cluster: a tick starts run r1's layer 2; one tick fails to read its Job
+(`reconcile failed`, an ERROR); its Job reports a failed index (`failed_indexes`), then
+fails (`layer_failed`); a tick of run r2 (approve mode) raises `approval_needed`; a dead
+letter raises `message_dead_lettered`. The lines are taken from the `cave_pipeline.*`
+loggers as the functions write them (one JSON object a line).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
 from shared.control.triggers import alert_dead_letter
+from shared.ports.cluster import ClusterError, JobStatus
 from shared.ports.run_store import RunStore
 from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
@@ -29,6 +31,17 @@ from tests.builders.stored_runs import DEMO, NOW
 # Fields whose values differ from one capture to the next (ids, clocks, byte counts): kept,
 # with a placeholder value, so a filter may test their presence but not their value.
 VOLATILE = {"alert_id", "event_id", "elapsed_s", "wall_s", "holder", "since"}
+
+
+class _FailingCluster(RecordingCluster):
+    """The recording cluster, refusing to read Jobs while `refusal` is set."""
+
+    refusal: Exception | None = None
+
+    def get_job(self, name: str) -> JobStatus | None:
+        if self.refusal is not None:
+            raise self.refusal
+        return super().get_job(name)
 
 
 class _Lines(logging.Handler):
@@ -68,7 +81,7 @@ def normalized(line: str) -> dict[str, Any] | None:
 def capture(store: RunStore) -> list[dict[str, Any]]:
     """Run the scenario on `store` (an empty emulator project); the lines it logged."""
     cfg = load_config(DEMO)
-    cluster = RecordingCluster()
+    cluster = _FailingCluster()
     published: list[tuple[str, dict[str, Any]]] = []
     clock = [NOW]
     controller = Controller(
@@ -85,6 +98,9 @@ def capture(store: RunStore) -> list[dict[str, Any]]:
         store.create_run(r1)
         tick()  # starts layer 2
         job = store.load_run("r1").layers["ingest-L2"].job.name
+        cluster.refusal = ClusterError("jobs is forbidden: 403")
+        tick()  # reconcile failed (an ERROR line)
+        cluster.refusal = None
         cluster.finish(job, failed_indexes="1")
         tick()  # failed_indexes
         cluster.finish(job, condition="Failed", reason="BackoffLimitExceeded", active=0)
