@@ -14,7 +14,7 @@ import pytest
 
 from shared.control.alert_severity import SEVERITIES, Severity
 from tests.builders.logging_query import UnsupportedQueryError, matches
-from tests.unit.deploy.test_terraform import TF, local, one, resources
+from tests.builders.terraform_hcl import TF, local, one, resources
 
 ROOT = Path(__file__).resolve().parents[3]
 CAPTURED = json.loads((ROOT / "tests" / "fixtures" / "controller_log_lines.json").read_text())
