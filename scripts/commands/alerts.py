@@ -1,7 +1,7 @@
 """`pipeline alerts [RUN] [--follow] [--kind K] [--json]`: a run's alerts from its outbox
 (Firestore, so nothing depends on a subscription's retention), newest last, one line each
 with its severity, what happened and the fix; --follow prints new ones as they are raised
-(like `kubectl get -w`) and ends with the run. Lines are shared.views.alert_lines'."""
+(like `kubectl get -w`) and ends with the run. Lines are shared.control.alert_lines'."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from rich.text import Text
 from scripts.options import JSON_OPTION, interval_option
 from scripts.services import connect
 from scripts.views.terminal import console, when
+from shared.control.alert_lines import AlertLine, alert_lines, unseen
 from shared.control.alert_severity import SEVERITIES, Severity
 from shared.model.state import RUN_ENDED
-from shared.views.alert_lines import AlertLine, alert_lines, unseen
 
 STYLES = {Severity.PAGE: "bold red", Severity.NOTIFY: "yellow", Severity.INFORM: "dim"}
 

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from shared.config.config_files import load_config
@@ -101,8 +102,8 @@ def capture(store: RunStore) -> list[dict[str, Any]]:
         cluster.refusal = ClusterError("jobs is forbidden: 403")
         tick()  # reconcile failed (an ERROR line)
         cluster.refusal = None
-        cluster.finish(job, failed_indexes="1")
-        tick()  # failed_indexes
+        cluster.finish(job, failed_indexes="1", completed_indexes="0,2-3", active=2)
+        tick()  # failed_indexes (and chunks done: the dashboard's metrics)
         cluster.finish(job, condition="Failed", reason="BackoffLimitExceeded", active=0)
         tick()  # layer_failed
         r2 = new_run(cfg, "r2", ["ingest"], "approve", NOW)
@@ -120,3 +121,26 @@ def capture(store: RunStore) -> list[dict[str, Any]]:
             clock[0],
         )
     return [e for line in lines if (e := normalized(line)) is not None]
+
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "controller_log_lines.json"
+
+
+def log_entry(line: dict[str, Any]) -> dict[str, Any]:
+    """A controller line as Cloud Logging stores it from a Cloud Run service's stdout: the
+    JSON line's `severity` becomes the entry's, the rest is jsonPayload (message included).
+    The service is the function that logs it: on-dead-letter for a dead letter's alert,
+    on-tick for the scenario's ticks."""
+    payload = {k: v for k, v in line.items() if k != "severity"}
+    service = "on-dead-letter" if line.get("kind") == "message_dead_lettered" else "on-tick"
+    return {
+        "severity": line["severity"],
+        "jsonPayload": payload,
+        "resource": {"type": "cloud_run_revision", "labels": {"service_name": service}},
+        "logName": "projects/p/logs/run.googleapis.com%2Fstdout",
+    }
+
+
+def captured_entries() -> list[dict[str, Any]]:
+    """The committed capture (FIXTURE) as Cloud Logging's entries."""
+    return [log_entry(line) for line in json.loads(FIXTURE.read_text())["lines"]]

@@ -156,7 +156,7 @@ def _lookup(entry: dict[str, Any], path: str) -> tuple[bool, Any]:
         if not isinstance(node, dict) or part not in node:
             return False, None
         node = node[part]
-    return True, node
+    return node is not None, node  # a JSON null is no value: it compares to nothing
 
 
 def _compare(path: str, actual: Any, op: str, wanted: str) -> bool:

@@ -3,6 +3,7 @@ file (`TF`) with python-hcl2's quoting and bookkeeping removed, and lookups into
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,22 @@ def one(block: Any) -> dict[str, Any]:
         assert len(block) == 1, block
         return block[0]
     return block
+
+
+def rendered(template: str, kind: str = "") -> str:
+    """A terraform string with its `${local.NAME}` (plain-string locals) and `${each.key}`
+    interpolations done and its escapes undone: the filter Cloud Logging receives."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name == "each.key":
+            assert kind, "a per-kind template rendered without a kind"
+            return kind
+        if name.startswith("local."):
+            value = local(name.removeprefix("local."))
+            assert isinstance(value, str) and "${" + name + "}" not in value
+            return rendered(value, kind)
+        raise AssertionError(f"cannot render ${{{name}}}")
+
+    text = re.sub(r"(?<!\$)\$\{([a-z_.]+)\}", sub, template)
+    return text.replace('\\"', '"')

@@ -13,17 +13,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shared.control.controller import Controller
-from tests.builders.captured_logs import capture, normalized
+from tests.builders.captured_logs import FIXTURE, capture, normalized
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import NOW
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "controller_log_lines.json"
 HOW = (
     "Captured by tests/builders/captured_logs.py (capture): the real controller on the "
     "Firestore emulator with the recording cluster; volatile values replaced by <field>. "

@@ -5,7 +5,6 @@ current by tests/contract/test_alert_log.py), with tests/builders/logging_query.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,48 +12,14 @@ from typing import Any
 import pytest
 
 from shared.control.alert_severity import SEVERITIES, Severity
+from tests.builders.captured_logs import captured_entries
 from tests.builders.logging_query import UnsupportedQueryError, matches
-from tests.builders.terraform_hcl import TF, local, one, resources
+from tests.builders.terraform_hcl import TF, local, one, rendered, resources
 
 ROOT = Path(__file__).resolve().parents[3]
-CAPTURED = json.loads((ROOT / "tests" / "fixtures" / "controller_log_lines.json").read_text())
 
 
-def rendered(template: str, kind: str = "") -> str:
-    """A terraform string with its `${local.NAME}` (plain-string locals) and `${each.key}`
-    interpolations done and its escapes undone: the filter Cloud Logging receives."""
-
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name == "each.key":
-            assert kind, "a per-kind template rendered without a kind"
-            return kind
-        if name.startswith("local."):
-            value = local(name.removeprefix("local."))
-            assert isinstance(value, str) and "${" + name + "}" not in value
-            return rendered(value, kind)
-        raise AssertionError(f"cannot render ${{{name}}}")
-
-    text = re.sub(r"(?<!\$)\$\{([a-z_.]+)\}", sub, template)
-    return text.replace('\\"', '"')
-
-
-def log_entry(line: dict[str, Any]) -> dict[str, Any]:
-    """A controller line as Cloud Logging stores it from a Cloud Run service's stdout: the
-    JSON line's `severity` becomes the entry's, the rest is jsonPayload (message included).
-    The service is the function that logs it: on-dead-letter for a dead letter's alert,
-    on-tick for the scenario's ticks."""
-    payload = {k: v for k, v in line.items() if k != "severity"}
-    service = "on-dead-letter" if line.get("kind") == "message_dead_lettered" else "on-tick"
-    return {
-        "severity": line["severity"],
-        "jsonPayload": payload,
-        "resource": {"type": "cloud_run_revision", "labels": {"service_name": service}},
-        "logName": "projects/p/logs/run.googleapis.com%2Fstdout",
-    }
-
-
-ENTRIES = [log_entry(line) for line in CAPTURED["lines"]]
+ENTRIES = captured_entries()
 POLICIES = resources("google_monitoring_alert_policy")
 
 

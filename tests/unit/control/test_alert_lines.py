@@ -1,4 +1,4 @@
-"""`pipeline alerts`' lines (shared.views.alert_lines) and its follow loop: order, kinds,
+"""`pipeline alerts`' lines (shared.control.alert_lines) and its follow loop: order, kinds,
 undecided claim_lost checks, each alert listed once, and the end of the run."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scripts.commands.alerts import alert_text, follow
+from shared.control.alert_lines import alert_lines, unseen
 from shared.control.alert_severity import Severity
 from shared.ports.run_store import StoredAlert
-from shared.views.alert_lines import alert_lines, unseen
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
