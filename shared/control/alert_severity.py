@@ -77,10 +77,10 @@ DEFAULT_FIXES: dict[str, str] = {
     "pod_hung": "pipeline inspect {run} {stage} {layer}",
     "index_evicted_repeatedly": "pipeline inspect {run} {stage} {layer}",
     "budget_reached": "pipeline costs {run}",
-    "layer_stalled": "pipeline pods {run}",
+    "layer_stalled": "pipeline pods {run} {stage} {layer}",
     "canary_failed": "pipeline inspect {run} {stage} {layer}",
     "claim_lost": "pipeline inspect {run} {stage} {layer}",
-    "approval_needed": "pipeline approve {run}",
+    "approval_needed": "pipeline approve {run} {stage} {layer}",
     "run_finished": "pipeline report {run}",
 }
 

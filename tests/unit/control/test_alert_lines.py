@@ -48,7 +48,7 @@ def test_a_line_has_its_severity_summary_and_fix():
     assert failed.severity is Severity.PAGE
     assert failed.summary == "layer_failed run r1 ingest layer 2: BackoffLimitExceeded"
     assert failed.fix == "pipeline inspect r1 ingest 2"
-    assert by_id["c"].fix == "pipeline approve r1" and by_id["c"].layer == 3
+    assert by_id["c"].fix == "pipeline approve r1 ingest 3" and by_id["c"].layer == 3
     assert by_id["e"].sent is False and by_id["e"].as_json()["severity"] == "notify"
     text = alert_text(failed).plain
     assert text.startswith("01-01 00:02:00  page ") and text.endswith(

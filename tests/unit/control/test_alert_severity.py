@@ -116,7 +116,7 @@ def test_alert_log_levels_stay_below_error():
         (
             "approval_needed",
             {"run_id": "r2", "stage": "ingest", "layer": 4},
-            {"alert_severity": "inform", "fix": "pipeline approve r2"},
+            {"alert_severity": "inform", "fix": "pipeline approve r2 ingest 4"},
         ),
         (  # run-wide: no stage in the summary; a missing field reads "?"
             "budget_reached",
