@@ -19,6 +19,7 @@ from adapters.local.termination import leave_now, unwind_on_termination
 from scripts import exits
 from scripts.commands import (
     admin,
+    alerts,
     apply,
     config,
     costs,
@@ -93,6 +94,7 @@ COMMAND_MODULES = (
     run,
     inspect,
     describe,
+    alerts,
     pods,
     costs,
     report,

@@ -102,3 +102,9 @@ output "cloudbuild_substitutions" {
     "_TICK_PERIOD_S=${var.tick_period_minutes * 60}",
   ])
 }
+
+output "build_dashboard_url" {
+  description = "The build dashboard in Cloud Console (dashboard.tf, docs/alerts.md#the-build-dashboard)."
+  # The dashboard's id is projects/<number>/dashboards/<id>.
+  value = "https://console.cloud.google.com/monitoring/dashboards/builder/${element(split("/", google_monitoring_dashboard.build.id), 3)}?project=${var.project_id}"
+}

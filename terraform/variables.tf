@@ -214,3 +214,77 @@ variable "dead_letter_max_attempts" {
     error_message = "dead_letter_max_attempts must be between 5 and 100 (Pub/Sub's limits)."
   }
 }
+
+# --- Alerts for people (alerts.tf, docs/alerts.md#notifications) -----------------------------
+
+variable "alert_notification_channels" {
+  description = "Existing Cloud Monitoring notification channels (ids, projects/P/notificationChannels/N: Slack, PagerDuty, SMS, webhooks, Pub/Sub, e-mail) by alert severity: page, notify, inform."
+  type        = map(list(string))
+  default     = {}
+
+  validation {
+    condition     = alltrue([for level in keys(var.alert_notification_channels) : contains(["page", "notify", "inform"], level)])
+    error_message = "alert_notification_channels: keys are severities, page, notify or inform."
+  }
+}
+
+variable "alert_emails" {
+  description = "E-mail addresses by alert severity (page, notify, inform); an e-mail notification channel is created for each address."
+  type        = map(list(string))
+  default     = {}
+
+  validation {
+    condition     = alltrue([for level in keys(var.alert_emails) : contains(["page", "notify", "inform"], level)])
+    error_message = "alert_emails: keys are severities, page, notify or inform."
+  }
+}
+
+variable "alert_severity_overrides" {
+  description = "A severity per alert kind that differs from the code's (docs/alerts.md#severities), e.g. { budget_reached = \"page\" }."
+  type        = map(string)
+  default     = {}
+
+  validation {
+    condition     = alltrue([for level in values(var.alert_severity_overrides) : contains(["page", "notify", "inform"], level)])
+    error_message = "alert_severity_overrides: values are severities, page, notify or inform."
+  }
+}
+
+variable "controller_alert_severity" {
+  description = "The severity of the controller's own failures: function errors, dead letters waiting, a silent tick."
+  type        = string
+  default     = "page"
+
+  validation {
+    condition     = contains(["page", "notify", "inform"], var.controller_alert_severity)
+    error_message = "controller_alert_severity: page, notify or inform."
+  }
+}
+
+variable "alert_rate_limit_minutes" {
+  description = "At most one notification per alert policy per this many minutes (a burst of one kind is one notification)."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.alert_rate_limit_minutes >= 5
+    error_message = "alert_rate_limit_minutes: at least 5 (Cloud Monitoring's minimum notification rate limit)."
+  }
+}
+
+variable "tick_silence_minutes" {
+  description = "Alert when the tick has logged no heartbeat for this many minutes."
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.tick_silence_minutes >= 5
+    error_message = "tick_silence_minutes: at least 5 (a few missed ticks are not yet an outage)."
+  }
+}
+
+variable "dead_letter_backlog_threshold" {
+  description = "Alert when a dead-letters subscription holds more than this many undelivered messages."
+  type        = number
+  default     = 0
+}

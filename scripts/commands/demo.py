@@ -9,17 +9,21 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from scripts.cluster_access import StackClusterReader
+from scripts.commands.alerts import alert_text
 from scripts.options import CANARY_OPTION
 from scripts.run_progress import gather
 from scripts.views.status import status_view
 from scripts.views.terminal import console as rich_console
 from scripts.views.terminal import live_view
 from shared.config.config_files import load_config
+from shared.control.alert_lines import AlertLine, alert_lines
 from shared.model.layers import layer_count
 from shared.model.state import RunState
 
@@ -169,6 +173,9 @@ def demo(
                 on_progress=lambda run: update(status_view(*gather(run, _now(), cluster))),
                 on_finish=None if report_path is None else _reporter(report_path, console),
             )
+            alerts_seen: list[AlertLine] = []
+            if chaos_n is not None:  # the chaos run's alerts, listed at the end
+                args["on_finish"] = _alerts_kept(alerts_seen, args["on_finish"])
             if chaos_n is None:
                 result = run_demo(cfg, work, **args)
             else:
@@ -193,6 +200,9 @@ def demo(
             )
         if chaos_n is not None:
             _print_chaos(console, summary)
+            console.print(f"alerts ({len(alerts_seen)}; `pipeline alerts RUN` lists them):")
+            for line in alerts_seen:
+                console.print(Text("  ").append_text(alert_text(line)))
         if as_json:
             click.echo(json.dumps(summary))
     finally:
@@ -259,6 +269,19 @@ def _print_chaos(console: Console, summary: dict) -> None:
         f"[{colour}]{lost} chunks lost, {unsafe} processed twice where unsafe[/]; "
         f"{summary['extra_wall_s']}s over the fault-free {summary['baseline_wall_s']}s"
     )
+
+
+def _alerts_kept(into: list[AlertLine], then: Any) -> Any:
+    """An on_finish that keeps the run's alerts (read while the emulators still serve), then
+    calls `then` (the reporter, or None). The last run to finish wins: with --chaos, the
+    chaos run after its baseline."""
+
+    def finish(store: Any, run: RunState) -> None:
+        into[:] = alert_lines(store.all_alerts(run.run_id))
+        if then is not None:
+            then(store, run)
+
+    return finish
 
 
 def _reporter(path: Path, console: Console):  # noqa: ANN202 - run_demo's on_finish

@@ -13,6 +13,8 @@ import logging
 import threading
 from typing import Any
 
+from shared.control.alert_severity import ALERT_LOG_MESSAGE, alert_log_entry
+
 _lock = threading.Lock()
 _bytes_by_run: dict[str, int] = {}
 
@@ -31,3 +33,13 @@ def take_log_bytes(run_id: str) -> int:
     """The bytes `run_id`'s lines took since the last take (and start counting again)."""
     with _lock:
         return _bytes_by_run.pop(run_id, 0)
+
+
+def log_published_alert(
+    logger: logging.Logger, kind: str, body: dict[str, Any], **extra: Any
+) -> None:
+    """The one structured entry of a published alert (shared.control.alert_severity): what
+    terraform/alerts.tf's log-based policies turn into notifications. `extra`: fields of
+    the publisher's own (e.g. a dead letter's topic)."""
+    entry = alert_log_entry(kind, body)
+    log_json(logger, entry.level, ALERT_LOG_MESSAGE, **{**extra, **entry.fields})

@@ -32,7 +32,7 @@ from shared.control.alerts import (
     with_claim_lost,
     with_log_tails,
 )
-from shared.control.controller_log import log_json
+from shared.control.controller_log import log_json, log_published_alert
 from shared.ports.cluster import Cluster, PodInfo
 from shared.ports.run_store import RunStore
 
@@ -64,11 +64,15 @@ class Outbox:
             if body is None:
                 dropped.append(alert.alert_id)  # a claim_lost check that found none
                 continue
+            published = {**body, "alert_id": alert.alert_id}
             try:
-                self.publish_alert(alert.kind, {**body, "alert_id": alert.alert_id})
+                self.publish_alert(alert.kind, published)
             except Exception:
                 self.store.give_back_alert(run_id, alert.alert_id)
                 raise
+            # After the publish, so an entry means the alert left (a failed publish is given
+            # back and logs again when retried): the log-based policies notify from it.
+            log_published_alert(log, alert.kind, published)
             sent.append(alert.alert_id)
         self.store.mark_alerts_sent(run_id, sent)
         if dropped:

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from shared.control.build_metrics import progress_entries
 from shared.control.commit_record import CommitRecord, commit_record
 from shared.control.controller_log import log_json, take_log_bytes
 from shared.control.observe import Observation, Observer
@@ -91,9 +92,17 @@ class Reconciler:
             if decision.changed:
                 self._usage_pending.pop(run_id, None)  # on the run document now
             self.act(decision, manifests)
+            self._log_progress(obs, plan, decision)
             self.outbox.publish(run_id, obs.seen.pods)
             return ReconcileResult(run_id, decision.state.status, len(decision.actions), attempt)
         raise StaleStateError(f"run {run_id}: state kept changing under {STALE_RETRIES} reconciles")
+
+    def _log_progress(self, obs: Observation, plan: Plan, decision: Decision) -> None:
+        """The build's figures as committed (shared.control.build_metrics), for the dashboard's
+        log-based metrics: after the commit, so a lost race logs nothing twice."""
+        for entry in progress_entries(obs.cfg, decision.state, plan, self.rates, obs.now):
+            message = entry.pop("message")
+            log_json(log, "INFO", message, **entry)
 
     def _count_usage(self, obs: Observation, decision: Decision, started: float) -> None:
         """Add this reconcile's use of Firestore, Pub/Sub, Logging and function time to the

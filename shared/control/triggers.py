@@ -31,7 +31,7 @@ from typing import Any
 
 from shared.control import dead_letters
 from shared.control.advance_watch import WatchPolicy, watch, watch_lease_expiry, watch_window
-from shared.control.controller_log import log_json
+from shared.control.controller_log import log_json, log_published_alert
 from shared.control.job_events import JobEvent
 from shared.control.outbox import Outbox
 from shared.control.reconciler import Reconciler, ReconcileResult
@@ -147,6 +147,9 @@ class Triggers:
             except Exception as e:  # noqa: BLE001 - isolation: the other runs go on
                 failures.append(e)
                 self._reconcile_failed(run_id, e)
+        # The heartbeat's own line, logged whatever the runs: its absence is the tick-silence
+        # policy's signal (terraform/alerts.tf), so an idle project does not look broken.
+        _log("INFO", "ticked", active=tried, reconciled=len(results), failed=len(failures))
         if failures and len(failures) == tried:
             if all(isinstance(e, TRANSIENT_ERRORS) for e in failures):
                 raise failures[0]
@@ -269,15 +272,14 @@ def alert_dead_letter(
     failure raises, so the dead letter is redelivered."""
     body = dead_letters.alert_body(payload, attributes, message_id, now)
     publish_json("alerts", body, **dead_letters.alert_attributes(body))
-    _log(
-        "WARNING",
-        "message dead-lettered: alert published",
-        kind=dead_letters.ALERT_KIND,
+    log_published_alert(
+        log,
+        dead_letters.ALERT_KIND,
+        body,
         topic=body["topic"],
         function=body["function"],
         subscription=body["subscription"],
         delivery_attempts=body["delivery_attempts"],
-        run=body["run_id"],
         event_id=message_id,
     )
     return body

@@ -20,23 +20,12 @@ from typing import Any
 
 from shared.forecast.forecast import LayerForecast, RunForecast
 from shared.model import intervals
+from shared.model.layer_size import LayerSize, chunks_done  # noqa: F401 - re-exported
 from shared.model.stages import dependencies_in
 from shared.model.state import LayerState, RunState, layer_key
 
 FORECAST = "forecast"  # ETAs from shared.forecast.forecast
 AVERAGE_RATE = "average rate"  # the fallback: the run's chunks left at its average rate
-
-
-@dataclass(frozen=True)
-class LayerSize:
-    """How many chunks a layer has and how many each index (pod) builds."""
-
-    chunks: int
-    batch_size: int
-
-    @property
-    def batches(self) -> int:
-        return -(-self.chunks // self.batch_size) if self.batch_size else 0
 
 
 @dataclass(frozen=True)
@@ -140,23 +129,6 @@ def describe_start(stage: str, start: dict[str, Any]) -> str:
         f"{stage} started at layer {layer} by {by} at {when}: {below} NOT verified (its pods "
         "write no done markers; trusted as the predecessor trusted start_layer)"
     )
-
-
-def chunks_done(completed_indexes: str, size: LayerSize) -> int:
-    """Chunks in the completed indexes: full batches, the last one possibly short."""
-    done = intervals.count(completed_indexes)
-    if not done or not size.batch_size:
-        return 0
-    last = size.batches - 1
-    short = size.batch_size * size.batches - size.chunks  # chunks the last batch lacks
-    has_last = short and last in _maybe_last(completed_indexes)
-    return min(size.chunks, done * size.batch_size - (short if has_last else 0))
-
-
-def _maybe_last(text: str) -> set[int]:
-    """The highest index of an interval string (cheap: no expansion of the ranges)."""
-    tail = text.rsplit(",", 1)[-1].strip()
-    return {int(tail.rsplit("-", 1)[-1])} if tail else set()
 
 
 def waits_on(run: RunState, ls: LayerState) -> str:

@@ -11,11 +11,9 @@ import json
 import re
 import tomllib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pytest
 import yaml
 from packaging.requirements import Requirement
 
@@ -23,85 +21,18 @@ from adapters.google.pubsub_bus import TOPICS
 from adapters.local.stack import TRIGGER_RETRY_BACKOFF_S
 from shared.config.config import WorkloadIdentity
 from shared.control import dead_letters
-
-hcl2 = pytest.importorskip("hcl2", reason="python-hcl2 is in the dev extra")
-
-TERRAFORM = Path(__file__).resolve().parents[3] / "terraform"
+from tests.builders.terraform_hcl import (
+    TERRAFORM,
+    TF,
+    all_resources,
+    local,
+    one,
+    resources,
+    variable_default,
+)
 
 PRIMITIVE_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
 BROAD_CONTAINER_ROLES = {"roles/container.developer", "roles/container.admin"}
-
-
-def _clean(value: Any) -> Any:
-    """python-hcl2's output without its quoting and bookkeeping: `"x"` -> `x`."""
-    if isinstance(value, dict):
-        return {
-            _clean(k): _clean(v)
-            for k, v in value.items()
-            if k not in ("__is_block__", "__comments__", "__inline_comments__")
-        }
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
-        return value[1:-1]
-    if isinstance(value, str) and value in _KEYWORDS:
-        # python-hcl2 8 sometimes gives a bare keyword as its text (seen in CI: `default = true`
-        # read as 'true'); a quoted "true" keeps its quotes above, so only a keyword lands here.
-        return _KEYWORDS[value]
-    return value
-
-
-_KEYWORDS = {"true": True, "false": False, "null": None}
-
-
-def _parse(directory: Path = TERRAFORM) -> dict[str, list[Any]]:
-    merged: dict[str, list[Any]] = {}
-    for path in sorted(directory.glob("*.tf")):
-        with path.open() as f:
-            for key, blocks in _clean(hcl2.load(f)).items():
-                merged.setdefault(key, []).extend(blocks)
-    return merged
-
-
-TF = _parse()
-
-
-def resources(kind: str, tf: dict[str, list[Any]] = TF) -> dict[str, dict[str, Any]]:
-    """`{name: body}` of every resource of one type."""
-    found: dict[str, dict[str, Any]] = {}
-    for block in tf.get("resource", []):
-        for name, body in block.get(kind, {}).items():
-            found[name] = body
-    return found
-
-
-def all_resources(tf: dict[str, list[Any]] = TF) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    for block in tf.get("resource", []):
-        for kind, named in block.items():
-            for name, body in named.items():
-                yield kind, name, body
-
-
-def local(name: str, tf: dict[str, list[Any]] = TF) -> Any:
-    for block in tf.get("locals", []):
-        if name in block:
-            return block[name]
-    raise KeyError(name)
-
-
-def variable_default(name: str, tf: dict[str, list[Any]] = TF) -> Any:
-    for block in tf.get("variable", []):
-        if name in block:
-            return block[name]["default"]
-    raise KeyError(name)
-
-
-def one(block: Any) -> dict[str, Any]:
-    """A nested block (python-hcl2 gives a list of one)."""
-    if isinstance(block, list):
-        assert len(block) == 1, block
-        return block[0]
-    return block
 
 
 def roles_of(body: dict[str, Any]) -> list[str]:
