@@ -38,13 +38,14 @@ from adapters.gke.connection import (
 )
 from adapters.gke.metrics import gke_pod_usage
 from adapters.gke.wire import (
-    INDEX_KEY,
     JOB_NAME_LABELS,
+    event_time,
     job_status,
     label_selector,
     pod_info,
     sort_events,
 )
+from shared.model.job_generation import controller_uid, events_of_generation, pod_selector
 from shared.ports.cluster import ClusterError, ClusterUnreachableError, JobStatus, PodInfo, PodUsage
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -236,9 +237,14 @@ class GkeCluster:
             )
 
     def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
-        selector = f"{JOB_NAME_LABELS[0]}={job_name}"
-        if index is not None:
-            selector += f",{INDEX_KEY}={int(index)}"
+        # By the uid of the Job now under the name, not the name: a Job re-created under it
+        # must not count, bill or show the previous generation's pods.
+        job = self.get_job(job_name)
+        if job is None:
+            return []
+        return self._pods_of(job_name, pod_selector(job.uid, index))
+
+    def _pods_of(self, job_name: str, selector: str) -> list[PodInfo]:
         # Mapped page by page: only one page of pod JSON (500 pods, ~3.5 MB) is alive at once.
         pods = self._list(
             self.core.list_namespaced_pod, f"list pods of job {job_name}", selector, each=pod_info
@@ -283,18 +289,32 @@ class GkeCluster:
     def pod_events(self, job_name: str) -> list[dict[str, Any]]:
         # Events of pods `<job>-<index>-<suffix>` (Kubernetes keeps them about an hour); the
         # API cannot select by name prefix, so every pod event of the namespace is paged.
+        job = self.get_job(job_name)
+        if job is None:
+            return []
         mine = re.compile(rf"^{re.escape(job_name)}-\d+-[a-z0-9]+$")
         items = self._list(
             self.core.list_namespaced_event,
             f"list pod events of job {job_name}",
             field="involvedObject.kind=Pod",
         )
-        return sort_events(
-            e for e in items if mine.match((e.get("involvedObject") or {}).get("name", ""))
+        named = [e for e in items if mine.match((e.get("involvedObject") or {}).get("name", ""))]
+        # Pods of the name that an earlier Job created (orphans still listed), and the events
+        # from before this Job existed, are another generation's.
+        others = frozenset(
+            p.uid
+            for p in self._pods_of(job_name, f"{JOB_NAME_LABELS[0]}={job_name}")
+            if controller_uid(p.labels) != job.uid
         )
+        return sort_events(events_of_generation(named, others, job.created, event_time))
 
     def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
-        return gke_pod_usage(self.api_client, self.namespace, job_name, self.request_timeout)
+        job = self.get_job(job_name)
+        if job is None:
+            return {}
+        return gke_pod_usage(
+            self.api_client, self.namespace, job_name, self.request_timeout, job_uid=job.uid
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 
