@@ -49,6 +49,9 @@ from shared.model.job_generation import controller_uid, events_of_generation, po
 from shared.ports.cluster import ClusterError, ClusterUnreachableError, JobStatus, PodInfo, PodUsage
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+NODE_EVENTS_NAMESPACE = "default"  # where events about Nodes are recorded
+# node-problem-detector's kernel monitor (shared.reconcile.node_oom reads the events)
+NODE_OOM_REASON = "OOMKilling"
 PAGE = 500  # list page size: a big layer's Job keeps many thousands of finished pods
 ENV_ENDPOINT = "PIPELINE_GKE_ENDPOINT"
 ENV_NAMESPACE, ENV_CONTEXT = "PIPELINE_NAMESPACE", "PIPELINE_KUBE_CONTEXT"
@@ -308,6 +311,17 @@ class GkeCluster:
         )
         return sort_events(events_of_generation(named, others, job.created, event_time))
 
+    def node_oom_events(self) -> list[dict[str, Any]]:
+        # Events about cluster-scoped objects (a Node) are recorded in `default`, whatever
+        # namespace the pods run in.
+        items = self._list(
+            self.core.list_namespaced_event,
+            "list the nodes' OOMKilling events in namespace default",
+            field=f"involvedObject.kind=Node,reason={NODE_OOM_REASON}",
+            namespace=NODE_EVENTS_NAMESPACE,
+        )
+        return sort_events(items)
+
     def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
         job = self.get_job(job_name)
         if job is None:
@@ -343,6 +357,7 @@ class GkeCluster:
         *,
         field: str = "",
         each: Callable[[dict[str, Any]], Any] = lambda item: item,
+        namespace: str = "",
     ) -> list[Any]:
         """Every item of a paged list call: `each(item)` of its wire-form dict, applied as
         each page arrives (so a page's JSON can go before the next is read)."""
@@ -357,7 +372,7 @@ class GkeCluster:
             if token:
                 kwargs["_continue"] = token
             with self._call(action):
-                page = self._json(action, method, self.namespace, **kwargs)
+                page = self._json(action, method, namespace or self.namespace, **kwargs)
             items.extend(each(item) for item in page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:

@@ -117,6 +117,9 @@ class Faults:
 
     # Out-of-memory kills (container reason OOMKilled) of this attempt's pods; alerted once.
     oom_killed: int = 0
+    # Of those, the ones the node's OOM killer ended (its OOMKilling event; the container's
+    # limit did not), shared.reconcile.node_oom.
+    node_oom_killed: int = 0
     oom_alerted: bool = False
     # The memory of this attempt's pods over the config's (job.oom_memory_factor, compounded
     # per attempt that saw OOM kills).
@@ -187,6 +190,7 @@ _FLAT_KEYS: tuple[tuple[str, str | None, str], ...] = (
     ("pods_at_watermark", "pods", "at_watermark"),
     ("pods_listed_at", "pods", "listed_at"),
     ("oom_killed", "faults", "oom_killed"),
+    ("node_oom_killed", "faults", "node_oom_killed"),
     ("oom_alerted", "faults", "oom_alerted"),
     ("memory_factor", "faults", "memory_factor"),
     ("evictions", "faults", "evictions"),

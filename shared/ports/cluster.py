@@ -99,6 +99,10 @@ class PodInfo:
     # Right-sizing and the canary read them (docs/canary-and-rightsize.md).
     peak_memory_gib: float | None = None
     cpu_used: float | None = None
+    # Ended by the node's OOM killer (its `OOMKilling` event matched to this pod's SIGKILL:
+    # shared.reconcile.node_oom), filled by the controller's observation; the container's own
+    # OOM kill is `reason == "OOMKilled"`.
+    node_oom_killed: bool = False
 
 
 class ClusterReader(Protocol):
@@ -131,6 +135,10 @@ class ClusterReader(Protocol):
         """Events about the pods of the Job now under `job_name` (scheduling, image pulls,
         OOM kills), oldest first; [] where the cluster keeps none. Events of an earlier Job's
         pods of the same name are left out."""
+
+    def node_oom_events(self) -> list[dict[str, Any]]:
+        """The Nodes' `OOMKilling` events (node-problem-detector's kernel monitor: the node's
+        OOM killer ended a process), oldest first; [] where the cluster keeps none."""
 
     def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
         """Current CPU and memory of the running pods of the Job now under `job_name`, by pod

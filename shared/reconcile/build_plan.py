@@ -22,6 +22,7 @@ from shared.jobs.setup_job import (
     render_setup_job,
     setup_job_name,
 )
+from shared.jobs.worker_pod import layer_processes
 from shared.model.layers import layer_count
 from shared.model.state import LayerState, RunState, SetupState, build_layers
 from shared.money.costs import billing_for
@@ -72,6 +73,8 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
         refusal,
         batch_chunks=min(spec.batch_size, spec.chunks),
         max_evictions_per_index=evictions,
+        processes=layer_processes(settings, req),
+        processes_per_vcpu=settings.processes_per_vcpu,
     )
 
 

@@ -232,7 +232,7 @@ def decide(
                 # A Complete Job's completion time vouches for pods that vanished unseen.
                 record = job.completion_time if job is not None else None
                 records[ls.key] = record_pods(ls, pods[ls.job.name], now, record)
-                oom = oom_alert_details(ls)
+                oom = oom_alert_details(ls, lp.processes, lp.processes_per_vcpu)
                 if oom is not None:
                     out.append(Alert("oom_killed", ls.stage, ls.layer, oom))
                 evicted = eviction_alert_details(ls, lp.max_evictions_per_index)
