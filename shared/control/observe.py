@@ -46,6 +46,7 @@ from shared.reconcile.hung_pods import (
 )
 from shared.reconcile.node_oom import may_be_node_oom, node_oom_victims, parse_node_oom
 from shared.reconcile.oom import with_memory_factors
+from shared.reconcile.root_check import runs_root_check
 from shared.reconcile.setup_step import needs_graph_table
 from shared.reconcile.vcpu_budget import running_vcpus
 
@@ -265,7 +266,12 @@ class Observer:
             for ls in run.layers.values()
             if ls.phase == "running"
             and (job := jobs.get(ls.job.name)) is not None
-            and job.condition == "Complete"
+            and (
+                job.condition == "Complete"
+                # a failed root layer of an image's ingest: all markers means the root check
+                # failed, not the chunk (shared.reconcile.root_check)
+                or (job.condition == "Failed" and runs_root_check(cfg, ls.stage, ls.layer))
+            )
             and marker_coverage(cfg, ls.stage).checkable
         ]
         done: dict[str, Any] = {}

@@ -196,6 +196,7 @@ _FLAT_KEYS: tuple[tuple[str, str | None, str], ...] = (
     ("evictions", "faults", "evictions"),
     ("eviction_alerted_indexes", "faults", "eviction_alerted_indexes"),
     ("done_before", None, "done_before"),
+    ("root_check_failed", None, "root_check_failed"),
     ("held_by_vcpu_cap", "timing", "held_by_vcpu_cap"),
     ("pods_hung", "faults", "hung"),
     ("hung_pod_uids", "faults", "hung_pod_uids"),
@@ -231,6 +232,9 @@ class LayerState:
     failure_reason: str = ""
     # `pipeline start --from-layer`: built by an earlier run (its done markers were checked).
     done_before: bool = False
+    # The root layer of an image's ingest failed PyChunkedGraph's check after its chunk was
+    # marked done (shared.reconcile.root_check): failed, though its markers are complete.
+    root_check_failed: bool = False
     approval: Approval = field(default_factory=Approval)
     job: JobAttempt = field(default_factory=JobAttempt)
     timing: Timing = field(default_factory=Timing)

@@ -30,6 +30,7 @@ from shared.ports.graph_table import GraphTable
 from shared.reconcile.canary import BuildForecaster
 from shared.reconcile.canary_plan import with_canary
 from shared.reconcile.decision import LayerPlan, Plan, SetupPlan
+from shared.reconcile.root_check import runs_root_check
 
 # The parallelism a planned manifest is rendered with; `manifest.for_create` writes the
 # decision's value into it when the Job is created.
@@ -75,6 +76,7 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
         max_evictions_per_index=evictions,
         processes=layer_processes(settings, req),
         processes_per_vcpu=settings.processes_per_vcpu,
+        root_check=runs_root_check(cfg, ls.stage, ls.layer),
     )
 
 

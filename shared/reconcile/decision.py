@@ -39,6 +39,8 @@ class LayerPlan:
     # advice (shared.reconcile.oom_advice).
     processes: int = 1
     processes_per_vcpu: int = 1
+    # Its pods run PyChunkedGraph's root check after the chunk (shared.reconcile.root_check).
+    root_check: bool = False
     # Its canary (controller.canary_chunks, a stage's layer 2 only; shared.reconcile.canary)
     canary: CanaryPlan | None = field(default=None, compare=False)
 
