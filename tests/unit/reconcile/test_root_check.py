@@ -112,3 +112,48 @@ def test_a_failed_root_layer_with_its_markers_is_the_check_failing(
         resubmit(decision.state, "ingest", 4, "ana", NOW)
         assert decision.state.layers["ingest-L4"].root_check_failed is False
         assert decision.state.layers["ingest-L4"].job.attempt == attempt + 1
+
+
+def _earlier(run_id: str, created: int, root_failed: bool, phase: str = "failed") -> RunState:
+    from datetime import timedelta
+
+    from shared.reconcile.build_plan import new_run
+
+    cfg = load_config(DEMO)
+    earlier = new_run(cfg, run_id, ["ingest"], "auto", NOW + timedelta(hours=created))
+    root = earlier.layers[f"ingest-L{earlier.top_layers['ingest']}"]
+    root.phase, root.root_check_failed = ("failed", True) if root_failed else (phase, False)
+    return earlier
+
+
+@pytest.mark.parametrize(
+    ("stages", "earlier", "force", "refused"),
+    [
+        (["meshing"], [_earlier("a", 1, True)], False, True),
+        (["meshing"], [_earlier("a", 1, True)], True, False),  # --force
+        (["l2cache"], [_earlier("a", 1, True)], False, True),
+        # a later run passed the check (its root layer succeeded): the graph is built
+        (["meshing"], [_earlier("a", 1, True), _earlier("b", 2, False, "succeeded")], False, False),
+        # the failed check is the newest word
+        (["meshing"], [_earlier("b", 1, False, "succeeded"), _earlier("a", 2, True)], False, True),
+        (["ingest", "meshing"], [_earlier("a", 1, True)], False, False),  # builds ingest itself
+        (["migrate"], [_earlier("a", 1, True)], False, False),  # does not build on ingest
+        (["meshing"], [_earlier("a", 1, False, "running")], False, False),  # no root verdict
+    ],
+)
+def test_a_start_on_a_graph_whose_root_check_failed_says_so(stages, earlier, force, refused):
+    from shared.operate.start_from import RootCheckFailedError, check_root_check
+    from shared.reconcile.build_plan import new_run
+
+    cfg = load_config(DEMO)
+    run = (
+        new_run(cfg, "new", stages, "auto", NOW)
+        if "migrate" not in stages
+        else RunState("new", "g", stages, {"migrate": 5}, "auto")
+    )
+    if refused:
+        with pytest.raises(RootCheckFailedError, match="failed the root check") as err:
+            check_root_check(run, earlier, force)
+        assert "pipeline submit a ingest 5" in str(err.value) and "--force" in str(err.value)
+    else:
+        check_root_check(run, earlier, force)
