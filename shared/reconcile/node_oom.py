@@ -104,9 +104,7 @@ def node_oom_victims(
     window = timedelta(seconds=window_s)
     out = set()
     for pod in pods:
-        if pod.phase != "Failed" or pod.exit_code != SIGKILL_EXIT or pod.reason == "OOMKilled":
-            continue
-        if pod.finished is None or not pod.node:
+        if not may_be_node_oom(pod) or pod.finished is None or not pod.node:
             continue
         if any(abs(pod.finished - at) <= window for at in by_node.get(pod.node, ())):
             out.add(pod.uid)
@@ -114,5 +112,14 @@ def node_oom_victims(
 
 
 def may_be_node_oom(pod: Any) -> bool:
-    """Whether a pod's end could be a node OOM kill (so the node events are worth reading)."""
-    return pod.phase == "Failed" and pod.exit_code == SIGKILL_EXIT and pod.reason != "OOMKilled"
+    """Whether a pod's end could be a node OOM kill (so the node events are worth reading):
+    failed by SIGKILL, not reported `OOMKilled` (the container's scope), and not disrupted (a
+    kubelet eviction or a preemption also ends in SIGKILL on a node short of memory, and is
+    counted as such: shared.reconcile.evictions)."""
+    return (
+        pod.phase == "Failed"
+        and pod.exit_code == SIGKILL_EXIT
+        and pod.reason not in ("OOMKilled", "DisruptionTarget")
+        and not getattr(pod, "disruption_reason", None)
+        and getattr(pod, "status_reason", None) != "Evicted"
+    )

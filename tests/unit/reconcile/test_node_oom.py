@@ -86,6 +86,8 @@ class _Pod:
     reason: str | None = "Error"
     node: str = NODE
     finished: datetime | None = T0 + timedelta(seconds=3)
+    disruption_reason: str | None = None
+    status_reason: str | None = None
 
 
 KILL = NodeOomKill(NODE, T0, 4242, "python")
@@ -102,6 +104,9 @@ KILL = NodeOomKill(NODE, T0, 4242, "python")
         (_Pod("a", reason="OOMKilled"), False),  # the container's scope, counted there
         (_Pod("a", phase="Running", exit_code=None), False),
         (_Pod("a", finished=None), False),
+        # a kubelet eviction on the short node is an eviction (counted there), not an OOM kill
+        (_Pod("a", reason="DisruptionTarget", disruption_reason="TerminationByKubelet"), False),
+        (_Pod("a", status_reason="Evicted"), False),
     ],
 )
 def test_node_oom_victims(pod, victim):
