@@ -11,6 +11,7 @@ error, then a lost claim, then a preemption) is bad luck, not bad input.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,10 +50,28 @@ class BatchVerdict:
     error: str  # the error line shared by every attempt ("" unless SAME_EVERY_ATTEMPT/FATAL)
 
 
+def _plain(log_tail: str) -> str:
+    """The log as text: a JSON log record (our worker's, shared.model.worker_contract) is
+    replaced by its traceback, else its message; other lines stay as they are."""
+    out = []
+    for line in log_tail.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(line)
+            continue
+        if isinstance(record, dict):
+            out.append(str(record.get("traceback") or record.get("message") or ""))
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def error_line(log_tail: str) -> str:
     """The error a log ends with: the last non-empty line after its last traceback (the
-    exception), else its last non-empty line; numbers that vary between runs masked."""
-    text = log_tail.rsplit(_TRACEBACK, 1)[-1]
+    exception), else its last non-empty line; numbers that vary between runs masked. JSON
+    log records are read for their traceback or message."""
+    text = _plain(log_tail).rsplit(_TRACEBACK, 1)[-1]
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return _VARYING.sub("#", lines[-1]) if lines else ""
 

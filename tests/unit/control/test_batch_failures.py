@@ -4,6 +4,8 @@ meshing, migration and the L2 cache, which never exit 42 (they retry every excep
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from shared.control.alerts import with_batch_verdicts
@@ -22,6 +24,15 @@ BIGTABLE = TB + "google.api_core.exceptions.ServiceUnavailable: 503 unavailable\
         (TB + "KeyError: <object at 0x7f3a2b>\n", "KeyError: <object at #>"),  # address masked
         (TB + "RuntimeError: pid 1234567 died\n", "RuntimeError: pid # died"),
         ("no traceback, last line\n", "no traceback, last line"),
+        # our worker's JSON log records: the traceback field, else the message
+        (
+            '{"severity": "INFO", "message": "batch 6: 32 chunks"}\n'
+            + json.dumps({"severity": "ERROR", "message": "fatal chunk", "traceback": BAD})
+            + "\n",
+            "ValueError: chunk (3, 4, 5) has no supervoxels",
+        ),
+        ('{"severity": "ERROR", "message": "claim lost"}\n', "claim lost"),
+        ("[1, 2]\n", "[1, 2]"),  # JSON but not a record: as it is
         ("", ""),
     ],
 )
