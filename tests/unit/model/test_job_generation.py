@@ -58,6 +58,7 @@ def test_an_empty_uid_selects_nothing_rather_than_everything():
 
 
 def _event(pod: str, at: datetime, uid: str = "") -> dict:
+    """A pod event written by hand: only the fields the filter reads (involvedObject, a time)."""
     return {"involvedObject": {"kind": "Pod", "name": pod, "uid": uid}, "at": at}
 
 
