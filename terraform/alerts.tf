@@ -23,6 +23,7 @@ locals {
     "run_unhealthy"            = "page"
     "message_dead_lettered"    = "page"
     "layer_incomplete"         = "page"
+    "root_check_failed"        = "page"
     "failed_indexes"           = "notify"
     "oom_killed"               = "notify"
     "pod_hung"                 = "notify"

@@ -18,7 +18,9 @@ from shared.config.config import PipelineConfig
 from shared.doctor import needs
 from shared.doctor.checks import expected_subscriptions
 from shared.doctor.deployment import (
+    CONTROLLER_NODE_EVENTS_ROLE,
     CONTROLLER_ROLE,
+    NODE_EVENTS_NAMESPACE,
     OPERATOR_KICK_PERMISSIONS,
     OPERATOR_PROJECT_PERMISSIONS,
     OPERATOR_ROLE,
@@ -301,8 +303,10 @@ class CloudFacts:
             return {"operator": "unreached"}
         ns = self.dep.namespace
 
-        def attrs(verb: str, group: str, resource: str, sub: str) -> dict[str, str]:
-            out = {"namespace": ns, "verb": verb, "group": group, "resource": resource}
+        def attrs(
+            verb: str, group: str, resource: str, sub: str, namespace: str = ns
+        ) -> dict[str, str]:
+            out = {"namespace": namespace, "verb": verb, "group": group, "resource": resource}
             return {**out, "subresource": sub} if sub else out
 
         operator: dict[str, bool] = {}
@@ -320,6 +324,16 @@ class CloudFacts:
                 controller = answer or Denied("subjectaccessreviews", "not found")
                 break
             controller[_label(*rule)] = bool((answer.get("status") or {}).get("allowed"))
+        if isinstance(controller, dict):
+            for rule in rule_verbs(CONTROLLER_NODE_EVENTS_ROLE):
+                answer = self._review(
+                    endpoint,
+                    "SubjectAccessReview",
+                    attrs(*rule, namespace=NODE_EVENTS_NAMESPACE),
+                    self.dep.email("controller"),
+                )
+                allowed = isinstance(answer, dict) and (answer.get("status") or {}).get("allowed")
+                controller[f"{_label(*rule)} in namespace {NODE_EVENTS_NAMESPACE}"] = bool(allowed)
         return {"operator": operator, "controller": controller}
 
     # --- images, quota, data ---------------------------------------------------------------

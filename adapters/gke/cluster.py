@@ -38,16 +38,20 @@ from adapters.gke.connection import (
 )
 from adapters.gke.metrics import gke_pod_usage
 from adapters.gke.wire import (
-    INDEX_KEY,
     JOB_NAME_LABELS,
+    event_time,
     job_status,
     label_selector,
     pod_info,
     sort_events,
 )
+from shared.model.job_generation import controller_uid, events_of_generation, pod_selector
 from shared.ports.cluster import ClusterError, ClusterUnreachableError, JobStatus, PodInfo, PodUsage
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+NODE_EVENTS_NAMESPACE = "default"  # where events about Nodes are recorded
+# node-problem-detector's kernel monitor (shared.reconcile.node_oom reads the events)
+NODE_OOM_REASON = "OOMKilling"
 PAGE = 500  # list page size: a big layer's Job keeps many thousands of finished pods
 ENV_ENDPOINT = "PIPELINE_GKE_ENDPOINT"
 ENV_NAMESPACE, ENV_CONTEXT = "PIPELINE_NAMESPACE", "PIPELINE_KUBE_CONTEXT"
@@ -236,9 +240,14 @@ class GkeCluster:
             )
 
     def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
-        selector = f"{JOB_NAME_LABELS[0]}={job_name}"
-        if index is not None:
-            selector += f",{INDEX_KEY}={int(index)}"
+        # By the uid of the Job now under the name, not the name: a Job re-created under it
+        # must not count, bill or show the previous generation's pods.
+        job = self.get_job(job_name)
+        if job is None:
+            return []
+        return self._pods_of(job_name, pod_selector(job.uid, index))
+
+    def _pods_of(self, job_name: str, selector: str) -> list[PodInfo]:
         # Mapped page by page: only one page of pod JSON (500 pods, ~3.5 MB) is alive at once.
         pods = self._list(
             self.core.list_namespaced_pod, f"list pods of job {job_name}", selector, each=pod_info
@@ -283,18 +292,43 @@ class GkeCluster:
     def pod_events(self, job_name: str) -> list[dict[str, Any]]:
         # Events of pods `<job>-<index>-<suffix>` (Kubernetes keeps them about an hour); the
         # API cannot select by name prefix, so every pod event of the namespace is paged.
+        job = self.get_job(job_name)
+        if job is None:
+            return []
         mine = re.compile(rf"^{re.escape(job_name)}-\d+-[a-z0-9]+$")
         items = self._list(
             self.core.list_namespaced_event,
             f"list pod events of job {job_name}",
             field="involvedObject.kind=Pod",
         )
-        return sort_events(
-            e for e in items if mine.match((e.get("involvedObject") or {}).get("name", ""))
+        named = [e for e in items if mine.match((e.get("involvedObject") or {}).get("name", ""))]
+        # Pods of the name that an earlier Job created (orphans still listed), and the events
+        # from before this Job existed, are another generation's.
+        others = frozenset(
+            p.uid
+            for p in self._pods_of(job_name, f"{JOB_NAME_LABELS[0]}={job_name}")
+            if controller_uid(p.labels) != job.uid
         )
+        return sort_events(events_of_generation(named, others, job.created, event_time))
+
+    def node_oom_events(self) -> list[dict[str, Any]]:
+        # Events about cluster-scoped objects (a Node) are recorded in `default`, whatever
+        # namespace the pods run in.
+        items = self._list(
+            self.core.list_namespaced_event,
+            "list the nodes' OOMKilling events in namespace default",
+            field=f"involvedObject.kind=Node,reason={NODE_OOM_REASON}",
+            namespace=NODE_EVENTS_NAMESPACE,
+        )
+        return sort_events(items)
 
     def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
-        return gke_pod_usage(self.api_client, self.namespace, job_name, self.request_timeout)
+        job = self.get_job(job_name)
+        if job is None:
+            return {}
+        return gke_pod_usage(
+            self.api_client, self.namespace, job_name, self.request_timeout, job_uid=job.uid
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -323,6 +357,7 @@ class GkeCluster:
         *,
         field: str = "",
         each: Callable[[dict[str, Any]], Any] = lambda item: item,
+        namespace: str = "",
     ) -> list[Any]:
         """Every item of a paged list call: `each(item)` of its wire-form dict, applied as
         each page arrives (so a page's JSON can go before the next is read)."""
@@ -337,7 +372,7 @@ class GkeCluster:
             if token:
                 kwargs["_continue"] = token
             with self._call(action):
-                page = self._json(action, method, self.namespace, **kwargs)
+                page = self._json(action, method, namespace or self.namespace, **kwargs)
             items.extend(each(item) for item in page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue")
             if not token:

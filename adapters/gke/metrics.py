@@ -1,5 +1,6 @@
 """Per-pod usage on GKE: `metrics.k8s.io/v1beta1` PodMetrics (Autopilot runs metrics-server),
-selected by the Job's `batch.kubernetes.io/job-name` label; usage is summed over a pod's
+selected by the Job's `batch.kubernetes.io/controller-uid` label (its metadata.uid: a Job
+re-created under the same name does not see the earlier one's pods); usage is summed over a pod's
 containers. `parse_pod_metrics` is the pure half, `gke_pod_usage` the call."""
 
 from __future__ import annotations
@@ -8,9 +9,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from adapters.gke.wire import cpu_cores, memory_gib
+from shared.model.job_generation import pod_selector
 from shared.ports.cluster import MetricsUnavailableError, PodUsage
-
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def parse_pod_metrics(items: Iterable[Mapping[str, Any]]) -> dict[str, PodUsage]:
@@ -29,7 +29,12 @@ def parse_pod_metrics(items: Iterable[Mapping[str, Any]]) -> dict[str, PodUsage]
 
 
 def gke_pod_usage(
-    api_client: Any, namespace: str, job_name: str, request_timeout: float = 30.0
+    api_client: Any,
+    namespace: str,
+    job_name: str,
+    request_timeout: float = 30.0,
+    *,
+    job_uid: str,
 ) -> dict[str, PodUsage]:
     """Current usage of a Job's pods from the metrics API (pods without a sample are absent:
     metrics-server reports a pod only after its first scrape, about a minute after start)."""
@@ -44,7 +49,7 @@ def gke_pod_usage(
             "v1beta1",
             namespace,
             "pods",
-            label_selector=f"{JOB_NAME_LABEL}={job_name}",
+            label_selector=pod_selector(job_uid),
             _request_timeout=request_timeout,
         )
     except Exception as e:

@@ -117,6 +117,7 @@ def job_status(job: Mapping[str, Any]) -> JobStatus:
         start_time=parse_time(status.get("startTime")),
         completion_time=parse_time(status.get("completionTime")),
         created=parse_time(meta.get("creationTimestamp")),
+        uid=meta.get("uid", ""),
     )
 
 

@@ -21,6 +21,7 @@ from scripts.options import JOB_OPTION, TARGET
 from scripts.setup_view import layer_alerts, setup_error, setup_fix, setup_heading
 from scripts.views.terminal import console, span, titled_table, when
 from scripts.worker_logs import failing_chunk, render_log
+from shared.control.batch_failures import Attempt, BatchFailure, classify
 from shared.model import grid, intervals
 from shared.model.state import SETUP_LAYER
 
@@ -148,6 +149,9 @@ def _inspect_index(
     if pods:
         out.print(table)
         log_text, source = cluster.pod_log(pods[-1].name, tail), f"pod {pods[-1].name}"
+        verdict = _attempts_verdict(cluster, pods, tail)
+        if verdict is not None:
+            out.print(verdict, markup=False)
     else:
         out.print("no pods of this index in the cluster (not started yet, or removed)")
         if target.run is not None:
@@ -170,6 +174,30 @@ def _inspect_index(
         click.echo(f"--- the {len(coords)} chunks of batch {index}, in processing order ---")
         for c in coords:
             click.echo(str(c))
+
+
+def _attempts_verdict(cluster: Any, pods: list[Any], tail: int) -> str | None:
+    """A line saying how the index's failed attempts failed, when there are two or more:
+    the same way every time (bad input where a stage retries every exception instead of
+    exiting 42: shared.control.batch_failures) or not. An unreadable log reads as empty."""
+    failed = [p for p in pods if p.phase == "Failed"]
+    if len(failed) < 2:
+        return None
+    attempts = []
+    for p in failed:
+        try:
+            text = cluster.pod_log(p.name, tail)
+        except Exception:  # noqa: BLE001 - a pod gone leaves its attempt unread
+            text = ""
+        attempts.append(Attempt(p.exit_code, text))
+    verdict = classify(attempts)
+    if verdict.failure is BatchFailure.SAME_EVERY_ATTEMPT:
+        return (
+            f"every attempt ({verdict.attempts}) failed the same way, exit "
+            f"{verdict.exit_codes[0]}: {verdict.error} (bad input is likely: retrying did not "
+            "help)"
+        )
+    return f"the {verdict.attempts} failed attempts failed differently ({verdict.failure.value})"
 
 
 def _alert_log_tail(target: Target, index: int) -> tuple[str, str]:

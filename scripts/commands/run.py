@@ -44,6 +44,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+ROOT_CHECK_RUNS = 10  # the graph's newest ingest runs read for their root check
+
+
 def start_run(
     cfg_path: str,
     run_id: str | None,
@@ -83,6 +86,15 @@ def start_run(
     # the operator who forgot a run is still going, not a lock.
     others = services.store.runs_of_graph(cfg.graph_id)
     ops.guard_one_active(run, others, force, operator_name(), _now(), reason)
+    if start_from.builds_on_ingest_only(run) and not force:
+        # The guard's listing has no layers: load the graph's ingest runs, newest first.
+        ingest = sorted(
+            (r for r in others if "ingest" in r.stages),
+            key=lambda r: r.created_at or start_from.EPOCH,
+            reverse=True,
+        )
+        loaded = [services.store.load_run(r.run_id) for r in ingest[:ROOT_CHECK_RUNS]]
+        start_from.check_root_check(run, loaded, force)
     for stage, first in start_from.start_layers(cfg, run, from_stage, from_layer).items():
         verified = start_from.needs_marker_check(cfg, stage)
         if verified:

@@ -18,7 +18,14 @@ from scripts.options import JSON_OPTION
 from scripts.services import connect
 from scripts.views.terminal import console, titled_table
 from shared.model.state import RunState, layer_key
-from shared.reconcile.completeness import MAX_RANGES, StageVerdict, run_complete, verify_run
+from shared.reconcile.completeness import (
+    MAX_RANGES,
+    StageVerdict,
+    root_check_failures,
+    run_complete,
+    verify_run,
+)
+from shared.reconcile.root_check import CHECK
 
 
 def verify_document(run: RunState, verdicts: dict[str, StageVerdict]) -> dict[str, Any]:
@@ -27,9 +34,17 @@ def verify_document(run: RunState, verdicts: dict[str, StageVerdict]) -> dict[st
     for name, verdict in verdicts.items():
         doc = verdict.to_json()
         for layer in doc["layers"]:
-            layer["phase"] = run.layers[layer_key(name, layer["layer"])].phase
+            ls = run.layers[layer_key(name, layer["layer"])]
+            layer["phase"] = ls.phase
+            layer["root_check_failed"] = ls.root_check_failed
         stages[name] = doc
-    return {"run_id": run.run_id, "complete": run_complete(run, verdicts), "stages": stages}
+    failed = [{"stage": v.stage, "layer": v.layer} for v in root_check_failures(run, verdicts)]
+    return {
+        "run_id": run.run_id,
+        "complete": run_complete(run, verdicts),
+        "root_check_failed": failed,
+        "stages": stages,
+    }
 
 
 def _print(run: RunState, verdicts: dict[str, StageVerdict]) -> None:
@@ -50,7 +65,7 @@ def _print(run: RunState, verdicts: dict[str, StageVerdict]) -> None:
             table.add_row(
                 name,
                 str(v.layer),
-                ls.phase,
+                f"{ls.phase} (root check)" if ls.root_check_failed else ls.phase,
                 str(v.chunks_marked),
                 str(v.chunks_expected),
                 ranges or "none",
@@ -60,9 +75,16 @@ def _print(run: RunState, verdicts: dict[str, StageVerdict]) -> None:
     for name, verdict in verdicts.items():
         if not verdict.coverage.checkable:
             out.print(f"{name}: not checked: {verdict.coverage.why}")
+    for v in root_check_failures(run, verdicts):
+        out.print(
+            f"ROOT CHECK FAILED: {v.stage} layer {v.layer} has every chunk marked done, but "
+            f"{CHECK} failed after it: not a complete layer; `pipeline inspect {run.run_id} "
+            f"{v.stage} {v.layer}` shows why, `pipeline submit {run.run_id} {v.stage} "
+            f"{v.layer}` re-runs only the check"
+        )
     if run_complete(run, verdicts):
         out.print("complete: every built layer has all its chunks marked done")
-    else:
+    elif not root_check_failures(run, verdicts):  # else said above
         out.print(
             "INCOMPLETE: a built layer has chunks without a done marker; re-run it with "
             f"`pipeline submit {run.run_id} STAGE LAYER` (done chunks are skipped)"

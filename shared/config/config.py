@@ -23,8 +23,14 @@ AdvanceMode = Literal["manual", "approve", "auto"]
 
 # `job.max_evictions_per_index`'s default (shared.reconcile.evictions counts them).
 DEFAULT_MAX_EVICTIONS_PER_INDEX = 3
-# `job.processes_per_vcpu`'s default, the predecessor's newest (cave-pipeline main).
-DEFAULT_PROCESSES_PER_VCPU = 2
+# `job.processes_per_vcpu` and `job.resources.pack` for a file in this project's shape: one
+# process per vCPU and the curves' requests, so an existing config's pods do not change
+# size or pool silently. A predecessor-shaped file gets the predecessor's newest defaults
+# (cave-pipeline main), written into it by shared.config.config_compat.
+DEFAULT_PROCESSES_PER_VCPU = 1
+DEFAULT_PACK = False
+PREDECESSOR_PROCESSES_PER_VCPU = 2
+PREDECESSOR_PACK = True
 
 
 class ConfigError(ValueError):
@@ -63,9 +69,10 @@ class Resources(_Strict):
     cpu: Curve = Curve(base=0.5)
     memory: Curve = Curve(base=1.0)  # GiB
     overrides: dict[int, LayerOverride] = {}
-    # Grow each curve request to fill the node it already forces (shared/jobs/node_packing.py;
-    # the predecessor's newest default). Per-layer overrides are never grown.
-    pack: bool = True
+    # Grow each curve request to fill the node it already forces (shared/jobs/node_packing.py).
+    # Off here (see DEFAULT_PACK); on for a predecessor-shaped file, as in the predecessor's
+    # newest code. Per-layer overrides are never grown.
+    pack: bool = DEFAULT_PACK
 
 
 class Ramp(_Strict):
@@ -89,7 +96,8 @@ class JobSettings(_Strict):
     # Worker pods (shared/jobs/worker_pod.py): PCG_N_PROCESSES = processes_per_vcpu x the layer's
     # whole billed vCPU (1 when parallel is off); burst leaves limits unset so pods may burst.
     # A whole number (the images parse it as an int); 0 and 1 both mean one per vCPU, as in
-    # the predecessor. 2: a builder blocks on Bigtable most of the time.
+    # the predecessor. 1 here (see DEFAULT_PROCESSES_PER_VCPU); 2 for a predecessor-shaped
+    # file, the predecessor's newest default (a builder blocks on Bigtable most of the time).
     parallel: bool = True
     processes_per_vcpu: int = Field(default=DEFAULT_PROCESSES_PER_VCPU, ge=0)
     burst: bool = True

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.config.config import (
-    DEFAULT_PROCESSES_PER_VCPU,
+    PREDECESSOR_PACK,
+    PREDECESSOR_PROCESSES_PER_VCPU,
     JobSettings,
     Ramp,
     Resources,
@@ -329,9 +330,10 @@ def _map_job(out: dict[str, Any], job: dict[str, Any], notes: list[Note]) -> Non
                     f"this project's default curve applies ({new[curve]:g} {unit} per pod)",
                 )
             )
+    _map_job_block(job, "job", notes, patch=False)
+    # After the block: a `pack:` given empty is dropped there and then written as omitted.
     _map_job_defaults_since_004(job, notes)
     _map_image_pods_since_004(out, notes)
-    _map_job_block(job, "job", notes, patch=False)
     for stage, block in list((job.get("workloads") or {}).items()):
         if block is None:
             job["workloads"][stage] = {}
@@ -407,26 +409,32 @@ _PACK_EFFECT = (
 
 def _map_job_defaults_since_004(job: dict[str, Any], notes: list[Note]) -> None:
     """The predecessor's newest defaults for what 0.0.4 did not have: `resources.pack` (on)
-    and `processes_per_vcpu` (2); each one a file omits is a note saying what changed."""
-    resources = job.get("resources")
-    if not isinstance(resources, dict) or "pack" not in resources:
+    and `processes_per_vcpu` (2). This project's own defaults differ (off, 1), so each one a
+    file omits is written into `job` (an import writes it out) with a note saying what
+    changed."""
+    if not isinstance(job.get("resources"), dict):
+        job["resources"] = {}
+    resources = job["resources"]
+    if resources.get("pack") is None:
+        resources["pack"] = PREDECESSOR_PACK
         notes.append(
             Note(
                 "job.resources.pack (omitted)",
                 "not a key of cave-pipeline 0.0.4: requests were the curves'",
                 "job.resources.pack",
-                f"true, the predecessor's newest default: {_PACK_EFFECT}",
+                f"true, the predecessor's newest default, written out: {_PACK_EFFECT}",
             )
         )
     if job.get("processes_per_vcpu") is None:
+        job["processes_per_vcpu"] = PREDECESSOR_PROCESSES_PER_VCPU
         notes.append(
             Note(
                 "job.processes_per_vcpu (omitted)",
                 "not a key of cave-pipeline 0.0.4: PCG_N_PROCESSES was the whole billed vCPU",
                 "job.processes_per_vcpu",
-                f"{DEFAULT_PROCESSES_PER_VCPU}, the predecessor's newest default: "
-                f"PCG_N_PROCESSES = {DEFAULT_PROCESSES_PER_VCPU} x the whole billed vCPU "
-                "(twice 0.0.4's pools; memory per process halves)",
+                f"{PREDECESSOR_PROCESSES_PER_VCPU}, the predecessor's newest default, written "
+                f"out: PCG_N_PROCESSES = {PREDECESSOR_PROCESSES_PER_VCPU} x the whole billed "
+                "vCPU (twice 0.0.4's pools; memory per process halves)",
             )
         )
 

@@ -32,15 +32,17 @@ class UnknownAlertKindError(KeyError):
 
 
 # Every kind the controller publishes (shared.reconcile.*, shared.control.alerts,
-# shared.control.dead_letters). The issue fixes the named ones; canary_failed and claim_lost
-# are decided here: a failed canary lets the layer go on as configured, and a lost claim is
-# redone automatically, so both are morning news, not a page.
+# shared.control.dead_letters). The issue fixes the named ones; the others are decided here:
+# a failed canary lets the layer go on as configured and a lost claim is redone
+# automatically, so both are morning news, not a page; root_check_failed (the built graph
+# failed its own tests) pages, as a failed layer does.
 SEVERITIES: dict[str, Severity] = {
     "layer_failed": Severity.PAGE,
     "setup_failed": Severity.PAGE,
     "run_unhealthy": Severity.PAGE,
     "message_dead_lettered": Severity.PAGE,
     "layer_incomplete": Severity.PAGE,
+    "root_check_failed": Severity.PAGE,
     "failed_indexes": Severity.NOTIFY,
     "oom_killed": Severity.NOTIFY,
     "pod_hung": Severity.NOTIFY,
@@ -72,6 +74,7 @@ DEFAULT_FIXES: dict[str, str] = {
     "run_unhealthy": "pipeline status {run}",
     "message_dead_lettered": "gcloud pubsub subscriptions pull dead-letters-operator --limit=10",
     "layer_incomplete": "pipeline verify {run}",
+    "root_check_failed": "pipeline inspect {run} {stage} {layer}",
     "failed_indexes": "pipeline inspect {run} {stage} {layer}",
     "oom_killed": "pipeline inspect {run} {stage} {layer}",
     "pod_hung": "pipeline inspect {run} {stage} {layer}",
@@ -164,6 +167,7 @@ _DETAIL: dict[str, str] = {
     "run_unhealthy": "{failures} failed reconciles in a row: {error}",
     "message_dead_lettered": "a {topic} message was not delivered after {delivery_attempts} tries",
     "layer_incomplete": "{chunks_missing} chunks not marked done",
+    "root_check_failed": "the graph's own tests failed after the root chunk: {reason}",
     "failed_indexes": "{index_count} indexes failed ({indexes})",
     "oom_killed": "{pods} pods OOM-killed at {memory_request_gib} GiB",
     "pod_hung": "pod {pod} made no progress for {no_progress_s} s",

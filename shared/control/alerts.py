@@ -7,7 +7,9 @@ and `at` (ISO time of the decision), plus the kind's details:
   figures, sized requests and the build's forecast: shared.reconcile.canary)
 - `canary_failed`: `reason`, `fix` (no canary pod succeeded; the layer goes on as configured)
 - `failed_indexes`: `indexes` (an interval string, e.g. "3,7-9"), `index_count`, `job`,
-  `batches` [{`index`, `chunks`, `log_tail`}] for the first MAX_BATCHES of them,
+  `batches` [{`index`, `chunks`, `log_tail`, and how its attempts failed: `failure`,
+  `attempts`, `exit_codes`, `error` (shared.control.batch_failures)}] for the first
+  MAX_BATCHES of them, `same_every_attempt_indexes` (bad input where a stage never exits 42),
   `batches_omitted`, and `detail` (the `pipeline inspect` command that shows them all)
 - `layer_failed`: `reason`, and `failed_indexes` (the Job failed) or `fix` (it was refused)
 - `setup_failed` (layer 0: a stage's setup pass): `reason`, `job`, `fix`, and `log_tail` (the
@@ -15,8 +17,11 @@ and `at` (ISO time of the decision), plus the kind's details:
 - `layer_stalled`: `no_progress_s`
 - `pod_hung` (once per pod): `job`, `pod`, `index`, `chunks` (its batch), `no_progress_s`,
   `hung_after_s`, `last_progress`, `log_tail` (read before the pod was deleted), `detail`
-- `oom_killed` (once per layer attempt): `pods`, `memory_request_gib`, `peak_memory_gib`
-  (null: not measured), `fix`
+- `oom_killed` (once per layer attempt): `pods`, `container_oom_kills`, `node_oom_kills`,
+  `memory_request_gib`, `peak_memory_gib` (null: not measured), `processes`,
+  `processes_per_vcpu`, `levers`, `fix` (shared.reconcile.oom_advice)
+- `root_check_failed`: `job`, `check`, `chunks_marked`, `failed_indexes`, `reason`, `fix`
+  (shared.reconcile.root_check)
 - `budget_reached`: `spend_usd`, `budget_usd`
 - `run_finished`: `status`, `verify` (per stage: `checked`, `chunks_marked`,
   `chunks_expected`, and `layers_unchecked` or `why` not; shared.reconcile.completeness)
@@ -49,6 +54,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.config.config import PipelineConfig
+from shared.control.batch_failures import BatchFailure, BatchVerdict
 from shared.forecast.forecast import forecast, forecast_inputs
 from shared.jobs.layer_spec import layer_spec
 from shared.model import intervals
@@ -161,6 +167,30 @@ def with_log_tails(body: dict[str, Any], tails: dict[int, str]) -> dict[str, Any
         {**b, "log_tail": tails.get(int(b["index"]), "")[-LOG_TAIL_BYTES:]} for b in body["batches"]
     ]
     return bounded({**body, "batches": batches})
+
+
+def with_batch_verdicts(body: dict[str, Any], verdicts: dict[int, BatchVerdict]) -> dict[str, Any]:
+    """A copy of a `failed_indexes` body whose batches carry how their attempts failed
+    (`failure`, `attempts`, `exit_codes`, `error`; shared.control.batch_failures), and the
+    indexes that failed the same way on every attempt (`same_every_attempt_indexes`): the
+    sign of bad input in a stage that never exits 42."""
+    batches = []
+    for b in body.get("batches", []):
+        verdict = verdicts.get(int(b["index"]))
+        if verdict is None:
+            batches.append(b)
+            continue
+        batches.append(
+            {
+                **b,
+                "failure": verdict.failure.value,
+                "attempts": verdict.attempts,
+                "exit_codes": list(verdict.exit_codes),
+                "error": verdict.error,
+            }
+        )
+    same = sorted(i for i, v in verdicts.items() if v.failure is BatchFailure.SAME_EVERY_ATTEMPT)
+    return bounded({**body, "batches": batches, "same_every_attempt_indexes": same})
 
 
 def body_size(body: dict[str, Any]) -> int:

@@ -23,7 +23,7 @@ from shared.control.controller_log import log_json
 from shared.forecast.rightsize_run import with_run_sizes
 from shared.model.state import LayerState, RunState
 from shared.ports.bigtable_monitor import BigtableMonitor
-from shared.ports.cluster import Cluster, JobStatus, PodInfo
+from shared.ports.cluster import Cluster, ClusterError, JobStatus, PodInfo
 from shared.ports.graph_table import GraphTableReader, NoGraphTableReader
 from shared.ports.pod_usage import PodUsageReader, needs_usage, with_usage
 from shared.ports.run_store import RunNotFoundError, RunStore
@@ -44,7 +44,9 @@ from shared.reconcile.hung_pods import (
     plan_batch,
     window_chunk_ids,
 )
+from shared.reconcile.node_oom import may_be_node_oom, node_oom_victims, parse_node_oom
 from shared.reconcile.oom import with_memory_factors
+from shared.reconcile.root_check import runs_root_check
 from shared.reconcile.setup_step import needs_graph_table
 from shared.reconcile.vcpu_budget import running_vcpus
 
@@ -145,6 +147,7 @@ class Observer:
             table = self.graph_tables.read(
                 cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance
             )
+        pods = self._with_node_oom(pods)
         hung = {
             ls.key: found
             for ls in run.layers.values()
@@ -166,6 +169,26 @@ class Observer:
             usage_read=frozenset(usage_read),
         )
         return Observation(snap, cfg, now)
+
+    def _with_node_oom(self, pods: dict[str, list[PodInfo]]) -> dict[str, list[PodInfo]]:
+        """The pods with `node_oom_killed` set where a node's OOMKilling event matches their
+        SIGKILL (shared.reconcile.node_oom). The nodes' events are read only when some pod
+        ended that way, once per reconcile; unreadable ones count no node kill (logged)."""
+        if not any(may_be_node_oom(p) for listed in pods.values() for p in listed):
+            return pods
+        try:
+            events = self.cluster.node_oom_events()
+        except ClusterError as e:
+            log_json(log, "WARNING", "node_oom_events_unreadable", error=str(e))
+            return pods
+        kills = [k for k in (parse_node_oom(e) for e in events) if k is not None]
+        victims = node_oom_victims((p for listed in pods.values() for p in listed), kills)
+        if not victims:
+            return pods
+        return {
+            name: [replace(p, node_oom_killed=True) if p.uid in victims else p for p in listed]
+            for name, listed in pods.items()
+        }
 
     def _with_life_usage(self, job_name: str, pods: list[PodInfo]) -> tuple[list[PodInfo], bool]:
         """A finished Job's pods with their lifetime usage filled in by the reader, and
@@ -243,7 +266,12 @@ class Observer:
             for ls in run.layers.values()
             if ls.phase == "running"
             and (job := jobs.get(ls.job.name)) is not None
-            and job.condition == "Complete"
+            and (
+                job.condition == "Complete"
+                # a failed root layer of an image's ingest: all markers means the root check
+                # failed, not the chunk (shared.reconcile.root_check)
+                or (job.condition == "Failed" and runs_root_check(cfg, ls.stage, ls.layer))
+            )
             and marker_coverage(cfg, ls.stage).checkable
         ]
         done: dict[str, Any] = {}

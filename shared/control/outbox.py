@@ -29,9 +29,11 @@ from shared.control.alerts import (
     LOG_TAIL_LINES,
     claim_lost_logs,
     tail_requests,
+    with_batch_verdicts,
     with_claim_lost,
     with_log_tails,
 )
+from shared.control.batch_failures import Attempt, classify
 from shared.control.controller_log import log_json, log_published_alert
 from shared.ports.cluster import Cluster, PodInfo
 from shared.ports.run_store import RunStore
@@ -90,8 +92,15 @@ class Outbox:
         wanted = tail_requests(body)
         if not wanted:
             return body
-        tails = {i: self._log_tail(run_id, job, i, observed.get(job)) for job, i in wanted}
-        return with_log_tails(body, tails)
+        if body.get("kind") != "failed_indexes":
+            tails = {i: self._log_tail(run_id, job, i, observed.get(job)) for job, i in wanted}
+            return with_log_tails(body, tails)
+        # Every attempt of each failed batch: the latest one's tail, and whether they all
+        # failed the same way (bad input where the stage never exits 42: batch_failures).
+        attempts = {i: self._attempts(run_id, job, i, observed.get(job)) for job, i in wanted}
+        tails = {i: a[-1].log_tail if a else "" for i, a in attempts.items()}
+        verdicts = {i: classify(a) for i, a in attempts.items() if a}
+        return with_batch_verdicts(with_log_tails(body, tails), verdicts)
 
     def _pod_log(self, run_id: str, pod: str) -> str | None:
         """A claim_lost candidate's log; None if unreadable (a pod gone: skipped)."""
@@ -100,6 +109,28 @@ class Outbox:
         except Exception as e:  # noqa: BLE001 - the alert is a courtesy
             _log("WARNING", "pod log unavailable", run=run_id, pod=pod, error=str(e))
             return None
+
+    def _attempts(
+        self, run_id: str, job: str, index: int, seen: list[PodInfo] | None
+    ) -> list[Attempt]:
+        """The failed attempts of a Job index, oldest first, each with its log tail (""
+        where unreadable: a pod gone). Best effort: no error here fails the reconcile."""
+        try:
+            pods = [p for p in seen or () if p.index == index]
+            if not pods:
+                pods = self.cluster.list_pods(job, index)
+        except Exception as e:  # noqa: BLE001 - the alert is a courtesy
+            _log("WARNING", "attempts unavailable", run=run_id, job=job, index=index, error=str(e))
+            return []
+        failed = sorted((p for p in pods if p.phase == "Failed"), key=lambda p: p.created or _EPOCH)
+        return [Attempt(p.exit_code, self._tail_of(run_id, p.name)) for p in failed]
+
+    def _tail_of(self, run_id: str, pod: str) -> str:
+        try:
+            return self.cluster.pod_log(pod, LOG_TAIL_LINES)
+        except Exception as e:  # noqa: BLE001 - any failure leaves the tail empty
+            _log("WARNING", "log tail unavailable", run=run_id, pod=pod, error=str(e))
+            return ""
 
     def _log_tail(self, run_id: str, job: str, index: int, seen: list[PodInfo] | None) -> str:
         """The latest pod's log tail of a Job index; "" if gone or unreadable. The pods the

@@ -72,6 +72,10 @@ CONTROLLER_ROLE: tuple[RoleRule, ...] = (
     RoleRule("", ("pods", "pods/log", "events"), ("get", "list")),
     RoleRule("", ("configmaps",), ("create", "update")),
 )
+# The same manifest's Role in `default`, where events about Nodes are recorded: the nodes'
+# OOMKilling events, counted as OOM kills (shared.reconcile.node_oom).
+NODE_EVENTS_NAMESPACE = "default"
+CONTROLLER_NODE_EVENTS_ROLE: tuple[RoleRule, ...] = (RoleRule("", ("events",), ("list",)),)
 # The operators' Role: reads, the pods' Secret (`pipeline setup`), pods' usage (`pipeline top`).
 OPERATOR_ROLE: tuple[RoleRule, ...] = (
     RoleRule("batch", ("jobs",), ("get", "list")),

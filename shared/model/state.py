@@ -117,6 +117,9 @@ class Faults:
 
     # Out-of-memory kills (container reason OOMKilled) of this attempt's pods; alerted once.
     oom_killed: int = 0
+    # Of those, the ones the node's OOM killer ended (its OOMKilling event; the container's
+    # limit did not), shared.reconcile.node_oom.
+    node_oom_killed: int = 0
     oom_alerted: bool = False
     # The memory of this attempt's pods over the config's (job.oom_memory_factor, compounded
     # per attempt that saw OOM kills).
@@ -187,11 +190,13 @@ _FLAT_KEYS: tuple[tuple[str, str | None, str], ...] = (
     ("pods_at_watermark", "pods", "at_watermark"),
     ("pods_listed_at", "pods", "listed_at"),
     ("oom_killed", "faults", "oom_killed"),
+    ("node_oom_killed", "faults", "node_oom_killed"),
     ("oom_alerted", "faults", "oom_alerted"),
     ("memory_factor", "faults", "memory_factor"),
     ("evictions", "faults", "evictions"),
     ("eviction_alerted_indexes", "faults", "eviction_alerted_indexes"),
     ("done_before", None, "done_before"),
+    ("root_check_failed", None, "root_check_failed"),
     ("held_by_vcpu_cap", "timing", "held_by_vcpu_cap"),
     ("pods_hung", "faults", "hung"),
     ("hung_pod_uids", "faults", "hung_pod_uids"),
@@ -227,6 +232,9 @@ class LayerState:
     failure_reason: str = ""
     # `pipeline start --from-layer`: built by an earlier run (its done markers were checked).
     done_before: bool = False
+    # The root layer of an image's ingest failed PyChunkedGraph's check after its chunk was
+    # marked done (shared.reconcile.root_check): failed, though its markers are complete.
+    root_check_failed: bool = False
     approval: Approval = field(default_factory=Approval)
     job: JobAttempt = field(default_factory=JobAttempt)
     timing: Timing = field(default_factory=Timing)

@@ -19,6 +19,7 @@ from typing import Any
 
 from shared.config.config import PipelineConfig
 from shared.model.state import RunState
+from shared.operate.mesh_settings import check_mesh_changes
 from shared.operate.operator_actions import ActionError
 
 MAX_CHANGES = 200  # recorded per version (a version diff is a review aid, not a backup)
@@ -39,10 +40,13 @@ _AT_ONCE = (
     r"config\.controller\..*",
 )
 _NO_EFFECT = (r"config\.start_layers\..*", r"config\.dataset")
+# Read once by the meshing setup into the graph (shared.operate.mesh_settings).
+_MESH_SETUP = (r"dataset\.mesh_config(\..+)?",)
 AT_ONCE = "at once (next reconcile)"
 NEXT_ATTEMPT = "new Jobs; running layers on their next attempt (`pipeline submit` after a failure)"
 NO_EFFECT = "no effect on a started run"
 REFUSED = "invalidates finished work"
+AT_MESH_SETUP = "when the meshing setup runs (it writes them into the graph); refused after it ran"
 
 
 class ProtectedChangeError(ActionError):
@@ -95,7 +99,12 @@ def diff(old: PipelineConfig, new: PipelineConfig) -> list[Change]:
 
 
 def _when(key: str) -> str:
-    for patterns, when in ((_PROTECTED, REFUSED), (_AT_ONCE, AT_ONCE), (_NO_EFFECT, NO_EFFECT)):
+    for patterns, when in (
+        (_PROTECTED, REFUSED),
+        (_MESH_SETUP, AT_MESH_SETUP),
+        (_AT_ONCE, AT_ONCE),
+        (_NO_EFFECT, NO_EFFECT),
+    ):
         if any(re.fullmatch(p, key) for p in patterns):
             return when
     return NEXT_ATTEMPT
@@ -106,9 +115,12 @@ def apply_config(
 ) -> dict[str, Any]:
     """Store `new` as the run's config (version + 1) and return the history entry: who,
     when, the diff, whether forced. ProtectedChangeError lists the protected changes unless
-    `force`; ActionError for a run that has finished or a config of another graph."""
+    `force`; MeshSettingsInGraphError for a `mesh_config` change after the meshing setup ran
+    (forced or not); ActionError for a run that has finished or a config of another graph."""
     if run.status == "succeeded":
         raise ActionError(f"run {run.run_id} has succeeded: there is nothing left to apply to")
+    # Not forceable: forced, the change would still not reach the workers.
+    check_mesh_changes(run, new, changes)
     refused = [c for c in changes if c.when == REFUSED]
     if refused and not force:
         keys = ", ".join(f"{c.key} {c.old!r} -> {c.new!r}" for c in refused)

@@ -11,21 +11,62 @@ the caller's.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 
 from shared.config.config import PipelineConfig
 from shared.jobs.layer_spec import layer_spec
 from shared.model.layers import chunk_id
-from shared.model.stages import FIRST_LAYER, dependencies_in, writes_done_markers
+from shared.model.stages import FIRST_LAYER, dependencies, dependencies_in, writes_done_markers
 from shared.model.state import RunState, layer_key
 from shared.operate.operator_actions import ActionError
 
 SAMPLE = 5  # missing chunks named in a refusal
+INGEST = "ingest"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class LayerNotDoneError(ActionError):
     """The layer below the start is not complete in the ledger."""
+
+
+class RootCheckFailedError(ActionError):
+    """A stage that builds on ingest would start on a graph whose root layer failed
+    PyChunkedGraph's root check (its markers are complete, the graph's tests failed)."""
+
+
+def builds_on_ingest_only(run: RunState) -> bool:
+    """Whether `run` starts a stage that builds on ingest without building ingest itself
+    (so the graph's earlier ingest runs vouch for the graph it starts on)."""
+    return INGEST not in run.stages and any(INGEST in dependencies(s) for s in run.stages)
+
+
+def check_root_check(run: RunState, earlier: Iterable[RunState], force: bool = False) -> None:
+    """RootCheckFailedError when `run` starts a stage that builds on ingest without building
+    ingest itself, and the graph's newest earlier run that finished ingest's root layer
+    recorded its root check failing (shared.reconcile.root_check): complete done markers
+    there are not a built graph. `earlier` must carry their layers. `force` starts anyway."""
+    if force or not builds_on_ingest_only(run):
+        return
+    ended = [
+        (r.created_at or EPOCH, r, ls)
+        for r in earlier
+        if r.run_id != run.run_id and INGEST in r.stages
+        for ls in [r.layers.get(layer_key(INGEST, r.top_layers.get(INGEST, 0)))]
+        if ls is not None and (ls.phase == "succeeded" or ls.root_check_failed)
+    ]
+    if not ended:
+        return
+    _, last, root = max(ended, key=lambda e: e[0])
+    if not root.root_check_failed:
+        return
+    raise RootCheckFailedError(
+        f"cannot start {', '.join(run.stages)}: ingest's root layer {root.layer} of run "
+        f"{last.run_id} failed the root check (its chunk is marked done, but PyChunkedGraph's "
+        f"graph tests failed after it): the graph is not complete. Re-run the check with "
+        f"`pipeline submit {last.run_id} ingest {root.layer}` (the done chunk is skipped), or "
+        "start with --force"
+    )
 
 
 def start_layers(

@@ -61,6 +61,9 @@ class JobStatus:
     start_time: datetime | None = None
     completion_time: datetime | None = None
     created: datetime | None = None
+    # metadata.uid: a Job re-created under the same name has a new one, and its pods carry it
+    # as batch.kubernetes.io/controller-uid (shared.model.job_generation).
+    uid: str = ""
 
     @property
     def finished(self) -> bool:
@@ -96,6 +99,10 @@ class PodInfo:
     # Right-sizing and the canary read them (docs/canary-and-rightsize.md).
     peak_memory_gib: float | None = None
     cpu_used: float | None = None
+    # Ended by the node's OOM killer (its `OOMKilling` event matched to this pod's SIGKILL:
+    # shared.reconcile.node_oom), filled by the controller's observation; the container's own
+    # OOM kill is `reason == "OOMKilled"`.
+    node_oom_killed: bool = False
 
 
 class ClusterReader(Protocol):
@@ -109,7 +116,10 @@ class ClusterReader(Protocol):
         """Jobs whose labels include all of `labels`."""
 
     def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
-        """The Job's pods (every attempt still known), optionally of one index."""
+        """The pods of the Job now under `job_name` (every attempt still known), optionally
+        of one index: selected by its uid (`batch.kubernetes.io/controller-uid`), so pods of
+        an earlier Job of the same name are never counted, billed or shown; [] when there is
+        no such Job."""
 
     def pod_log_updated(self, pod_name: str) -> datetime | None:
         """When the pod's newest log line was written (None: no line yet); raises
@@ -122,12 +132,18 @@ class ClusterReader(Protocol):
         """The Job's Kubernetes events (v1 Event dicts), oldest first."""
 
     def pod_events(self, job_name: str) -> list[dict[str, Any]]:
-        """Events about the Job's pods (scheduling, image pulls, OOM kills), oldest first;
-        [] where the cluster keeps none."""
+        """Events about the pods of the Job now under `job_name` (scheduling, image pulls,
+        OOM kills), oldest first; [] where the cluster keeps none. Events of an earlier Job's
+        pods of the same name are left out."""
+
+    def node_oom_events(self) -> list[dict[str, Any]]:
+        """The Nodes' `OOMKilling` events (node-problem-detector's kernel monitor: the node's
+        OOM killer ended a process), oldest first; [] where the cluster keeps none."""
 
     def pod_usage(self, job_name: str) -> dict[str, PodUsage]:
-        """Current CPU and memory of the Job's running pods, by pod name (pods without a
-        sample yet are absent); MetricsUnavailableError says why none can be read."""
+        """Current CPU and memory of the running pods of the Job now under `job_name`, by pod
+        name (pods without a sample yet are absent; an earlier Job's pods of the same name
+        are left out); MetricsUnavailableError says why none can be read."""
 
 
 class JobWriter(Protocol):

@@ -22,6 +22,7 @@ from shared.jobs.setup_job import (
     render_setup_job,
     setup_job_name,
 )
+from shared.jobs.worker_pod import layer_processes
 from shared.model.layers import layer_count
 from shared.model.state import LayerState, RunState, SetupState, build_layers
 from shared.money.costs import billing_for
@@ -29,6 +30,7 @@ from shared.ports.graph_table import GraphTable
 from shared.reconcile.canary import BuildForecaster
 from shared.reconcile.canary_plan import with_canary
 from shared.reconcile.decision import LayerPlan, Plan, SetupPlan
+from shared.reconcile.root_check import runs_root_check
 
 # The parallelism a planned manifest is rendered with; `manifest.for_create` writes the
 # decision's value into it when the Job is created.
@@ -72,6 +74,9 @@ def layer_plan(cfg: PipelineConfig, run_id: str, ls: LayerState, render: bool) -
         refusal,
         batch_chunks=min(spec.batch_size, spec.chunks),
         max_evictions_per_index=evictions,
+        processes=layer_processes(settings, req),
+        processes_per_vcpu=settings.processes_per_vcpu,
+        root_check=runs_root_check(cfg, ls.stage, ls.layer),
     )
 
 

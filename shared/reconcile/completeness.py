@@ -296,10 +296,24 @@ def verify_run(
 
 
 def run_complete(run: RunState, verdicts: dict[str, StageVerdict]) -> bool:
-    """Whether every layer the run records as built (succeeded) is complete in the ledger."""
+    """Whether every layer the run records as built (succeeded) is complete in the ledger,
+    and no layer failed the root check with its markers complete (shared.reconcile.root_check:
+    complete markers there do not make a built layer)."""
+    if root_check_failures(run, verdicts):
+        return False
     for verdict in verdicts.values():
         for v in verdict.layers:
             ls = run.layers.get(layer_key(v.stage, v.layer))
             if ls is not None and ls.phase == "succeeded" and not v.complete:
                 return False
     return True
+
+
+def root_check_failures(run: RunState, verdicts: dict[str, StageVerdict]) -> list[LayerVerdict]:
+    """The verified layers the run records as having failed PyChunkedGraph's root check."""
+    return [
+        v
+        for verdict in verdicts.values()
+        for v in verdict.layers
+        if (ls := run.layers.get(layer_key(v.stage, v.layer))) is not None and ls.root_check_failed
+    ]

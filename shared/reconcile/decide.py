@@ -24,6 +24,7 @@ from shared.ports.cluster import JobStatus
 from shared.reconcile.bigtable_load import FREE, RampGate, gate, throttle
 from shared.reconcile.canary import canary_details
 from shared.reconcile.canary_step import canary_run_control, canary_step
+from shared.reconcile.completeness import LayerVerdict
 from shared.reconcile.decision import (
     Action,
     Alert,
@@ -51,6 +52,8 @@ from shared.reconcile.pod_accounting import (
     note_earlier_usage,
     record_pods,
 )
+from shared.reconcile.root_check import ALERT_KIND as ROOT_CHECK_FAILED
+from shared.reconcile.root_check import root_check_details
 from shared.reconcile.setup_step import fail_setup, setup_step
 from shared.reconcile.vcpu_budget import VcpuBudget
 
@@ -79,6 +82,15 @@ def _job_progress(ls: LayerState, job: JobStatus, now: datetime, out: list[Actio
         )
 
 
+def _failed_indexes_of(action: Action, ls: LayerState) -> bool:
+    """Whether `action` is a `failed_indexes` alert of layer `ls`."""
+    return (
+        isinstance(action, Alert)
+        and action.kind == "failed_indexes"
+        and (action.stage, action.layer) == (ls.stage, ls.layer)
+    )
+
+
 def _running_layer(
     run: RunState,
     ls: LayerState,
@@ -89,6 +101,7 @@ def _running_layer(
     out: list[Action],
     vcpus: VcpuBudget | None = None,
     bigtable: RampGate = FREE,
+    root_verdict: LayerVerdict | None = None,
 ) -> None:
     paused = run.status == "paused"
     if job is None:
@@ -106,6 +119,25 @@ def _running_layer(
     _job_progress(ls, job, now, out)
     if job.condition == "Complete":
         ls.phase, ls.timing.finished_at = "succeeded", job.completion_time or now
+        return
+    if job.condition == "Failed" and plan.root_check and root_verdict and root_verdict.complete:
+        # Every marker written and the Job failed: PyChunkedGraph's root check failed after
+        # the chunk was built (shared.reconcile.root_check), not a complete layer.
+        ls.phase, ls.timing.finished_at, ls.root_check_failed = "failed", now, True
+        ls.progress.chunks_marked = root_verdict.chunks_marked
+        details = root_check_details(
+            run.run_id,
+            ls.stage,
+            ls.layer,
+            ls.job.name,
+            job.failed_indexes,
+            root_verdict.chunks_marked,
+        )
+        ls.failure_reason = details["reason"]
+        # Its failed index is the check's, not a chunk's: the `failed_indexes` alert raised
+        # for it just now would name the built root chunk as the failure.
+        out[:] = [a for a in out if not _failed_indexes_of(a, ls)]
+        out.append(Alert(ROOT_CHECK_FAILED, ls.stage, ls.layer, details))
         return
     if job.condition == "Failed":
         ls.phase, ls.timing.finished_at, ls.failure_reason = "failed", now, job.reason or "Failed"
@@ -232,7 +264,7 @@ def decide(
                 # A Complete Job's completion time vouches for pods that vanished unseen.
                 record = job.completion_time if job is not None else None
                 records[ls.key] = record_pods(ls, pods[ls.job.name], now, record)
-                oom = oom_alert_details(ls)
+                oom = oom_alert_details(ls, lp.processes, lp.processes_per_vcpu)
                 if oom is not None:
                     out.append(Alert("oom_killed", ls.stage, ls.layer, oom))
                 evicted = eviction_alert_details(ls, lp.max_evictions_per_index)
@@ -240,7 +272,18 @@ def decide(
                     out.append(Alert(EVICTED_REPEATEDLY, ls.stage, ls.layer, evicted))
                 note_chunk_times(ls, records[ls.key], lp.batch_chunks)
                 _hung_pods(ls, seen, out)
-            _running_layer(state, ls, job, lp, now, plan.stall_after_s, out, vcpus, bigtable)
+            _running_layer(
+                state,
+                ls,
+                job,
+                lp,
+                now,
+                plan.stall_after_s,
+                out,
+                vcpus,
+                bigtable,
+                seen.ledger_checks.get(ls.key),
+            )
             apply_ledger_check(state.run_id, ls, seen.ledger_checks.get(ls.key), now, out)
             if ls.phase != "running":
                 if ls.job.name in seen.usage_read:  # read from monitoring as the Job ended

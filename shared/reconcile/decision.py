@@ -35,6 +35,12 @@ class LayerPlan:
     refusal: str = ""  # why the config renders no Job for this layer (manifest is None)
     max_evictions_per_index: int = DEFAULT_MAX_EVICTIONS_PER_INDEX  # shared.reconcile.evictions
     batch_chunks: int = 1  # chunks one pod of the layer processes (its batch)
+    # Its pods' PCG_N_PROCESSES and the job.processes_per_vcpu it came from: an OOM alert's
+    # advice (shared.reconcile.oom_advice).
+    processes: int = 1
+    processes_per_vcpu: int = 1
+    # Its pods run PyChunkedGraph's root check after the chunk (shared.reconcile.root_check).
+    root_check: bool = False
     # Its canary (controller.canary_chunks, a stage's layer 2 only; shared.reconcile.canary)
     canary: CanaryPlan | None = field(default=None, compare=False)
 

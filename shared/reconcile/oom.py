@@ -1,6 +1,7 @@
 """Out-of-memory kills: the alert a layer sends once, and the memory its next attempt asks.
 
-A pod over its memory limit is ended by the OOM killer (container reason `OOMKilled`); its
+A pod is ended by the OOM killer at one of two scopes: its container's (reason `OOMKilled`)
+or its node's (the node's `OOMKilling` event, shared.reconcile.node_oom), and both count. Its
 Job retries the index with the same pod template, so more memory needs a new attempt (a
 re-created Job: `pipeline submit`, or `pipeline apply` of new resources). With
 `job.oom_memory_factor` set, an attempt that saw OOM kills hands its successor that factor
@@ -16,24 +17,34 @@ from shared.config.config import JobOverride, LayerOverride, PipelineConfig
 from shared.jobs.autopilot import ResourceLimitError, layer_requests
 from shared.model.state import LayerState, RunState
 from shared.reconcile.evictions import evicted_repeatedly
+from shared.reconcile.oom_advice import oom_advice
 
 
 def oom_alert_details(
-    ls: LayerState, peak_memory_gib: float | None = None
+    ls: LayerState,
+    processes: int = 1,
+    processes_per_vcpu: int = 1,
+    peak_memory_gib: float | None = None,
 ) -> dict[str, Any] | None:
     """The details of the layer's one `oom_killed` alert, when it has OOM kills and has not
-    alerted yet (marks it alerted). `peak_memory_gib`: the highest usage seen, if measured."""
+    alerted yet (marks it alerted): kills by scope (the container's limit, the node's OOM
+    killer) and the advice for a pod of `processes` processes (`processes_per_vcpu`
+    configured). `peak_memory_gib`: the highest usage seen, if measured."""
     if not ls.faults.oom_killed or ls.faults.oom_alerted:
         return None
     ls.faults.oom_alerted = True
+    advice = oom_advice(processes, processes_per_vcpu, ls.pods.memory_request_gib)
+    node = ls.faults.node_oom_killed
     details = {
         "pods": ls.faults.oom_killed,
+        "container_oom_kills": ls.faults.oom_killed - node,
+        "node_oom_kills": node,
         "memory_request_gib": ls.pods.memory_request_gib,
         "peak_memory_gib": peak_memory_gib,
-        "fix": (
-            "raise job.resources.memory for this layer (`pipeline apply`), or set "
-            "job.oom_memory_factor, then `pipeline submit` once the layer has failed"
-        ),
+        "processes": processes,
+        "processes_per_vcpu": processes_per_vcpu,
+        "levers": [lever.value for lever in advice.levers],
+        "fix": advice.fix,
     }
     return details
 

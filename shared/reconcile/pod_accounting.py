@@ -46,6 +46,7 @@ class PodRecord:
     # What it used over its life, where the cluster measures it (shared.reconcile.rightsize)
     peak_memory_gib: float | None = None
     cpu_used: float | None = None
+    node_oom_killed: bool = False  # the node's OOM killer ended it (shared.reconcile.node_oom)
 
     @property
     def evicted(self) -> bool:
@@ -84,6 +85,7 @@ class PodRecord:
             pod.status_reason,
             pod.peak_memory_gib,
             pod.cpu_used,
+            pod.node_oom_killed,
         )
 
 
@@ -151,7 +153,9 @@ def record_pods(
             ls.pods.preempted += 1
         else:
             ls.pods.failed += 1
-            ls.faults.oom_killed += rec.reason == OOM_KILLED
+            # Either OOM killer: the container's limit (OOMKilled) or the node's.
+            ls.faults.oom_killed += rec.reason == OOM_KILLED or rec.node_oom_killed
+            ls.faults.node_oom_killed += rec.reason != OOM_KILLED and rec.node_oom_killed
     count_evictions(ls, (rec.index for rec in records if rec.evicted))
     note_usage(ls, measured(records))
     _close_vanished(ls, pods, open_before, job_record, now)

@@ -85,3 +85,6 @@ class RecordingCluster:
 
     def job_events(self, job_name: str) -> list[dict[str, Any]]:
         return []
+
+    def node_oom_events(self) -> list[dict[str, Any]]:
+        return list(getattr(self, "node_events", []))

@@ -56,12 +56,14 @@ if hold:
         time.sleep(0.05)
 print(json.dumps({"severity": "INFO", "message": f"layer 2 batch {i}: 32 chunks", "index": i}))
 if i in (3, 5, 6):
+    # 6: as PyChunkedGraph's meshing does, every exception is transient (exit 1), retried
+    code = 1 if i == 6 else 42
     tb = ('Traceback (most recent call last):\n  File "demo_ingest.py", line 9, in '
           'process_chunk\n    raise ValueError("bad supervoxel 7")\nValueError: bad supervoxel 7\n')
     print(json.dumps({"severity": "ERROR", "message": "fatal chunk 2_(1, 2, 3): bad supervoxel 7",
                       "index": i, "chunk": "2_(1, 2, 3)", "coord": [1, 2, 3],
-                      "traceback": tb, "exit_code": 42}), flush=True)
-    sys.exit(42)
+                      "traceback": tb, "exit_code": code}), flush=True)
+    sys.exit(code)
 print("plain text line", flush=True)
 """
 
@@ -99,7 +101,8 @@ def _wait(predicate: Any, what: str) -> Any:
 def cluster(
     tmp_path_factory: pytest.TempPathFactory, local_kubernetes: Any
 ) -> Iterator[dict[str, Any]]:
-    """Three Jobs on local Kubernetes, created as the controller: L2 (8 indexes, 3 fatal), L3
+    """Three Jobs on local Kubernetes, created as the controller: L2 (8 indexes, 3 failed: 3
+    and 5 exit 42, 6 exits 1 on every attempt), L3
     (one pod held running) and one whose pod no node fits."""
     cfg = load_config(DEMO)
     state_dir = tmp_path_factory.mktemp("cluster")
@@ -229,6 +232,10 @@ def test_inspect_an_index_prints_its_pods_and_the_traceback(cli, run):
     coords = [tuple(int(v) for v in c) for c in grid.batch_coords(3, SHAPE, SEED, BATCH)]
     chunk_lines = lines[lines.index(next(ln for ln in lines if "chunks of batch 3" in ln)) + 1 :]
     assert chunk_lines == [str(c) for c in coords]
+    assert "failed the same way" not in out  # one attempt: exit 42 needs no retry to tell
+    # Retried on exit 1 until task_retries (2) ran out, failing identically every time.
+    out = _ok(cli("inspect", "r1", "ingest", "2", "6"))
+    assert "every attempt (3) failed the same way, exit 1: ValueError: bad supervoxel 7" in out
     # A succeeded index: no failing chunk, the plain line is shown as it is.
     out = _ok(cli("inspect", "r1", "ingest", "2", "0", "--tail", "5"))
     assert "failing chunk" not in out and "plain text line" in out
@@ -243,9 +250,10 @@ def test_pods_show_index_phase_node_reason_and_exit(cli, run, cluster):
     out = _ok(cli("pods", "r1", "ingest", "2"))
     assert "pods of job" in out
     rows = [ln for ln in out.splitlines() if cluster["names"]["l2"] + "-" in ln]
-    assert len(rows) == 8
+    assert len(rows) == 10  # 8 indexes; index 6 retried twice on exit 1 (task_retries 2)
     failed_rows = [r for r in rows if " 42 " in r + " "]
-    assert len(failed_rows) == 3 and all("Failed" in r and "gk3-local-" in r for r in failed_rows)
+    assert len(failed_rows) == 2 and all("Failed" in r and "gk3-local-" in r for r in failed_rows)
+    assert len([r for r in rows if "Failed" in r and " 1 " in r]) == 3
     out = _ok(cli("pods", "--job", "too-big"))
     assert "Pending" in out and "FailedScheduling: 0/3 nodes are available" in out
     assert "Insufficient cpu" in out

@@ -75,3 +75,38 @@ def test_a_reconcile_commit_records_a_config_version_with_the_state(cli, firesto
     assert store.load_run("r1").config_version == entry["version"]
     (got,) = store.config_versions("r1")
     assert (got["by"], got["version"], got["changes"]) == ("rightsize", 2, entry["changes"])
+
+
+def _mesh_edited(tmp_path: Path, **mesh: Any) -> str:
+    """The demo pair with its dataset's mesh_config changed (both files copied)."""
+    doc = yaml.safe_load(DEMO.read_text())
+    dataset = yaml.safe_load((DEMO.parent / doc["dataset"]).read_text())
+    dataset["mesh_config"].update(mesh)
+    (tmp_path / doc["dataset"]).write_text(yaml.safe_dump(dataset))
+    path = tmp_path / "mesh.yml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+def test_a_mesh_config_change_after_the_meshing_setup_ran_is_refused(
+    cli, firestore_project, tmp_path
+):
+    store = FirestoreRunStore(firestore_project)
+    started = cli(*START, "--run-id", "rm", "--stages", "ingest,meshing")
+    assert started.exit_code == 0, started.output
+    edited = _mesh_edited(tmp_path, max_layer=3)
+    # Before the meshing setup ran: applied, saying when it takes effect.
+    before = cli("apply", "rm", "-c", edited)
+    assert before.exit_code == 0, before.output
+    assert "dataset.mesh_config.max_layer: 4 -> 3  [when the meshing setup runs" in before.output
+    assert store.load_run("rm").dataset["mesh_config"]["max_layer"] == 3
+    # The setup wrote it into the graph: a further change is refused, forced or not.
+    store.update_run("rm", lambda r: setattr(r.setups["meshing"], "phase", "succeeded"))
+    again = _mesh_edited(tmp_path, max_layer=2)
+    for extra in ((), ("--force",)):
+        refused = cli("apply", "rm", "-c", again, *extra)
+        assert refused.exit_code == 2, refused.output
+        assert "dataset.mesh_config.max_layer 3 -> 2" in refused.output
+        assert "re-run the meshing setup" in refused.output and "no effect" in refused.output
+    assert store.load_run("rm").dataset["mesh_config"]["max_layer"] == 3
+    assert len(store.config_versions("rm")) == 1

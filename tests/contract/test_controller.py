@@ -476,3 +476,59 @@ def test_a_leftover_job_of_a_purged_run_is_never_adopted(store, run):
     assert [k for k, _ in published] == ["layer_failed"]
     assert "purge that run" in published[0][1]["reason"]
     assert ls.job.name in cluster.jobs and cluster.patches == []
+
+
+class RetriedPods(RecordingCluster):
+    """Each failed index's attempts: `retries + 1` pods, all exit 1, each logging `errors[i]`
+    (in order; the last repeats), as PyChunkedGraph's meshing retries every exception."""
+
+    def __init__(self, errors: list[str], retries: int = 3) -> None:
+        super().__init__()
+        self.errors, self.retries = errors, retries
+
+    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+        if index is None:
+            return []
+        return [
+            PodInfo(
+                f"{job_name}-{index}-a{n}",
+                f"u{index}-{n}",
+                job_name,
+                index,
+                "Failed",
+                1,
+                1,
+                created=NOW + timedelta(seconds=n),
+                exit_code=1,
+                reason="Error",
+            )
+            for n in range(self.retries + 1)
+        ]
+
+    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
+        n = int(pod_name.rsplit("-a", 1)[1])
+        error = self.errors[min(n, len(self.errors) - 1)]
+        return f'Traceback (most recent call last):\n  File "w.py", line 1\n{error}\n'
+
+
+@pytest.mark.parametrize(
+    ("errors", "failure", "repeated"),
+    [
+        (["ValueError: no supervoxels in chunk"], "same_every_attempt", [1]),
+        (["ServiceUnavailable: 503", "ValueError: no supervoxels in chunk"], "varying", []),
+    ],
+)
+def test_a_batch_that_fails_the_same_way_on_every_attempt_is_reported_so(
+    store, run, errors, failure, repeated
+):
+    cluster = RetriedPods(errors)
+    _with_failed_index(store, cluster)
+    controller, published = _published(store, cluster)
+    controller.reconcile("r1")
+    [(kind, body)] = published
+    assert kind == "failed_indexes"
+    [batch] = body["batches"]
+    assert (batch["failure"], batch["attempts"], batch["exit_codes"]) == (failure, 4, [1] * 4)
+    assert batch["log_tail"].endswith(f"{errors[-1]}\n")  # the latest attempt's
+    assert body["same_every_attempt_indexes"] == repeated
+    assert (batch["error"] == errors[0]) is (failure == "same_every_attempt")

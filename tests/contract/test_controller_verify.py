@@ -13,6 +13,8 @@ import pytest
 from adapters.bigtable.ledger_scan import done_chunk_ids
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
+from shared.operate.operator_actions import resubmit
+from shared.reconcile.build_plan import new_run
 from shared.reconcile.completeness import layer_grid
 from tests.builders.done_rows import write_done_markers
 from tests.builders.fakes import RecordingCluster
@@ -113,3 +115,59 @@ def test_pipeline_verify_lists_the_unmarked_chunks(firestore_project, bigtable_t
     result = cli("verify", "r2", "--stage", "ingest")
     assert result.exit_code == 1 and "0-2,300" in result.output and "INCOMPLETE" in result.output
     assert cli("verify", "r2", "--stage", "l2cache").exit_code == 2
+
+
+def test_a_root_layer_that_failed_its_check_with_every_marker_is_the_check_failing(
+    store, bigtable_table
+):
+    """An image's ingest (PyChunkedGraph's harness) at the root layer: the chunk is marked
+    done, then the graph's tests fail and the pod exits 42, so the Job fails with every marker
+    in the ledger. The controller reads the ledger for it too and reports the check failing;
+    a re-submit's Job completes (only the check re-runs) and the layer is verified."""
+    client, _ = bigtable_table
+    pcg = CFG.model_copy(
+        update={
+            "commands": {
+                **CFG.commands,
+                "ingest": ["python", "-m", "pychunkedgraph.pipeline.ingest"],
+            }
+        }
+    )
+    state = new_run(pcg, "r-root", ["ingest"], "auto", NOW)
+    state.setups.clear()
+    for layer in (2, 3, 4):  # built before: the root layer is what this test watches
+        state.layers[f"ingest-L{layer}"].phase = "succeeded"
+    store.create_run(state)
+    cluster, published = RecordingCluster(), []
+    controller = Controller(
+        store,
+        cluster,
+        lambda kind, body: published.append((kind, body)),
+        clock=lambda: NOW,
+        done_markers=lambda _cfg, stage: done_chunk_ids(client, stage),
+    )
+    controller.reconcile("r-root")
+    root = store.load_run("r-root").layers["ingest-L5"]
+    _mark(client, 5)  # the harness marked the root chunk done, then its check failed
+    cluster.finish(root.job.name, condition="Failed", reason="FailedIndexes", failed_indexes="0")
+    controller.reconcile("r-root")
+    root = store.load_run("r-root").layers["ingest-L5"]
+    assert (root.phase, root.root_check_failed, root.progress.chunks_marked) == ("failed", True, 1)
+    assert root.failure_reason.startswith("root check failed")
+    kinds = [kind for kind, _ in published]
+    assert "root_check_failed" in kinds and "layer_failed" not in kinds
+    assert "failed_indexes" not in kinds and "run_finished" not in kinds
+    [body] = [b for kind, b in published if kind == "root_check_failed"]
+    assert (body["layer"], body["chunks_marked"]) == (5, 1)
+
+    # The operator's re-submit (as `pipeline submit r-root ingest 5`): the new Job's pod
+    # skips the done chunk and re-runs the check, which passes now.
+    store.update_run("r-root", lambda r: resubmit(r, "ingest", 5, "ana", NOW))
+    controller.reconcile("r-root")  # retires the failed Job, then creates the new one
+    controller.reconcile("r-root")
+    again = store.load_run("r-root").layers["ingest-L5"]
+    assert again.job.attempt == root.job.attempt + 1 and not again.root_check_failed
+    cluster.finish(again.job.name, condition="Complete", completion_time=NOW, completed_indexes="0")
+    controller.reconcile("r-root")
+    done = store.load_run("r-root").layers["ingest-L5"]
+    assert (done.phase, done.progress.chunks_marked) == ("succeeded", 1)

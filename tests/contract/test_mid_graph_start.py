@@ -62,3 +62,27 @@ def test_an_image_ingest_keeps_its_marker_check(cli, tmp_path, emulators):
     out = cli(*args, "--run-id", "ingest-mid", "--from-layer", "3")
     assert out.exit_code != 0
     assert "chunks of ingest layer 2 are not marked done" in out.output
+
+
+def test_a_meshing_start_on_a_graph_whose_root_check_failed_is_refused(cli, store, tmp_path):
+    """The earlier run's ingest root layer failed PyChunkedGraph's root check with its chunk
+    marked done: a meshing run (here mid-graph, `--from-layer 3`) is refused naming the root
+    check and the re-submit, not started as on a complete graph; `--force` starts it."""
+    cfg, _ = _image_config(tmp_path)
+    first = cli("start", "-c", cfg, "--stages", "ingest", "--run-id", "ing", "--no-preflight")
+    assert first.exit_code == 0, first.output
+    top = store.load_run("ing").top_layers["ingest"]
+
+    def root_check_failed(run) -> None:
+        root = run.layers[f"ingest-L{top}"]
+        root.phase, root.root_check_failed = "failed", True
+        run.status = "failed"
+
+    store.update_run("ing", root_check_failed)
+    args = ("start", "-c", cfg, "--stages", "meshing", "--from-layer", "3", "--no-preflight")
+    refused = cli(*args, "--run-id", "mesh-after")
+    assert refused.exit_code == 2, refused.output
+    assert "failed the root check" in refused.output
+    assert f"pipeline submit ing ingest {top}" in refused.output
+    forced = cli(*args, "--run-id", "mesh-forced", "--force", "--reason", "meshes anyway")
+    assert forced.exit_code == 0, forced.output

@@ -103,8 +103,14 @@ def test_an_empty_env_block_is_an_empty_mapping():
         ),
         (
             {"workload": "ingest"},
-            lambda o: "pack" not in (o["job"].get("resources") or {}),
-            "job.resources.pack (omitted): true, the predecessor's newest default",
+            # written out: this project's own default is off
+            lambda o: o["job"]["resources"]["pack"] is True,
+            "job.resources.pack (omitted): true, the predecessor's newest default, written out",
+        ),
+        (
+            {"workload": "ingest", "job": {"resources": {"pack": None}}},  # `pack:` empty
+            lambda o: o["job"]["resources"] == {"pack": True},
+            "job.resources.pack (omitted): true, the predecessor's newest default, written out",
         ),
         (
             {"images": {"pcg": PCG}},
@@ -118,9 +124,14 @@ def test_an_empty_env_block_is_an_empty_mapping():
         ),
         (
             {"workload": "ingest"},
-            lambda o: "processes_per_vcpu" not in o["job"],
-            "job.processes_per_vcpu (omitted): 2, the predecessor's newest default: "
-            "PCG_N_PROCESSES = 2 x the whole billed vCPU",
+            lambda o: o["job"]["processes_per_vcpu"] == 2,  # written out: ours is 1
+            "job.processes_per_vcpu (omitted): 2, the predecessor's newest default, written "
+            "out: PCG_N_PROCESSES = 2 x the whole billed vCPU",
+        ),
+        (
+            {"workload": "ingest", "job": {"processes_per_vcpu": 1}},
+            lambda o: o["job"]["processes_per_vcpu"] == 1,  # given: kept, no note
+            "workload: dropped",
         ),
         (
             {"workload": "ingest", "job": {"resources": {"memory": {"base": 1, "max": 0}}}},
@@ -298,6 +309,7 @@ def test_config_import_writes_the_new_shape(tmp_path):
     } <= rows
     new = yaml.safe_load((tmp_path / "pipeline.new.yml").read_text())
     assert new["job"]["resources"]["pack"] is True  # the example's `pack: 1`
+    assert new["job"]["processes_per_vcpu"] == 2  # omitted by the example: written out
     assert new["workload_identity"]["ksa"] == "pipeline" and "images" in new
     assert "pcg" not in new["images"] and new["dataset"] == "dataset.new.yml"
     dataset = yaml.safe_load((tmp_path / "dataset.new.yml").read_text())

@@ -145,6 +145,12 @@ def test_a_merge_that_is_not_a_valid_job_names_the_block(tmp_path):
         (lambda c: c.workload_identity.ksa, "pipeline", "pipeline-worker"),
         (lambda c: c.secret_name, "cloud-volume-secrets", "cloud-volume-secrets"),
         (lambda c: c.namespace, "default", "cave-pipeline"),
+        # the predecessor's newest defaults for an old file; ours keep a config's pods as they
+        # were (the curves' requests, one process per vCPU)
+        (lambda c: c.job.resources.pack, True, False),
+        (lambda c: c.job.processes_per_vcpu, 2, 1),
+        (lambda c: c.job.for_stage("meshing").resources.pack, True, False),
+        (lambda c: c.job.for_stage("meshing").processes_per_vcpu, 2, 1),
     ],
 )
 def test_omitted_keys_keep_the_shapes_own_defaults(tmp_path, get, old, new):

@@ -367,8 +367,12 @@ def test_8_a_namespace_of_its_own_and_separate_controller_and_operator_roles():
     assert variable_default("namespace") not in ("default", "kube-system")
     docs = kubernetes_manifest([{"kind": "User", "name": "alice@lab.org"}])
     assert list(kinds(docs, "Namespace")) == ["cave-pipeline"]
+    node_events = "cave-pipeline-node-events-cave-pipeline"
     for doc in docs:
-        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+        if doc["metadata"]["name"] == node_events:
+            # events about Nodes are recorded in `default`: the one grant there, read only
+            assert doc["metadata"]["namespace"] == "default", doc["metadata"]
+        elif doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
             assert doc["metadata"]["namespace"] == "cave-pipeline", doc["metadata"]
         kubernetes_validate.validate(doc, "1.33", strict=True)
     roles = kinds(docs, "Role")
@@ -388,6 +392,8 @@ def test_8_a_namespace_of_its_own_and_separate_controller_and_operator_roles():
         ("", "secrets"): ["create", "update"],  # `pipeline setup`'s credential files
         ("metrics.k8s.io", "pods"): ["get", "list"],  # `pipeline top`
     }
+    # the nodes' OOMKilling events (shared/reconcile/node_oom.py): list events, nothing else
+    assert rules_of(roles[node_events]) == {("", "events"): ["list"]}
     # nodes are cluster-scoped: the only cluster-wide grant, read-only node metrics
     (cluster_role,) = kinds(docs, "ClusterRole").values()
     assert rules_of(cluster_role) == {("metrics.k8s.io", "nodes"): ["get", "list"]}
@@ -405,6 +411,7 @@ def test_8_a_namespace_of_its_own_and_separate_controller_and_operator_roles():
             "cave-pipeline-node-metrics",
             [{"kind": "User", "name": "alice@lab.org"}],
         ),
+        node_events: (node_events, [{"kind": "User", "name": "c@p.iam"}]),
     }
 
 

@@ -292,3 +292,25 @@ def test_start_preflight_refuses_a_failure_and_goes_on_past_warnings_and_silence
     assert _preflight_with(Verdict.PASS, Verdict.WARN, Verdict.UNREACHABLE) is None
     err = capsys.readouterr().err
     assert "preflight warn: check 1: found" in err and "check 2 not checked" in err
+
+
+def test_the_controllers_node_events_grant_in_default_is_checked(cfg, monkeypatch):
+    """The controller lists the Nodes' OOMKilling events in `default`
+    (shared.reconcile.node_oom): a deployment whose manifest predates that Role is told to
+    apply it again."""
+    asked: list[dict] = []
+    review = CloudFacts._review
+
+    def denied_in_default(self, endpoint, kind, attrs, user=""):
+        asked.append(attrs)
+        answer = review(self, endpoint, kind, attrs, user)
+        if kind == "SubjectAccessReview" and attrs["namespace"] == "default":
+            return {**answer, "status": {"allowed": False}}
+        return answer
+
+    monkeypatch.setattr(CloudFacts, "_review", denied_in_default)
+    diagnosis, _, _ = diagnose(cfg, recorded("healthy"))
+    [rbac] = [r for r in diagnosis.results if r.check == "rbac"]
+    assert rbac.verdict == "fail"
+    assert "may not list events in namespace default" in rbac.detail
+    assert {"namespace": "default", "verb": "list", "group": "", "resource": "events"} in asked

@@ -63,7 +63,9 @@ def test_batches_cover_every_chunk_once(layer):
         ({}, "ingest", 2, 0.5, 1.0),  # the config defaults
         ({"resources": {"cpu": {"base": 1, "factor": 2}, "pack": False}}, "ingest", 4, 4.0, 4.0),
         # packed: 4 vCPU forces an 8-vCPU node, filled to 6.75 (memory raised to 1:1)
-        ({"resources": {"cpu": {"base": 1, "factor": 2}}}, "ingest", 4, 6.75, 6.75),
+        ({"resources": {"cpu": {"base": 1, "factor": 2}, "pack": True}}, "ingest", 4, 6.75, 6.75),
+        # the default: not packed (a new-shape file's requests are its curves')
+        ({"resources": {"cpu": {"base": 1, "factor": 2}}}, "ingest", 4, 4.0, 4.0),
         (
             {"workloads": {"meshing": {"resources": {"memory": {"base": 3}}}}},
             "meshing",

@@ -226,14 +226,15 @@ def test_env(tmp_path):
     ("job", "processes"),
     [
         # cpu curve 0.5 x 2^(L-2): 0.5, 1, 2, 4 vCPU at layers 2..5 (not packed)
-        ({}, {2: 1, 3: 2, 4: 4, 5: 8}),  # the default, 2 per whole vCPU
-        ({"processes_per_vcpu": 1}, {2: 1, 3: 1, 4: 2, 5: 4}),  # cave-pipeline 0.0.4's count
+        ({}, {2: 1, 3: 1, 4: 2, 5: 4}),  # the default, 1 per whole vCPU (0.0.4's count)
+        ({"processes_per_vcpu": 2}, {2: 1, 3: 2, 4: 4, 5: 8}),  # the predecessor's newest
         ({"processes_per_vcpu": 3}, {2: 1, 3: 3, 4: 6, 5: 12}),
         ({"parallel": False, "processes_per_vcpu": 4}, {2: 1, 3: 1, 4: 1, 5: 1}),
-        ({"resources": {"overrides": {4: {"cpu": 1.9}}}}, {2: 1, 3: 2, 4: 4, 5: 8}),  # snapped
+        ({"resources": {"overrides": {4: {"cpu": 1.9}}}}, {2: 1, 3: 1, 4: 2, 5: 4}),  # snapped
         # packed: L4 2 -> 2.75 vCPU (2 whole), L5 4 -> 6.75 (6 whole); L2, L3 are at 8 and 4
         # GiB per vCPU, above the standard shape, so left alone
-        ({"resources": {"pack": True}}, {2: 1, 3: 2, 4: 4, 5: 12}),
+        ({"resources": {"pack": True}}, {2: 1, 3: 1, 4: 2, 5: 6}),
+        ({"resources": {"pack": True}, "processes_per_vcpu": 2}, {2: 1, 3: 2, 4: 4, 5: 12}),
     ],
 )
 def test_n_processes_per_layer(tmp_path, job, processes):

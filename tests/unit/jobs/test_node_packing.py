@@ -67,7 +67,8 @@ def test_packing_never_leaves_the_forced_rung(cpu):
 
 
 def _job(cpu: dict, memory: dict, **resources) -> JobSettings:
-    return JobSettings(resources={"cpu": cpu, "memory": memory, **resources})
+    """Packing on unless `pack=False` is given (this project's default is off)."""
+    return JobSettings(resources={"cpu": cpu, "memory": memory, "pack": True, **resources})
 
 
 @pytest.mark.parametrize(
@@ -87,11 +88,13 @@ def _job(cpu: dict, memory: dict, **resources) -> JobSettings:
         (
             JobSettings(
                 compute_class="Scale-Out",
-                resources={"cpu": {"base": 50}, "memory": {"base": 100}},
+                resources={"cpu": {"base": 50}, "memory": {"base": 100}, "pack": True},
             ),
             2,
             (54, 216),
         ),
+        # the default (a new-shape file): not packed, the curves' request as asked
+        (JobSettings(resources={"cpu": {"base": 16}, "memory": {"base": 32}}), 5, (16, 32)),
     ],
 )
 def test_layer_requests_pack_curves_only(job, layer, expected):

@@ -19,9 +19,11 @@ from shared.jobs.worker_pod import (
     [
         # processes_per_vcpu x the whole billed vCPU (the predecessor's newest rule), >= 1
         ({}, 0.25, 1),  # 0 whole vCPU: never 0 processes
-        ({}, 1.75, 2),  # default 2 per vCPU x 1 whole vCPU
-        ({}, 2.75, 4),  # not floor(2 x 2.75) = 5: the predecessor counts whole vCPUs
-        ({}, 30, 60),
+        ({}, 1.75, 1),  # the default, 1 per vCPU (a predecessor-shaped file gets 2)
+        ({}, 30, 30),
+        ({"processes_per_vcpu": 2}, 1.75, 2),  # 2 per vCPU x 1 whole vCPU
+        ({"processes_per_vcpu": 2}, 2.75, 4),  # not floor(2 x 2.75) = 5: whole vCPUs
+        ({"processes_per_vcpu": 2}, 30, 60),
         ({"processes_per_vcpu": 1}, 30, 30),
         ({"processes_per_vcpu": 0}, 8, 8),  # 0 reads as 1, as in the predecessor
         ({"processes_per_vcpu": 3}, 2.9999999999, 9),  # float noise keeps the vCPU

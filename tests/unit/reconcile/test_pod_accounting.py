@@ -287,8 +287,25 @@ def test_a_pod_record_stores_every_field_of_the_pod_and_its_seconds() -> None:
         "status_reason": None,
         "peak_memory_gib": 1.5,
         "cpu_used": 0.25,
+        "node_oom_killed": False,
         "seconds": 20.0,
     }
+
+
+@pytest.mark.parametrize(
+    ("reason", "node_oom", "oom", "node"),
+    [
+        ("OOMKilled", False, 1, 0),  # the container's limit
+        ("Error", True, 1, 1),  # the node's OOM killer (its OOMKilling event matched)
+        ("OOMKilled", True, 1, 0),  # both said: one kill, the container's
+        ("Error", False, 0, 0),
+    ],
+)
+def test_oom_kills_of_either_scope_count_once(reason, node_oom, oom, node) -> None:
+    ls = LayerState("ingest", 2)
+    pod = billed_pod("u", "Failed", finished=at(30), reason=reason, node_oom_killed=node_oom)
+    record_pods(ls, [pod], at(40))
+    assert (ls.faults.oom_killed, ls.faults.node_oom_killed) == (oom, node)
 
 
 def test_pod_keys_are_16_hex_digits() -> None:

@@ -43,13 +43,14 @@ def test_the_recorded_pod_maps_field_by_field() -> None:
 def test_list_pods_pages_json_without_model_classes(gke, server, no_models, monkeypatch) -> None:
     monkeypatch.setattr(cluster_module, "PAGE", 10)  # three pages of a 25-pod Job
     pages = pod_list_pages(25, page=10)
+    server.answer(200, recorded("job_indexed_autopilot"))
     for page in pages:
         server.answer(200, page)
     pods = gke.list_pods("pcg-lab-ingest-l2-4f2a9c")
     assert len(pods) == 25 and [p.index for p in pods] == list(range(25))
     assert {p.phase for p in pods} == {"Running", "Succeeded", "Failed"}
     assert pods[10].exit_code == 1 and pods[7].exit_code is None
-    urls = [r["url"] for r in server.requests]
+    urls = [r["url"] for r in server.requests][1:]  # after the Job's GET
     assert len(urls) == 3 and "continue" not in query(urls[0])
     assert query(urls[0])["limit"] == "10"
     assert query(urls[1])["continue"] == pages[0]["metadata"]["continue"]
@@ -80,6 +81,7 @@ def test_json_and_model_classes_agree_on_every_recorded_field(gke, server) -> No
     # before) gives the same PodInfo and JobStatus for the recorded shapes.
     api = ApiClient()
     pages = pod_list_pages(40, page=40)
+    server.answer(200, recorded("job_indexed_autopilot"))
     server.answer(200, pages[0])
     models = api.deserialize(json.dumps(pages[0]), "V1PodList", "application/json")
     via_models = [pod_info(p) for p in api.sanitize_for_serialization(models)["items"]]

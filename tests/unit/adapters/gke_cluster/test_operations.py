@@ -108,6 +108,7 @@ def test_list_pods_selects_by_job_and_index_and_follows_pages(gke, server) -> No
         "metadata": {},
         "items": [pod(1, "Failed", state={"terminated": {"exitCode": 42, "reason": "Error"}})],
     }
+    server.answer(200, job())  # the Job now under the name: its uid selects the pods
     server.answer(200, page1)
     server.answer(200, page2)
     pods = gke.list_pods("pcg-demo-ingest-l2-abc123", index=1)
@@ -115,13 +116,20 @@ def test_list_pods_selects_by_job_and_index_and_follows_pages(gke, server) -> No
         (1, "Running", None),
         (1, "Failed", 42),
     ]
-    first, second = (r["url"] for r in server.requests)
+    get, first, second = (r["url"] for r in server.requests)
+    assert get.endswith("/namespaces/pipeline/jobs/pcg-demo-ingest-l2-abc123")
+    # by the Job's uid, not its name: an earlier Job of the name has other pods
     assert query(first)["labelSelector"] == (
-        "batch.kubernetes.io/job-name=pcg-demo-ingest-l2-abc123,"
+        "batch.kubernetes.io/controller-uid=2f1e0c1a-0000-4000-8000-000000000001,"
         "batch.kubernetes.io/job-completion-index=1"
     )
     assert query(second)["continue"] == "tok" and "continue" not in query(first)
     assert all(r["timeout"] == 7 for r in server.requests)
+
+
+def test_list_pods_of_a_job_that_is_gone_is_empty(gke, server) -> None:
+    server.answer(404, NOT_FOUND)  # orphans of a deleted Job are no generation's now
+    assert gke.list_pods("j1") == [] and len(server.requests) == 1
 
 
 def test_pod_log_tail_and_waiting_container(gke, server) -> None:
@@ -204,10 +212,10 @@ def test_list_jobs_label_selector(gke, server) -> None:
     assert query(server.requests[0]["url"])["labelSelector"] == "cave-pipeline/run=r1"
 
 
-def _pod_event(pod: str, reason: str, at: str) -> dict[str, Any]:
+def _pod_event(pod: str, reason: str, at: str, uid: str = "") -> dict[str, Any]:
     return {
         "metadata": {"name": f"{pod}.{reason}", "namespace": "pipeline"},
-        "involvedObject": {"kind": "Pod", "name": pod, "namespace": "pipeline"},
+        "involvedObject": {"kind": "Pod", "name": pod, "namespace": "pipeline", "uid": uid},
         "reason": reason,
         "lastTimestamp": at,
     }
@@ -215,6 +223,7 @@ def _pod_event(pod: str, reason: str, at: str) -> dict[str, Any]:
 
 def test_pod_events_are_the_jobs_pods_across_pages_oldest_first(gke, server) -> None:
     page = {"kind": "EventList", "apiVersion": "v1"}
+    server.answer(200, job())  # created 2025-06-01T10:00Z, uid ...0001
     server.answer(
         200,
         {
@@ -222,6 +231,10 @@ def test_pod_events_are_the_jobs_pods_across_pages_oldest_first(gke, server) -> 
             "metadata": {"continue": "t1"},
             "items": [
                 _pod_event("j1-1-abc", "OOMKilling", "2026-01-01T00:00:05Z"),
+                # an earlier Job's pod of the name, still listed (orphaned): left out
+                _pod_event("j1-1-old", "OOMKilling", "2026-01-01T00:00:06Z", uid="old-pod"),
+                # before this Job was created: an earlier generation's, its pod gone
+                _pod_event("j1-2-gone", "OOMKilling", "2025-06-01T09:59:00Z", uid="gone"),
                 _pod_event("other-0-x", "Pulled", "2026-01-01T00:00:01Z"),
                 _pod_event("j1-extra-0-x", "Pulled", "2026-01-01T00:00:01Z"),
             ],
@@ -235,11 +248,22 @@ def test_pod_events_are_the_jobs_pods_across_pages_oldest_first(gke, server) -> 
             "items": [_pod_event("j1-0-xyz", "FailedScheduling", "2026-01-01T00:00:02Z")],
         },
     )
+    orphan = pod(1, "Running")
+    orphan["metadata"].update(
+        uid="old-pod", labels={**orphan["metadata"]["labels"], **_uid_labels("old-job")}
+    )
+    server.answer(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [orphan]})
     events = gke.pod_events("j1")
     assert [e["reason"] for e in events] == ["FailedScheduling", "OOMKilling"]
-    first, second = (query(r["url"]) for r in server.requests)
+    assert [e["involvedObject"]["name"] for e in events] == ["j1-0-xyz", "j1-1-abc"]
+    _, first, second, pods = (query(r["url"]) for r in server.requests)
     assert first["fieldSelector"] == "involvedObject.kind=Pod"
     assert second["continue"] == "t1"
+    assert pods["labelSelector"] == "batch.kubernetes.io/job-name=j1"
+
+
+def _uid_labels(uid: str) -> dict[str, str]:
+    return {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
 
 
 def test_pod_events_errors_are_translated(gke, server) -> None:
@@ -253,16 +277,20 @@ def test_pod_usage_asks_the_metrics_api_for_the_jobs_pods(gke, server) -> None:
         "metadata": {"name": "j1-0-x"},
         "containers": [{"name": "worker", "usage": {"cpu": "500m", "memory": "256Mi"}}],
     }
+    server.answer(200, job())
     server.answer(200, {"kind": "PodMetricsList", "items": [item]})
     assert gke.pod_usage("j1") == {"j1-0-x": PodUsage(0.5, 0.25)}
-    request = server.requests[0]
+    request = server.requests[1]
     assert "/apis/metrics.k8s.io/v1beta1/namespaces/pipeline/pods" in request["url"]
-    assert query(request["url"])["labelSelector"] == "batch.kubernetes.io/job-name=j1"
+    assert query(request["url"])["labelSelector"] == (
+        "batch.kubernetes.io/controller-uid=2f1e0c1a-0000-4000-8000-000000000001"
+    )
     assert request["timeout"] == 7
 
 
 @pytest.mark.parametrize("status", [403, 404, 503])
 def test_pod_usage_explains_a_missing_metrics_api(gke, server, status) -> None:
+    server.answer(200, job())
     server.answer(status, status_body(status, "Nope", "no metrics"))
     with pytest.raises(MetricsUnavailableError, match="metrics API"):
         gke.pod_usage("j1")
