@@ -26,6 +26,12 @@ CFG = load_config(DEMO)
 @pytest.fixture
 def setup(store, run, bigtable_table) -> tuple[Controller, RecordingCluster, list, Any]:
     client, _ = bigtable_table
+    return (*_controller(store, client), client)
+
+
+def _controller(store, client) -> tuple[Controller, RecordingCluster, list]:
+    """A controller on the store whose done markers are the graph table's; its cluster and
+    what it published."""
     cluster, published = RecordingCluster(), []
     controller = Controller(
         store,
@@ -34,7 +40,7 @@ def setup(store, run, bigtable_table) -> tuple[Controller, RecordingCluster, lis
         clock=lambda: NOW,
         done_markers=lambda _cfg, stage: done_chunk_ids(client, stage),
     )
-    return controller, cluster, published, client
+    return controller, cluster, published
 
 
 def _complete(store, cluster: RecordingCluster, layer: int) -> str:
@@ -138,14 +144,7 @@ def test_a_root_layer_that_failed_its_check_with_every_marker_is_the_check_faili
     for layer in (2, 3, 4):  # built before: the root layer is what this test watches
         state.layers[f"ingest-L{layer}"].phase = "succeeded"
     store.create_run(state)
-    cluster, published = RecordingCluster(), []
-    controller = Controller(
-        store,
-        cluster,
-        lambda kind, body: published.append((kind, body)),
-        clock=lambda: NOW,
-        done_markers=lambda _cfg, stage: done_chunk_ids(client, stage),
-    )
+    controller, cluster, published = _controller(store, client)
     controller.reconcile("r-root")
     root = store.load_run("r-root").layers["ingest-L5"]
     _mark(client, 5)  # the harness marked the root chunk done, then its check failed
