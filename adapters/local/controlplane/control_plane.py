@@ -1,6 +1,7 @@
 """Kubernetes' own control plane on this machine: etcd, kube-apiserver, kube-controller-manager
-and kube-scheduler from the multi-call binary `build.py` makes, on free 127.0.0.1 ports, with
-their data in one folder, each in its own process group and stopped by its PID.
+and kube-scheduler (and metrics-server, `metrics_server.py`) from the multi-call binary
+`build.py` makes, on free 127.0.0.1 ports, with their data in one folder, each in its own
+process group, stopped by its PID and dying with the thread that started it.
 
 - The API server runs RBAC with service-account tokens (one RSA key signs and verifies them),
   serves with the certificate it makes itself in `<dir>/certs` (the kubeconfigs trust it), and
