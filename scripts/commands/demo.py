@@ -131,7 +131,7 @@ def demo(
     `pipeline demo data DIR` writes the demo's data for a build by hand instead."""
     if ctx.invoked_subcommand is not None:
         return
-    from scripts.demo_run import prepare_config, run_demo
+    from scripts.demo_run import DemoTimeoutError, prepare_config, run_demo
     from shared.config.stage_selection import check_stages
     from shared.model.stages import PlanError
 
@@ -176,11 +176,16 @@ def demo(
             alerts_seen: list[AlertLine] = []
             if chaos_n is not None:  # the chaos run's alerts, listed at the end
                 args["on_finish"] = _alerts_kept(alerts_seen, args["on_finish"])
-            if chaos_n is None:
-                result = run_demo(cfg, work, **args)
-            else:
-                cluster = StackClusterReader(work / "chaos" / "stack")
-                result = _run_chaos(cfg, work, chaos_n, chaos_seed, kinds, baseline_wall_s, args)
+            try:
+                if chaos_n is None:
+                    result = run_demo(cfg, work, **args)
+                else:
+                    cluster = StackClusterReader(work / "chaos" / "stack")
+                    result = _run_chaos(
+                        cfg, work, chaos_n, chaos_seed, kinds, baseline_wall_s, args
+                    )
+            except DemoTimeoutError as e:
+                raise timed_out(e, chaos_n is not None) from None
         summary = result.summary()
         verdict = "[green]oracle agrees[/]" if result.ok else "[red]oracle DISAGREES[/]"
         checked = [s for s in ("ingest", "l2cache", "meshing") if s in result.oracle]
@@ -236,6 +241,17 @@ def _check_fresh_workdir(work: Path) -> None:
             f"--workdir {work} holds an earlier demo's state ({', '.join(found)}): "
             "choose an empty folder, or remove it first"
         )
+
+
+def timed_out(error: Exception, chaos: bool) -> click.ClickException:
+    """The demo's time ran out: where the run was, and the fix (more `--timeout`)."""
+    why = (
+        "a chaos run on local Kubernetes takes far longer than its fault-free run (each "
+        "killed pod costs its index the Job controller's pod-failure back-off, 10 s doubling)"
+        if chaos
+        else "a loaded machine or a large --size takes longer"
+    )
+    return click.ClickException(f"{error}; {why}: run it again with a larger --timeout")
 
 
 def _chaos_kinds(n: int | None, text: str, baseline_wall_s: float | None) -> tuple[str, ...]:

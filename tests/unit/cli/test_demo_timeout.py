@@ -1,0 +1,32 @@
+"""The demo's time running out is told as what it is: where the run was and the fix (more
+`--timeout`), exit 1; not "cannot reach a service", which sent operators to restart a stack
+that was running fine."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from scripts.commands.demo import timed_out
+from scripts.demo_run import DemoTimeoutError
+from scripts.exits import outcome
+
+WHERE = "run demo-demo not finished after 900s: ['ingest-L2 running 0/16']"
+
+
+@pytest.mark.parametrize(
+    ("chaos", "why"),
+    [(True, "pod-failure back-off"), (False, "a loaded machine or a large --size")],
+)
+def test_a_timeout_names_where_the_run_was_and_the_fix(chaos: bool, why: str) -> None:
+    error = timed_out(DemoTimeoutError(WHERE), chaos)
+    assert isinstance(error, click.ClickException)
+    code, message = outcome(error)
+    assert code == 1
+    assert WHERE in message and why in message and "larger --timeout" in message
+    assert "cannot reach" not in message and "local up" not in message
+
+
+def test_the_timeout_itself_is_not_read_as_a_service_down() -> None:
+    code, message = outcome(DemoTimeoutError(WHERE)) or (None, "")
+    assert "cannot reach a service" not in message and code != 3
