@@ -143,11 +143,7 @@ class ProcessKubelet:
         self.state_dir = self.state_dir.absolute()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         for spec in self.nodes:
-            server = LogServer(
-                self._log_lookup(spec.name),
-                self.state_dir / "tls",
-                metrics=lambda node=spec.name: self.resource_samples(node),
-            ).start()
+            server = self._serve(spec.name)
             self._servers[spec.name] = server
             self._register(spec, server.port)
         for target, name in (
@@ -233,13 +229,17 @@ class ProcessKubelet:
             pod = self._find(name)
             return None if pod is None else pod.node
 
+    def _serve(self, node: str) -> LogServer:
+        """The node's kubelet endpoint (logs, resource metrics), started."""
+        return LogServer(
+            self._log_lookup(node),
+            self.state_dir / "tls",
+            metrics=lambda: self.resource_samples(node),
+        ).start()
+
     def add_node(self, spec: NodeSpec) -> None:
         """Register one more node (a replacement VM)."""
-        server = LogServer(
-            self._log_lookup(spec.name),
-            self.state_dir / "tls",
-            metrics=lambda node=spec.name: self.resource_samples(node),
-        ).start()
+        server = self._serve(spec.name)
         with self._lock:
             self._servers[spec.name] = server
             self.nodes.append(spec)
