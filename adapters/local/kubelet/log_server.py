@@ -1,8 +1,8 @@
-"""The kubelet's HTTPS endpoint: the resource metrics metrics-server scrapes
-(`/metrics/resource`, `resource_metrics.py`), and the logs as the API server reads them for
-`pods/log`: HTTPS on the Node's
-`daemonEndpoints.kubeletEndpoint.Port`, `GET /containerLogs/<namespace>/<pod>/<container>` with
-`tailLines`, `timestamps`, `limitBytes`, `sinceSeconds` and `follow`. Logs are kept in the CRI
+"""The kubelet's HTTPS endpoint on the Node's `daemonEndpoints.kubeletEndpoint.Port`: the
+resource metrics metrics-server scrapes (`GET /metrics/resource`, `resource_metrics.py`), and
+the logs as the API server reads them for `pods/log`:
+`GET /containerLogs/<namespace>/<pod>/<container>` with `tailLines`, `timestamps`,
+`limitBytes`, `sinceSeconds` and `follow`. Logs are kept in the CRI
 format (`<RFC 3339 time> <stream> <tag> <line>`) and served without the stream and tag, with
 the time only when asked, as the kubelet does.
 
@@ -110,8 +110,9 @@ def self_signed(folder: Path, host: str = HOST) -> tuple[Path, Path]:
 
 
 class LogServer:
-    """One node's log endpoint. `lookup(namespace, pod)` gives the pod's log file and a
-    callable that is True while its container runs (for `follow`), or None (404)."""
+    """One node's endpoint. `lookup(namespace, pod)` gives the pod's log file and a callable
+    that is True while its container runs (for `follow`), or None (404); `metrics()` the
+    node's running containers measured now (no `metrics`: no `/metrics/resource`)."""
 
     def __init__(
         self,
