@@ -30,3 +30,22 @@ def test_a_timeout_names_where_the_run_was_and_the_fix(chaos: bool, why: str) ->
 def test_the_timeout_itself_is_not_read_as_a_service_down() -> None:
     code, message = outcome(DemoTimeoutError(WHERE)) or (None, "")
     assert "cannot reach a service" not in message and code != 3
+
+
+@pytest.mark.parametrize(
+    ("summary", "said"),
+    [
+        ({"partial_writes_left": 1}, ["1 partial writes left"]),
+        ({"chunks_unmarked_by_layer": {"ingest-L2": 3}}, ["chunks not marked done"]),
+        ({"zombie_takeovers_of_live_claims": 2}, ["2 takeovers of a live claim"]),
+        ({"partial_writes_left": 0, "chunks_unmarked_by_layer": {}}, []),
+    ],
+)
+def test_a_chaos_audit_failure_is_named_apart_from_the_oracle(summary, said) -> None:
+    """A chaos run that left a partial write fails with the oracle agreeing: the demo says
+    which audit failed instead of "oracle DISAGREES"."""
+    from scripts.commands.demo import chaos_audit_failures
+
+    failures = chaos_audit_failures(summary)
+    assert len(failures) == len(said)
+    assert all(s in f for s, f in zip(said, failures, strict=True))
