@@ -124,6 +124,9 @@ class ProcessKubelet:
     kubelet_version: str = "v1.34.4"
     _pods: dict[str, _Pod] = field(default_factory=dict)
     _lost: set[str] = field(default_factory=set)
+    # Containers of lost nodes whose pods are gone from the API: zombies that run on (as on a
+    # VM cut off from the control plane) until their claim is fenced, stopped with the kubelet.
+    _orphans: list[Any] = field(default_factory=list)
     _servers: dict[str, LogServer] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -163,9 +166,10 @@ class ProcessKubelet:
         for thread in self._threads:
             thread.join(timeout=5.0)
         with self._lock:
-            for pod in self._pods.values():
-                if pod.container is not None and pod.container.exit_code is None:
-                    pod.container.kill_now()
+            containers = [p.container for p in self._pods.values()] + self._orphans
+            for container in containers:
+                if container is not None and container.exit_code is None:
+                    container.kill_now()
         for server in self._servers.values():
             server.stop()
 
@@ -388,15 +392,16 @@ class ProcessKubelet:
 
     def _gone(self, pod: _Pod) -> None:
         """The pod object is gone from the API (deleted, or force-deleted by pod GC): its
-        container is killed and its files removed, its log with them."""
-        if (
-            pod.container is not None
-            and pod.container.exit_code is None
-            and pod.node not in self._lost
-        ):
+        container is killed and its files removed, its log with them; on a lost node the
+        container runs on (a zombie) and is kept for `stop`."""
+        running = pod.container is not None and pod.container.exit_code is None
+        if pod.node in self._lost:
+            if running:  # its node's processes run on, unseen by the API: still ours to stop
+                self._orphans.append(pod.container)
+            return
+        if running:
             pod.container.kill_now()
-        if pod.node not in self._lost:
-            shutil.rmtree(self._folder(pod), ignore_errors=True)
+        shutil.rmtree(self._folder(pod), ignore_errors=True)
 
     # -- pods: sync ------------------------------------------------------------------------
 
