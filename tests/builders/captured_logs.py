@@ -30,7 +30,8 @@ from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
 
 # Fields whose values differ from one capture to the next (ids, clocks, byte counts): kept,
-# with a placeholder value, so a filter may test their presence but not their value.
+# their value written as `<field>` (e.g. "<alert_id>"), so that the committed capture stays
+# the same from run to run and a filter may test the field's presence but not its value.
 VOLATILE = {"alert_id", "event_id", "elapsed_s", "wall_s", "holder", "since"}
 
 
