@@ -79,7 +79,7 @@ class MovingLayer:
             self.name, {}, {}, self.completions, ACTIVE, False, ACTIVE, completed_indexes=completed
         )
 
-    def list_pods(self, job_name, index=None):
+    def list_pods(self, job_name, index=None, job_uid=""):
         return list(self.pods)
 
     def patch_job(self, name, *, parallelism=None, suspend=None):

@@ -187,7 +187,7 @@ class LayerInProgress:
         COUNTS["cluster_calls"] += 1
         return self.job if self.job and self.job.name == name else None
 
-    def list_pods(self, job_name, index=None):
+    def list_pods(self, job_name, index=None, job_uid=""):
         pods = self.pods if index is None else [p for p in self.pods if p.index == index]
         # GKE pages list calls at 500 pods: count the pages.
         COUNTS["cluster_calls"] += max(1, -(-len(pods) // 500))

@@ -239,13 +239,17 @@ class GkeCluster:
                 name, self.namespace, propagation_policy="Background", **self._opts
             )
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         # By the uid of the Job now under the name, not the name: a Job re-created under it
         # must not count, bill or show the previous generation's pods.
-        job = self.get_job(job_name)
-        if job is None:
-            return []
-        return self._pods_of(job_name, pod_selector(job.uid, index))
+        if not job_uid:
+            job = self.get_job(job_name)
+            if job is None:
+                return []
+            job_uid = job.uid
+        return self._pods_of(job_name, pod_selector(job_uid, index))
 
     def _pods_of(self, job_name: str, selector: str) -> list[PodInfo]:
         # Mapped page by page: only one page of pod JSON (500 pods, ~3.5 MB) is alive at once.

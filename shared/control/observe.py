@@ -104,7 +104,10 @@ class Observer:
         now = self.clock()
         running = [ls.job.name for ls in run.layers.values() if ls.phase == "running"]
         jobs = {name: self.cluster.get_job(name) for name in running}
-        pods = {name: self.cluster.list_pods(name) for name, job in jobs.items() if job}
+        # Each Job just read: its pods by its uid, without reading it again.
+        pods = {
+            name: self.cluster.list_pods(name, job_uid=job.uid) for name, job in jobs.items() if job
+        }
         # A re-submitted layer's earlier Job and its pods, which outlive it while they stop.
         for name in {ls.job.retire_job for ls in run.layers.values() if ls.job.retire_job}:
             jobs[name] = self.cluster.get_job(name)

@@ -115,11 +115,14 @@ class ClusterReader(Protocol):
     def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
         """Jobs whose labels include all of `labels`."""
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         """The pods of the Job now under `job_name` (every attempt still known), optionally
         of one index: selected by its uid (`batch.kubernetes.io/controller-uid`), so pods of
         an earlier Job of the same name are never counted, billed or shown; [] when there is
-        no such Job."""
+        no such Job. `job_uid`: the uid of the Job the caller has just read (saves reading it
+        again); empty: the Job is read."""
 
     def pod_log_updated(self, pod_name: str) -> datetime | None:
         """When the pod's newest log line was written (None: no line yet); raises

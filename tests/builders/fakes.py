@@ -77,7 +77,9 @@ class RecordingCluster:
         with self._lock:
             self.jobs.pop(name, None)
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         return []
 
     def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:

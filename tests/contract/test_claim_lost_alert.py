@@ -46,7 +46,9 @@ class LoggedPods(RecordingCluster):
         )
         self.pods.append((pod, log))
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         return [p for p, _ in self.pods if p.job_name == job_name and index in (None, p.index)]
 
     def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:

@@ -35,7 +35,9 @@ class PodCluster(RecordingCluster):
         self.log_reads: list[str] = []
         self.on_log_read = lambda: None
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         if index is None:
             return []
         return [PodInfo(f"{job_name}-{index}-x", f"u{index}", job_name, index, "Failed", 1, 1)]
@@ -486,7 +488,9 @@ class RetriedPods(RecordingCluster):
         super().__init__()
         self.errors, self.retries = errors, retries
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         if index is None:
             return []
         return [

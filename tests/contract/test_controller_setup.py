@@ -36,7 +36,9 @@ class SetupPodCluster(RecordingCluster):
         super().__init__()
         self.logs: dict[str, str] = {}
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         job = self.jobs.get(job_name)
         if job is None or index is None:
             return []

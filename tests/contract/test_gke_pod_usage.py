@@ -39,7 +39,9 @@ def _session(status: int = 200, refusal: str = "") -> MonitoringSession:
 class GkeLikeCluster(RecordingCluster):
     """Lists the Job's two succeeded pods without usage figures, as GKE's API does."""
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         names = {JOB: PODS, CANARY: (CANARY_POD,)}.get(job_name, ())
         start, end = NOW - timedelta(minutes=7), NOW - timedelta(minutes=1)
         return [

@@ -125,7 +125,9 @@ class ManyPods(RecordingCluster):
         ] + [PodInfo(f"old-{i}", f"o{i}", "", i, "Running", 0.25, 0.5, old, old) for i in (0, 1)]
         self.last_line = {"old-0": NOW - timedelta(hours=1), "old-1": NOW - timedelta(minutes=10)}
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         return [replace(p, job_name=job_name) for p in self.pods] if job_name == self.job else []
 
     def pod_log_updated(self, pod_name: str) -> datetime | None:

@@ -26,7 +26,9 @@ class OomCluster(RecordingCluster):
         self.reason = reason  # "Error": the node's OOM killer (SIGKILL, no OOMKilled)
         self.node_events: list[dict[str, Any]] = []
 
-    def list_pods(self, job_name: str, index: int | None = None) -> list[PodInfo]:
+    def list_pods(
+        self, job_name: str, index: int | None = None, job_uid: str = ""
+    ) -> list[PodInfo]:
         if job_name not in self.oom:
             return []
         return [

@@ -127,6 +127,14 @@ def test_list_pods_selects_by_job_and_index_and_follows_pages(gke, server) -> No
     assert all(r["timeout"] == 7 for r in server.requests)
 
 
+def test_list_pods_of_a_job_just_read_does_not_read_it_again(gke, server) -> None:
+    """The reconcile reads each running layer's Job, then its pods: one GET of the Job."""
+    server.answer(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []})
+    assert gke.list_pods("pcg-demo-ingest-l2-abc123", job_uid="u-1") == []
+    [only] = server.requests
+    assert query(only["url"])["labelSelector"] == "batch.kubernetes.io/controller-uid=u-1"
+
+
 def test_list_pods_of_a_job_that_is_gone_is_empty(gke, server) -> None:
     server.answer(404, NOT_FOUND)  # orphans of a deleted Job are no generation's now
     assert gke.list_pods("j1") == [] and len(server.requests) == 1
