@@ -217,7 +217,8 @@ class ProcessKubelet:
             return True
 
     def running_pods(self) -> list[tuple[str, str]]:
-        """(pod, node) of every pod whose container runs, on nodes not lost."""
+        """(pod, node) of every pod whose container runs, on nodes not lost, and that is not
+        already being deleted (a pod in its grace period is no pod left to preempt)."""
         with self._lock:
             return [
                 (p.meta["name"], p.node)
@@ -225,6 +226,7 @@ class ProcessKubelet:
                 if p.container is not None
                 and p.container.exit_code is None
                 and not p.terminal_written
+                and not p.terminating
                 and p.node not in self._lost
             ]
 
