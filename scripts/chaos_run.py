@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,9 +28,16 @@ from demo.chunk_audit import ChunkFinding, audit_ingest
 from demo.common import volume as load_volume
 from demo.graph_table import read_all_nodes, read_chunk_nodes
 from shared.chaos import chaos_plan as cp
-from shared.chaos.chaos_audit import audit_chunks, lost_chunks, zombie_claims
+from shared.chaos.chaos_audit import (
+    StruckOutcomes,
+    audit_chunks,
+    lost_chunks,
+    struck_outcomes,
+    zombie_claims,
+)
 from shared.config.config import PipelineConfig
 from shared.jobs.layer_spec import layer_spec
+from shared.model import intervals
 from shared.model.chunk_keys import chunk_id_from_row_key
 from shared.model.layers import chunk_coord, chunk_id, segment_bits
 from shared.model.state import RunState, layer_key
@@ -62,6 +70,7 @@ class ChaosSession:
 
     faults: list[cp.Fault]
     root: Path
+    expected_wall_s: float | None = None  # the baseline the offsets were planned over
     injector: ChaosInjector | None = None
     store: Any = None  # the run store and services of the stack (set by begin)
     services: Any = None
@@ -75,24 +84,29 @@ class ChaosSession:
     unsafe_chunks: tuple[str, ...] = ()
     reasons: dict[str, str] = field(default_factory=dict)
     redone: int = 0
-    partial_writes_recovered: int = 0
-    partial_writes_left: int = 0
-    zombies: int = 0
-    zombie_writes_fenced: int = 0
-    zombie_chunks_finished: int = 0  # a zombie kept its live claim and marked its chunk done
+    struck: StruckOutcomes = field(default_factory=StruckOutcomes)  # the pod faults' ends
     zombie_takeovers_refused: int = 0  # a zombie's claim refused: the holder was live
     zombie_takeovers_of_live_claims: int = 0  # must stay 0 (docs/zombies.md)
     hung_pods_replaced: int = 0  # pods the controller deleted as hung (the layers' pods_hung)
     audit_basis: dict[str, str] = field(default_factory=dict)
     _saved_env: str | None = None
     _resubmitted_at: dict[str, datetime] = field(default_factory=dict)
+    _totals: dict[str, int] = field(default_factory=dict)  # layer key -> its Job's indexes
+    _progress: float = 0.0  # the build's share done at the last poll (observe)
 
     def begin(self, stack: Any, store: Any, services: Any, graph: Any = None) -> None:
         """The stack is up: point the workers at the mailbox and start injecting."""
         self._saved_env = os.environ.get(mb.CHAOS_DIR_ENV)
         os.environ[mb.CHAOS_DIR_ENV] = str(mb.mailbox(self.root))  # pods inherit os.environ
         self.graph = graph
-        self.injector = ChaosInjector(self.faults, self.root, stack.kube, probe=self._rows_of)
+        self.injector = ChaosInjector(
+            self.faults,
+            self.root,
+            stack.kube,
+            probe=self._rows_of,
+            progress=lambda: self._progress,
+            expected_wall_s=self.expected_wall_s,
+        )
         stack.dispatcher.fault_hook = self.injector.pubsub
         self.store, self.services = store, services
         self.injector.start()
@@ -105,6 +119,32 @@ class ChaosSession:
             os.environ.pop(mb.CHAOS_DIR_ENV, None)
         else:
             os.environ[mb.CHAOS_DIR_ENV] = self._saved_env
+
+    def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
+        """The demo's poll, observing the run's progress for the injector's pace too."""
+
+        def progress(run: RunState) -> None:
+            on_progress(run)
+            self.observe(run)
+
+        return progress
+
+    def observe(self, run: RunState) -> None:
+        """The build's share begun (its Job indexes done, failed or with a pod), which paces
+        the faults."""
+        if self.cfg is None:
+            return
+        done: dict[str, int] = {}
+        for ls in run.ordered_layers():
+            if ls.key not in self._totals:
+                self._totals[ls.key] = layer_spec(self.cfg, ls.stage, ls.layer).completions
+            finished = ls.phase == "succeeded" or ls.done_before
+            # Begun, not done: worker faults strike chunks as they begin, and done lags begun
+            # by a chunk's time (a fault waiting for 70 % done would find nothing left to begin).
+            p = ls.progress
+            begun = intervals.count(p.completed_indexes) + intervals.count(p.failed_indexes)
+            done[ls.key] = self._totals[ls.key] if finished else begun + p.active
+        self._progress = cp.build_progress(done, self._totals)
 
     def on_failed(self, run: RunState) -> bool:
         """A layer failed: once its alert is out, re-submit it as an operator would (the
@@ -211,35 +251,17 @@ class ChaosSession:
         records: list[dict[str, Any]],
         done_by: dict[tuple[str, int], int],
     ) -> None:
-        """Partial writes recovered (the rows a mid-write kill left are gone from the final
-        table, the chunk right); zombies that finished their chunk under their own live
-        claim, and zombies fenced (resumed, the chunk marked done by another attempt: their
-        claim was lost, e.g. not renewed within the takeover window)."""
+        """What became of the attempts pod faults struck (`struck_outcomes`)."""
         struck = self.injector.struck if self.injector is not None else []
-        bad = {(f.layer, f.coord) for f in findings}
+        root = _root_layer(self.cfg) if self.cfg is not None else 0
+        bits = self.cfg.ds.graph_config.SPATIAL_BITS if self.cfg is not None else 10
+        bad = {("ingest", chunk_id(f.layer, f.coord, root, bits)) for f in findings}
         resumed = {
             (r["token"], int(r["chunk_id"])) for r in records if r["event"] == "zombie_resumed"
         }
-        root = _root_layer(self.cfg) if self.cfg is not None else 0
-        bits = self.cfg.ds.graph_config.SPATIAL_BITS if self.cfg is not None else 10
-        for s in struck:
-            rows, cid = set(s.get("rows_at_kill", ())), int(s["chunk_id"])
-            layer, _, coord = chunk_coord(cid, root, bits)
-            done = done_by.get((str(s["stage"]), cid))
-            if s.get("zombie") and done is not None and done == s["token"]:
-                # The zombie kept its live claim (nobody may take it over, docs/zombies.md)
-                # and finished the chunk itself: its rows at the kill are the chunk's rows.
-                self.zombies += 1
-                self.zombie_chunks_finished += 1
-                continue
-            if rows and rows & final_ids:
-                self.partial_writes_left += 1
-            elif rows and (layer, tuple(int(c) for c in coord)) not in bad:
-                self.partial_writes_recovered += 1
-            if s.get("zombie"):
-                self.zombies += 1
-                if (s["token"], cid) in resumed and done is not None and done != s["token"]:
-                    self.zombie_writes_fenced += 1
+        self.struck = struck_outcomes(struck, final_ids, bad, done_by, resumed)
+        for left in self.struck.left_detail:
+            log.warning("chaos: a partial write left: %s", left)
 
     def summary_fields(self, wall_s: float, baseline_wall_s: float) -> dict[str, Any]:
         """What `--json` adds in a chaos run."""
@@ -258,11 +280,13 @@ class ChaosSession:
             "unsafe_chunks": list(self.unsafe_chunks),
             "unsafe_reasons": self.reasons,
             "chunks_redone_safely": self.redone,
-            "partial_writes_recovered": self.partial_writes_recovered,
-            "partial_writes_left": self.partial_writes_left,
-            "zombies": self.zombies,
-            "zombie_writes_fenced": self.zombie_writes_fenced,
-            "zombie_chunks_finished": self.zombie_chunks_finished,
+            "partial_writes_recovered": self.struck.partial_writes_recovered,
+            "partial_writes_left": self.struck.partial_writes_left,
+            "partial_writes_left_detail": self.struck.left_detail,
+            "struck_attempts_finished": self.struck.struck_attempts_finished,
+            "zombies": self.struck.zombies,
+            "zombie_writes_fenced": self.struck.zombie_writes_fenced,
+            "zombie_chunks_finished": self.struck.zombie_chunks_finished,
             "zombie_takeovers_refused": self.zombie_takeovers_refused,
             "zombie_takeovers_of_live_claims": self.zombie_takeovers_of_live_claims,
             "hung_pods_replaced": self.hung_pods_replaced,
@@ -340,7 +364,9 @@ def run_chaos_demo(
     faults = cp.plan_faults(n, seed, baseline_wall_s, kinds)
     chaos_dir = workdir / "chaos"
     chaos_cfg = prepare_config(cfg, chaos_dir, None, None)
-    session = ChaosSession(faults, chaos_dir / "mailbox", cfg=chaos_cfg)
+    session = ChaosSession(
+        faults, chaos_dir / "mailbox", expected_wall_s=baseline_wall_s, cfg=chaos_cfg
+    )
     result = run_demo(chaos_cfg, chaos_dir, chaos=session, **demo_args)
     result.extra = session.summary_fields(result.wall_s, baseline_wall_s)
     result.ok = (
@@ -348,7 +374,7 @@ def run_chaos_demo(
         and session.chunks_lost == 0
         and session.unsafe == 0
         and not session.unmarked_detail
-        and session.partial_writes_left == 0
+        and session.struck.partial_writes_left == 0
         and session.zombie_takeovers_of_live_claims == 0
     )
     return result

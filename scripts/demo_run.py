@@ -256,6 +256,8 @@ def run_demo(
             on_failed = None if chaos is None else chaos.on_failed
             ramp = RampWatch(started)  # the ramp's gate on the meter's load, as it happened
             watched = ramp.wrap(etas.wrap(on_progress))
+            if chaos is not None:
+                watched = chaos.wrap(watched)
             run = _watch(store, run.run_id, timeout_s, watched, approver, on_failed)
             wall = time.monotonic() - started
             if chaos is not None:

@@ -1,6 +1,8 @@
 """The chaos injector of the local stack: plays a `shared.chaos.chaos_plan` on a running demo.
 
-A thread arms each planned fault when its time comes, through the mechanism that fault
+A thread arms each planned fault when it is due (`chaos_plan.is_due`: its offset passed and
+the run as far along as the baseline was then, by the `progress` it is given; one worker
+fault waiting for a worker at a time; API outages apart), through the mechanism that fault
 needs, and counts the faults actually injected (a fault with nothing to act on yet waits):
 
 - worker faults (`chaos_plan.WORKER_KINDS`) go to the chaos mailbox; the next worker that
@@ -157,10 +159,15 @@ class ChaosInjector:
         root: Path,
         cluster: Any,
         probe: Callable[[dict[str, Any]], list[int]] | None = None,
+        progress: Callable[[], float] | None = None,
+        expected_wall_s: float | None = None,
     ) -> None:
         self.faults, self.root, self.cluster = faults, mb.mailbox(root), cluster
         # probe(held fault) -> ids of the rows the held attempt's chunk holds now
         self.probe = probe
+        # progress() -> the share of the build done; without it faults go by time alone
+        self.progress, self.expected_wall_s = progress, expected_wall_s
+        self._outage_at: float | None = None  # elapsed s when the last outage was armed
         self.struck: list[dict[str, Any]] = []  # pod faults that hit: held doc + rows seen
         self._node_lost = 0
         self.pubsub, self.host = PubSubFaults(), HostKiller()
@@ -183,17 +190,38 @@ class ChaosInjector:
             mb.mark_handled(self.root, fault["fault_id"], release=True)
 
     def _run(self) -> None:
-        pending = list(self.faults)
+        pending = list(self.faults)  # sorted by offset
         while not self._stop.wait(0.1):
             elapsed = time.monotonic() - self._started
-            while pending and pending[0].at_s <= elapsed:
-                self._arm(pending.pop(0))
+            ripe = [f for f in pending if f.at_s <= elapsed]
+            if ripe:
+                pace = self._pace(elapsed)
+                for fault in ripe:
+                    if cp.is_due(fault, self._expected_wall_s(), pace):
+                        pending.remove(fault)
+                        self._arm(fault)
+                        pace = self._pace(elapsed)
             for fault in mb.held(self.root):
                 try:
                     self._hit_pod(fault)
                 except Exception:  # noqa: BLE001 - the injector must outlive a failed fault
                     log.exception("chaos: %s failed", fault["fault_id"])
                     mb.mark_handled(self.root, fault["fault_id"], release=True)
+
+    def _pace(self, elapsed: float) -> cp.Pace:
+        since = None if self._outage_at is None else elapsed - self._outage_at
+        return cp.Pace(
+            elapsed_s=elapsed,
+            progress=1.0 if self.progress is None else self.progress(),
+            worker_fault_waiting=bool(mb.still_armed(self.root)),
+            since_outage_s=since,
+        )
+
+    def _expected_wall_s(self) -> float:
+        """The duration the offsets were planned over (without one: progress plays no part)."""
+        if self.expected_wall_s is None or self.progress is None:
+            return float("inf")
+        return self.expected_wall_s
 
     def _arm(self, fault: cp.Fault) -> None:
         log.info("chaos: arming %s at %.1f s", fault.fault_id, fault.at_s)
@@ -207,6 +235,7 @@ class ChaosInjector:
         elif fault.kind == cp.HOST_KILLED:
             self.host.arm()
         elif fault.kind == cp.CLUSTER_API_DOWN:
+            self._outage_at = time.monotonic() - self._started
             self.cluster.api_outage(cp.CLUSTER_DOWN_S)
             self.injected[fault.kind] += 1
 

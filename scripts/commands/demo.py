@@ -285,7 +285,13 @@ def chaos_audit_failures(summary: dict[str, Any]) -> list[str]:
     if summary.get("partial_writes_left"):
         failures.append(
             f"{summary['partial_writes_left']} partial writes left (rows of an unfinished "
-            "attempt still in the table)"
+            "attempt still in the table: "
+            + "; ".join(
+                f"{d['kind']} on {d['pod']}, chunk {d['chunk_id']}, "
+                f"{d['rows_in_final_table']} of {d['rows_at_kill']} rows"
+                for d in summary.get("partial_writes_left_detail", [])
+            )
+            + ")"
         )
     if summary.get("chunks_unmarked_by_layer"):
         failures.append(f"chunks not marked done: {summary['chunks_unmarked_by_layer']}")

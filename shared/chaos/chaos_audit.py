@@ -133,3 +133,68 @@ def zombie_claims(records: Iterable[dict[str, Any]]) -> ZombieClaims:
         refused=sum(r.get("result") == "held_by_other" for r in claims),
         live_taken=sum(r.get("result") == "taken_over" and bool(r.get("live")) for r in claims),
     )
+
+
+@dataclass
+class StruckOutcomes:
+    """What became of the attempts pod faults struck mid-write (`struck_outcomes`)."""
+
+    partial_writes_recovered: int = 0  # the kill's rows gone from the final table, chunk right
+    partial_writes_left: int = 0  # the kill's rows still there, the chunk marked by another
+    struck_attempts_finished: int = 0  # not a zombie, yet it marked its own chunk done
+    zombies: int = 0
+    zombie_chunks_finished: int = 0  # a zombie kept its live claim and marked its chunk done
+    zombie_writes_fenced: int = 0  # a zombie resumed; another attempt marked its chunk
+    # One entry per struck attempt whose rows at the kill are in the final table.
+    left_detail: list[dict[str, Any]] = field(default_factory=list)
+
+
+def struck_outcomes(
+    struck: Iterable[dict[str, Any]],
+    final_ids: set[int],
+    bad_chunks: set[tuple[str, int]],
+    done_by: dict[tuple[str, int], int],
+    resumed: set[tuple[int, int]],
+) -> StruckOutcomes:
+    """Classify each struck attempt (the injector's `struck`: its fault, stage, chunk id,
+    token, zombie flag and `rows_at_kill`) against the final table's node ids, the chunks
+    the data audit found wrong (`bad_chunks`, by stage and chunk id), the done markers' tokens
+    (`done_by`) and the zombies' `zombie_resumed` records (token, chunk id).
+
+    An attempt whose own token is on its chunk's done marker finished the chunk: a zombie
+    does so by design (its live claim may not be taken over, docs/zombies.md); any other
+    struck attempt doing so means the fault never stopped it (the kill missed, or the hold
+    timed out first), so its rows are the chunk's rows, not a leftover, and it is counted
+    apart. Rows at the kill still in the table under another attempt's marker are a partial
+    write left."""
+    out = StruckOutcomes()
+    for s in struck:
+        rows, key = set(s.get("rows_at_kill", ())), (str(s["stage"]), int(s["chunk_id"]))
+        zombie, own = bool(s.get("zombie")), done_by.get(key) == s.get("token")
+        out.zombies += zombie
+        if own:
+            if zombie:
+                out.zombie_chunks_finished += 1
+            else:
+                out.struck_attempts_finished += 1
+            continue
+        if rows & final_ids:
+            out.partial_writes_left += 1
+            out.left_detail.append(
+                {
+                    "fault_id": s.get("fault_id"),
+                    "kind": s.get("kind"),
+                    "pod": s.get("pod"),
+                    "stage": key[0],
+                    "chunk_id": key[1],
+                    "token": s.get("token"),
+                    "done_by": done_by.get(key),
+                    "rows_at_kill": len(rows),
+                    "rows_in_final_table": len(rows & final_ids),
+                }
+            )
+        elif rows and key not in bad_chunks:
+            out.partial_writes_recovered += 1
+        if zombie and (s.get("token"), key[1]) in resumed and key in done_by:
+            out.zombie_writes_fenced += 1
+    return out

@@ -11,6 +11,11 @@ expires, a fatal chunk that needs an operator); every kind comes once first (in 
 shuffled by the seed) when N allows, the rest interleaved by smooth weighted round-robin.
 Offsets are spread evenly over the window [START, END] of the expected duration, each
 jittered within its slot by the seed.
+
+The injector arms a fault when `is_due` says so: its offset has passed *and* the run is as
+far along as the baseline was then (so a run slowed by earlier faults is not hit faster than
+it moves; progress counts the Job indexes begun), one worker fault waits for a worker at a
+time, and the API server is up at least as long as it was down between two outages.
 Pure module.
 """
 
@@ -69,6 +74,8 @@ WORKER_KINDS: frozenset[str] = frozenset(
     }
 )
 CLUSTER_DOWN_S = 30.0
+#: From one API outage's start to the next one's: up at least as long as it was down.
+OUTAGE_GAP_S = 2 * CLUSTER_DOWN_S
 START, END = 0.05, 0.7  # the share of the expected duration the faults are spread over
 
 
@@ -88,6 +95,38 @@ class Fault:
     def fault_id(self) -> str:
         """A name unique in the plan that sorts by seq (files and logs carry it)."""
         return f"{self.seq:05d}-{self.kind}"
+
+
+@dataclass(frozen=True)
+class Pace:
+    """What the injector knows of the run when it asks whether a fault is due."""
+
+    elapsed_s: float  # since the injector started
+    progress: float  # share of the build's Job indexes begun, 0..1 (1.0: not watched)
+    worker_fault_waiting: bool  # a worker fault is armed and no worker has taken it yet
+    since_outage_s: float | None = None  # since the last API outage began; None: none yet
+
+
+def is_due(fault: Fault, expected_wall_s: float, pace: Pace) -> bool:
+    """Whether `fault` is armed now (see the module docstring): its offset has passed and
+    the run's progress has reached the share of the baseline the offset stands for; a worker
+    fault waits while another waits for a worker; an outage keeps OUTAGE_GAP_S from the last."""
+    if pace.elapsed_s < fault.at_s or pace.progress < fault.at_s / expected_wall_s:
+        return False
+    if fault.kind in WORKER_KINDS:
+        return not pace.worker_fault_waiting
+    if fault.kind == CLUSTER_API_DOWN:
+        return pace.since_outage_s is None or pace.since_outage_s >= OUTAGE_GAP_S
+    return True
+
+
+def build_progress(begun: dict[str, int], totals: dict[str, int]) -> float:
+    """The share of the build's Job indexes begun (done, failed or with a pod): `begun` and
+    `totals` by layer key (a count above its total counts as the total; no total: 0)."""
+    whole = sum(totals.values())
+    if whole <= 0:
+        return 0.0
+    return sum(min(begun.get(k, 0), n) for k, n in totals.items()) / whole
 
 
 def parse_kinds(text: str | None) -> tuple[str, ...]:

@@ -156,3 +156,38 @@ def test_pod_faults_strike_held_workers_and_every_other_lost_node_leaves_a_zombi
     # worker stays held past its grace period
     assert [s["rows_at_kill"] for s in inj.struck] == [[9, 10]] * 4
     assert [s["zombie"] for s in inj.struck] == [False, False, True, False]
+
+
+def test_faults_wait_for_the_runs_progress_and_worker_faults_go_one_at_a_time(tmp_path):
+    """A run slowed by faults is not hit faster than it moves (the injector paces by the
+    progress it is given), and a second worker fault is armed only once a worker took the
+    first: 200 faults on a crawling run no longer all land in the first minute."""
+    from adapters.local.chaos import ChaosInjector
+
+    progress = [0.0]
+    faults = [
+        cp.Fault(0, cp.POD_SIGKILL, 0.0),
+        cp.Fault(1, cp.CHUNK_TRANSIENT, 0.1),
+        cp.Fault(2, cp.PUBSUB_DROP, 0.2),
+        cp.Fault(3, cp.PUBSUB_DUPLICATE, 0.5),  # half of the 1 s baseline: at 50 % done
+    ]
+    inj = ChaosInjector(
+        faults, tmp_path, PodCluster(), progress=lambda: progress[0], expected_wall_s=1.0
+    ).start()
+    try:
+        time.sleep(0.8)
+        # Progress 0 only lets the fault at offset 0 through.
+        assert mb.still_armed(tmp_path) == ["00000-pod_sigkill"]
+        progress[0] = 0.3
+        time.sleep(0.4)
+        assert mb.still_armed(tmp_path) == ["00000-pod_sigkill"]  # the next worker fault waits
+        assert inj.pubsub._armed == [cp.PUBSUB_DROP]  # a Pub/Sub fault needs no worker
+        assert mb.take(tmp_path, "pod-a", [cp.CHUNK_TRANSIENT]) is None  # not armed yet
+        assert mb.take(tmp_path, "pod-a")["kind"] == cp.POD_SIGKILL
+        time.sleep(0.4)
+        assert mb.still_armed(tmp_path) == ["00001-chunk_transient"]
+        progress[0] = 0.5
+        time.sleep(0.4)
+        assert inj.pubsub._armed == [cp.PUBSUB_DROP, cp.PUBSUB_DUPLICATE]
+    finally:
+        inj.stop()

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from shared.chaos import chaos_plan as cp
-from shared.chaos.chaos_audit import audit_chunks, lost_chunks
+from shared.chaos.chaos_audit import audit_chunks, lost_chunks, struck_outcomes
 
 
 @pytest.mark.parametrize(
@@ -165,3 +165,96 @@ def test_unsafe_doubles(records, done_cells, unsafe, redone):
 def test_lost_chunks_are_those_without_a_done_marker():
     assert lost_chunks([1, 2, 3, 3], {2, 9}) == [1, 3]
     assert lost_chunks([], set()) == []
+
+
+def _pace(elapsed=100.0, progress=1.0, waiting=False, since_outage=None):
+    return cp.Pace(elapsed, progress, waiting, since_outage)
+
+
+@pytest.mark.parametrize(
+    ("kind", "at_s", "pace", "due"),
+    [
+        (cp.PUBSUB_DROP, 10.0, _pace(elapsed=9.9), False),  # its offset is still to come
+        (cp.PUBSUB_DROP, 10.0, _pace(elapsed=10.0, progress=0.2), True),  # 10 s of 50: 0.2
+        (cp.PUBSUB_DROP, 10.0, _pace(elapsed=300.0, progress=0.19), False),  # a slowed run
+        (cp.POD_SIGKILL, 10.0, _pace(), True),
+        (cp.POD_SIGKILL, 10.0, _pace(waiting=True), False),  # another waits for a worker
+        (cp.CHUNK_TRANSIENT, 10.0, _pace(waiting=True), False),
+        (cp.HOST_KILLED, 10.0, _pace(waiting=True), True),  # not a worker's fault
+        (cp.CLUSTER_API_DOWN, 10.0, _pace(), True),  # the first outage
+        (cp.CLUSTER_API_DOWN, 10.0, _pace(since_outage=cp.OUTAGE_GAP_S - 0.1), False),
+        (cp.CLUSTER_API_DOWN, 10.0, _pace(since_outage=cp.OUTAGE_GAP_S), True),
+        (cp.PUBSUB_DELAY, 10.0, _pace(since_outage=1.0), True),  # only outages keep apart
+    ],
+)
+def test_a_fault_is_due_when_its_time_and_the_runs_progress_have_come(kind, at_s, pace, due):
+    assert cp.is_due(cp.Fault(0, kind, at_s), 50.0, pace) is due
+
+
+@pytest.mark.parametrize(
+    ("done", "totals", "share"),
+    [
+        ({}, {}, 0.0),
+        ({}, {"ingest-L2": 8}, 0.0),
+        ({"ingest-L2": 4}, {"ingest-L2": 8, "ingest-L3": 2}, 0.4),
+        ({"ingest-L2": 8, "ingest-L3": 2}, {"ingest-L2": 8, "ingest-L3": 2}, 1.0),
+        ({"ingest-L2": 99}, {"ingest-L2": 8, "ingest-L3": 2}, 0.8),  # capped at its total
+    ],
+)
+def test_the_builds_progress_is_its_share_of_job_indexes_done(done, totals, share):
+    assert cp.build_progress(done, totals) == pytest.approx(share)
+
+
+def _struck(token=7, rows=(1, 2), zombie=False, kind=cp.POD_SIGKILL):
+    return {
+        "fault_id": f"00001-{kind}",
+        "kind": kind,
+        "pod": "p",
+        "stage": "ingest",
+        "chunk_id": 5,
+        "token": token,
+        "zombie": zombie,
+        "rows_at_kill": list(rows),
+    }
+
+
+@pytest.mark.parametrize(
+    ("struck", "final", "bad", "done_by", "resumed", "expected"),
+    [
+        # The retry cleaned up: the kill's rows are gone, the chunk right.
+        (_struck(), {3, 4}, set(), {("ingest", 5): 8}, set(), {"partial_writes_recovered": 1}),
+        # ... but the chunk is wrong: not counted as recovered.
+        (_struck(), {3}, {("ingest", 5)}, {("ingest", 5): 8}, set(), {}),
+        # The kill's rows are still there under another attempt's marker: left.
+        (_struck(), {1, 3}, set(), {("ingest", 5): 8}, set(), {"partial_writes_left": 1}),
+        # The struck attempt's own token is on the marker: the fault never stopped it.
+        (_struck(), {1, 2}, set(), {("ingest", 5): 7}, set(), {"struck_attempts_finished": 1}),
+        # A zombie finishing its chunk under its live claim does so by design.
+        (
+            _struck(zombie=True, kind=cp.NODE_LOST),
+            {1, 2},
+            set(),
+            {("ingest", 5): 7},
+            {(7, 5)},
+            {"zombies": 1, "zombie_chunks_finished": 1},
+        ),
+        # A zombie that resumed, its chunk marked by its replacement: fenced.
+        (
+            _struck(zombie=True, kind=cp.NODE_LOST),
+            {3},
+            set(),
+            {("ingest", 5): 8},
+            {(7, 5)},
+            {"zombies": 1, "zombie_writes_fenced": 1, "partial_writes_recovered": 1},
+        ),
+        # No rows at the kill: nothing to recover.
+        (_struck(rows=()), {3}, set(), {("ingest", 5): 8}, set(), {}),
+    ],
+)
+def test_each_struck_attempt_ends_one_way(struck, final, bad, done_by, resumed, expected):
+    out = struck_outcomes([struck], final, bad, done_by, resumed)
+    counts = {k: v for k, v in vars(out).items() if k != "left_detail" and v}
+    assert counts == expected
+    assert len(out.left_detail) == expected.get("partial_writes_left", 0)
+    if out.left_detail:
+        assert out.left_detail[0]["done_by"] == 8 and out.left_detail[0]["rows_in_final_table"] == 1

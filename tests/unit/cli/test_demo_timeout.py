@@ -36,6 +36,21 @@ def test_the_timeout_itself_is_not_read_as_a_service_down() -> None:
     ("summary", "said"),
     [
         ({"partial_writes_left": 1}, ["1 partial writes left"]),
+        (
+            {
+                "partial_writes_left": 1,
+                "partial_writes_left_detail": [
+                    {
+                        "kind": "pod_preempted",
+                        "pod": "p-0",
+                        "chunk_id": 9,
+                        "rows_in_final_table": 2,
+                        "rows_at_kill": 3,
+                    }
+                ],
+            },
+            ["pod_preempted on p-0, chunk 9, 2 of 3 rows"],
+        ),
         ({"chunks_unmarked_by_layer": {"ingest-L2": 3}}, ["chunks not marked done"]),
         ({"zombie_takeovers_of_live_claims": 2}, ["2 takeovers of a live claim"]),
         ({"partial_writes_left": 0, "chunks_unmarked_by_layer": {}}, []),
