@@ -36,6 +36,7 @@ from demo.stage_rows import STAGE_TABLE_SUFFIX, stage_table_id
 from demo.stage_tables import read_l2cache, read_meshes
 from demo.volume import generate_volume, save_volume
 from scripts.bill_read import run_bill
+from scripts.report_data import pod_records_by_layer
 from scripts.run_tables import stage_tables
 from scripts.services import Services
 from shared.config.config import PipelineConfig
@@ -53,6 +54,7 @@ from shared.money.pricing import load_rates
 from shared.reconcile.build_plan import new_run
 from shared.reconcile.canary import canary_summary
 from shared.reconcile.completeness import StageVerdict, run_complete, verify_run
+from shared.views.build_timeline import build_timeline
 
 
 class DemoTimeoutError(RuntimeError):
@@ -222,12 +224,14 @@ def run_demo(
     save_volume(workdir / "volume.npy", volume)
     n_layers = layer_count(cfg.layer2_shape())
     passes = [s for s in stages if s in STAGE_TABLE_SUFFIX]
+    stack_started = time.monotonic()
     with LocalStack(
         cfg.project,
         workdir / "stack",
         cfg.controller.tick_period_s,
         sink_delay_s=demo_sink_delay(),  # a log sink delay of a demo's scale
     ) as stack:
+        stack_start_s = time.monotonic() - stack_started  # fixed: reported apart from the run
         expiry = timedelta(seconds=cfg.job.lock_expiry_s)
         # What `pipeline setup` makes, made the same way; the graph's table is left to an
         # image's ingest setup (docs/setup-passes.md).
@@ -266,6 +270,7 @@ def run_demo(
             nodes = read_all_nodes(tables[cfg.graph_id])
             rows = {s: _read_pass(s, tables[stage_table_id(cfg.graph_id, s)]) for s in passes}
             alerts = _count_alerts(store, run.run_id)
+            timeline = build_timeline(run, pod_records_by_layer(store, run), datetime.now(UTC))
             if on_finish is not None:
                 on_finish(store, run)
             bus.close()
@@ -294,6 +299,7 @@ def run_demo(
     result.bill = bill.as_dict()
     result.extra["bigtable"] = {"requests": requests, "ramp_timeline": ramp.entries}
     result.extra["cluster"] = cluster
+    result.extra["timeline"] = {"stack_start_s": round(stack_start_s, 2), **timeline.to_json()}
     result.forecast_error_at_40pct = etas.error_at(wall)
     result.extra["rightsize"] = [s.to_dict() for s in run_suggestions(cfg, run)]
     canaries = canary_summary(run)

@@ -17,6 +17,7 @@ from shared.jobs.layer_spec import layer_spec
 from shared.model import intervals
 from shared.model.state import RunState
 from shared.reconcile.canary import canary_summary
+from shared.views.build_timeline import BuildTimeline, build_timeline
 from shared.views.progress import LayerSize
 from shared.views.run_timeline import (
     Attempt,
@@ -56,12 +57,18 @@ class ReportData:
     # (shared.reconcile.rightsize.Suggestion.to_dict), docs/canary-and-rightsize.md.
     canaries: list[dict[str, Any]] = field(default_factory=list)
     rightsize: list[dict[str, Any]] = field(default_factory=list)
+    wall_parts: BuildTimeline | None = None  # where the wall time went (build_timeline)
+
+
+def pod_records_by_layer(store: Any, run: RunState) -> dict[str, list[dict[str, Any]]]:
+    """The stored pod records of every layer that was submitted, by layer key."""
+    keys = [ls.key for ls in run.ordered_layers() if ls.timing.submitted_at is not None]
+    return {key: store.pod_records(run.run_id, key) for key in keys}
 
 
 def collect(store: Any, run: RunState, now: datetime) -> ReportData:
     """Everything the report shows, read once from the store."""
-    keys = [ls.key for ls in run.ordered_layers() if ls.timing.submitted_at is not None]
-    data = build(run, {key: store.pod_records(run.run_id, key) for key in keys}, now)
+    data = build(run, pod_records_by_layer(store, run), now)
     # The whole bill among the facts (docs/bigtable-ramp-and-bill.md).
     try:
         data.facts.update(bill_facts(run_bill(run_config(run), run, now, default_monitor())))
@@ -108,6 +115,7 @@ def build(run: RunState, records: dict[str, list[dict[str, Any]]], now: datetime
     data = ReportData(run, now, sizes, items, running, allowed, chunks_over_time(items, sizes),
                       costs, failed, total)  # fmt: skip
     data.facts = facts(data, cfg)
+    data.wall_parts = build_timeline(run, records, now)
     data.canaries = canary_summary(run)
     try:
         data.rightsize = [s.to_dict() for s in run_suggestions(cfg, run)]

@@ -199,6 +199,7 @@ def demo(
         )
         for line in result.oracle["mismatches"]:
             console.print(f"  [red]{line}[/]")
+        console.print(f"  {wall_parts_line(summary.get('timeline'))}", highlight=False)
         for name, v in summary["verify"].items():
             marked = "not checked" if v["chunks_marked"] is None else v["chunks_marked"]
             colour = "red" if v["complete"] is False else "default"
@@ -275,6 +276,17 @@ def _run_chaos(cfg, work, n, seed, kinds, baseline_wall_s, args):  # noqa: ANN00
 
     return run_chaos_demo(
         cfg, work, n=n, seed=seed, kinds=kinds, baseline_wall_s=baseline_wall_s, **args
+    )
+
+
+def wall_parts_line(timeline: dict[str, Any] | None) -> str:
+    """Where the run's wall time went, one line (`pipeline run RUN --timeline` has it all)."""
+    if not timeline:
+        return "timeline: none recorded"
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in timeline["parts_s"].items() if v)
+    return (
+        f"wall {timeline['wall_s']:.1f} s = {parts} s (stack start-up apart: "
+        f"{timeline['stack_start_s']:.1f} s; `pipeline run RUN --timeline` per layer)"
     )
 
 

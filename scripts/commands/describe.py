@@ -19,15 +19,18 @@ from scripts.commands.costs import SETUP, cost_report
 from scripts.commands.pods import EPOCH, all_events, pod_runtime, scheduling_messages
 from scripts.layer_target import Target, resolve_target, run_config
 from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
+from scripts.report_data import pod_records_by_layer
 from scripts.run_progress import gather, layer_size
 from scripts.services import connect
 from scripts.setup_view import layer_alerts, setup_error, setup_fix
 from scripts.views.money import usd
 from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
+from scripts.views.timeline import timeline_table
 from shared.model import intervals
 from shared.model.state import SETUP_LAYER, RunState
 from shared.ports.cluster import ClusterReader, PodInfo
+from shared.views.build_timeline import build_timeline
 from shared.views.progress import chunks_done
 
 LAST_WARNINGS = 5
@@ -185,14 +188,27 @@ def _money(cost_row: dict[str, Any]) -> dict[str, Any]:
 
 @click.command("run")
 @click.argument("run_id")
+@click.option(
+    "--timeline",
+    is_flag=True,
+    help="Where the wall time went instead: per layer, approval wait, advance, start-up, "
+    "compute, tail and the Job's completion; the run's wall time as their sum.",
+)
 @JSON_OPTION
-def run_breakdown(run_id: str, as_json: bool) -> None:
+def run_breakdown(run_id: str, timeline: bool, as_json: bool) -> None:
     """Where a run's time and money went: by stage and layer, chunks, pods, retries,
     preemptions, vCPU-h, GiB-h, cost (estimate) and wall time, with stage subtotals; while it
     runs, the forecast ETA and projected cost of each layer and of the run."""
     now = datetime.now(UTC)
     store = connect().store
     run = store.load_run(run_id)
+    if timeline:
+        tl = build_timeline(run, pod_records_by_layer(store, run), now)
+        if as_json:
+            click.echo(json.dumps({"run_id": run_id, **tl.to_json()}, indent=2))
+        else:
+            console().print(timeline_table(run_id, tl))
+        return
     history = store.config_versions(run_id)  # `pipeline apply`'s and `rightsize`'s versions
     rows = breakdown(run, now)
     progress, _ = gather(run, now, None)  # the forecast, as `pipeline status` shows it

@@ -17,6 +17,7 @@ from typing import Any
 
 from scripts.report_data import ReportData
 from scripts.views.money import saving, usd
+from scripts.views.timeline import COLUMNS
 
 COLOURS = {
     "succeeded": "#2e7d32",
@@ -195,6 +196,35 @@ def costs(data: ReportData) -> Any | None:
     return fig
 
 
+def wall_parts(data: ReportData) -> Any | None:
+    """Where the wall time went: each layer's named spans on the run's clock (stacked
+    bars starting where each span starts), the run's sums in the title."""
+    tl = data.wall_parts
+    if tl is None or not tl.layers:
+        return None
+    go = _go()
+    fig = go.Figure()
+    for part in COLUMNS:
+        spans = [(lt.key, s) for lt in tl.layers for s in lt.spans if s.part is part]
+        if not spans:
+            continue
+        fig.add_trace(
+            go.Bar(
+                y=[key for key, _ in spans], x=[s.end - s.start for _, s in spans],
+                base=[s.start for _, s in spans], orientation="h", name=part.value,
+                hovertemplate="%{y} " + part.value + ": %{x:.1f} s<extra></extra>",
+            )
+        )  # fmt: skip
+    sums = ", ".join(f"{k} {v:.1f}" for k, v in tl.parts.items() if v)
+    fig.update_layout(
+        **LAYOUT, height=120 + 28 * len(tl.layers), barmode="overlay",
+        xaxis=dict(title="seconds since the run was created"),
+        yaxis=dict(autorange="reversed"),
+        title=f"Where the wall time went ({tl.wall_s:.1f} s: {sums} s)",
+    )  # fmt: skip
+    return fig
+
+
 def _money_format(data: ReportData) -> str:
     """Enough decimals that the axis ticks of a small demo run are not all "$0"."""
     top = max((r["usd"] for r in (data.costs or {}).get("layers", [])), default=0.0)
@@ -286,7 +316,7 @@ th { color: #616161; font-weight: 600; }
 
 def render_html(data: ReportData) -> str:
     """The report as one HTML document (plotly's JS inlined once)."""
-    figures = [timeline(data), parallelism(data), chunks_done(data), costs(data)]
+    figures = [timeline(data), wall_parts(data), parallelism(data), chunks_done(data), costs(data)]
     charts = []
     first = True
     for fig in figures:

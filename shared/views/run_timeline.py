@@ -46,7 +46,7 @@ def outcome(record: Mapping[str, Any]) -> str:
     return "running"
 
 
-def _time(value: Any) -> datetime | None:
+def plain_datetime(value: Any) -> datetime | None:
     """A plain datetime: Firestore's DatetimeWithNanoseconds subclass is not serialisable by
     the plotting library, an ISO string is parsed."""
     if value is None:
@@ -61,10 +61,10 @@ def attempts(records: Mapping[str, Iterable[Mapping[str, Any]]], now: datetime) 
     out: list[Attempt] = []
     for key, docs in records.items():
         for r in docs:
-            start = _time(r.get("started"))
+            start = plain_datetime(r.get("started"))
             if start is None:
                 continue
-            end = _time(r.get("finished")) or now
+            end = plain_datetime(r.get("finished")) or now
             out.append(
                 Attempt(
                     key,

@@ -1,6 +1,7 @@
-"""Where a build's wall time goes (issue 27): named spans (approval wait, advance, pod
-start-up, chunk compute, tail) laid over the run's wall interval, so that wall time is
-exactly the sum of the named parts plus the remainder no span names. Pure."""
+"""Where a build's wall time goes: named spans (approval wait, advance, pod start-up, chunk
+compute, tail, the Job's completion, setup passes; `shared.views.build_timeline`) laid over
+the run's wall interval, so that wall time is exactly the sum of the named parts plus the
+remainder no span names. Pure."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ class Part(Enum):
     COMPUTE = "compute"
     TAIL = "tail"
     STARTUP = "startup"
+    COMPLETION = "completion"
+    SETUP = "setup"
     ADVANCE = "advance"
     APPROVAL_WAIT = "approval_wait"
 
@@ -45,4 +48,36 @@ def breakdown(spans: Iterable[Span], wall: float) -> dict[str, float]:
         covering = [p for a, b, p in clipped if a <= lo and b >= hi]
         key = min(covering, key=order.index).value if covering else UNNAMED
         out[key] += hi - lo
+    return out
+
+
+@dataclass(frozen=True)
+class Gap:
+    """An interval of wall time no span covers, with the spans it lies between (None at the
+    run's start or end), so the part no one can name is at least placed."""
+
+    start: float
+    end: float
+    after: Span | None
+    before: Span | None
+
+    def describe(self) -> str:
+        """e.g. `1.2 s after ingest-L2 completion, before ingest-L3 advance`."""
+        after = f"after {self.after.layer} {self.after.part.value}" if self.after else "at start"
+        before = f"before {self.before.layer} {self.before.part.value}" if self.before else "at end"
+        return f"{self.end - self.start:.1f} s {after}, {before}"
+
+
+def gaps(spans: Iterable[Span], wall: float, at_least: float = 0.0) -> list[Gap]:
+    """The intervals of [0, wall] no span covers, longer than `at_least`, in time order."""
+    ordered = sorted((s for s in spans if s.end > s.start), key=lambda s: (s.start, s.end))
+    out: list[Gap] = []
+    reach, last = 0.0, None  # covered up to `reach`, by `last` (the span ending latest)
+    for s in ordered:
+        if s.start > reach and min(s.start, wall) - reach > at_least:
+            out.append(Gap(reach, min(s.start, wall), last, s))
+        if s.end > reach:
+            reach, last = s.end, s
+    if wall - reach > at_least:
+        out.append(Gap(reach, wall, last, None))
     return out

@@ -40,7 +40,7 @@ def test_the_data_has_every_outcome_and_the_failed_index(page):
 
 def test_the_file_is_self_contained(page):
     text = page[0].read_text()
-    assert "Plotly.newPlot" in text and text.count("Plotly.newPlot") == 4
+    assert "Plotly.newPlot" in text and text.count("Plotly.newPlot") == 5
     # No script or stylesheet is fetched: the bundle is inline.
     assert not re.search(r"<script[^>]+src=", text)
     assert not re.search(r"<link[^>]+href=\"http", text)
@@ -57,3 +57,12 @@ def test_the_charts_draw_in_headless_chromium(page, tmp_path):
     assert dom.count('class="main-svg"') >= 8  # two per chart
     assert dom.count('class="scatterlayer') >= 3 and 'class="barlayer' in dom
     assert "Pod attempts by layer" in dom and "ingest-L5" in dom
+    assert "Where the wall time went" in dom
+
+
+def test_the_wall_time_chart_sums_to_the_runs_wall_time(page):
+    _, data = page
+    tl = data.wall_parts
+    assert tl is not None and tl.wall_s > 0
+    assert sum(tl.parts.values()) == pytest.approx(tl.wall_s)
+    assert tl.parts["compute"] > 0 and "ingest-L2" in [lt.key for lt in tl.layers]
