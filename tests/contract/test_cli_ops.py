@@ -469,3 +469,15 @@ def test_run_breaks_a_run_down_by_stage_and_layer(cli, run):
     assert "config v2 by rightsize at " in out
     assert "overrides.3.cpu 0.25 -> 0.5" in out.replace("\n", "")
     assert [v["by"] for v in doc["config_versions"]] == ["rightsize"]
+
+
+def test_run_timeline_says_where_the_wall_time_went(cli, run):
+    """`pipeline run RUN --timeline`: L3's advance is the half hour from L2's end to its Job;
+    the run's wall time is the sum of its named parts and the unnamed rest."""
+    doc = json.loads(_ok(cli("run", "r1", "--timeline", "--json")))
+    layers = {lt["layer"]: lt for lt in doc["layers"]}
+    assert layers["ingest-L3"]["advance"] == pytest.approx(1800.0, abs=1.0)
+    assert sum(doc["parts_s"].values()) == pytest.approx(doc["wall_s"], abs=0.1)
+    assert doc["wall_s"] >= 7200.0
+    out = _ok(cli("run", "r1", "--timeline"))
+    assert "where the wall time went" in out and "ingest-L3" in out and "unnamed" in out
