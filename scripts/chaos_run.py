@@ -106,6 +106,7 @@ class ChaosSession:
             probe=self._rows_of,
             progress=lambda: self._progress,
             expected_wall_s=self.expected_wall_s,
+            write_gate=stack.write_gate,
         )
         stack.dispatcher.fault_hook = self.injector.pubsub
         self.store, self.services = store, services

@@ -15,8 +15,9 @@ needs, and counts the faults actually injected (a fault with nothing to act on y
   released and goes on until its claim is fenced;
 - Pub/Sub faults hook the local Eventarc (`Dispatcher.fault_hook`): the next job event or
   kick is duplicated, delayed, held behind the next one, or acknowledged and dropped;
-- `host_killed`: the next reconcile that committed actions raises before acting, as a
-  function host killed between commit and act (Pub/Sub redelivers; ticks finish the act);
+- `host_killed`: the next cluster write of the in-process functions (the first action of a
+  committed decision) raises instead, through the stack's `WriteGate`, as a function host
+  killed between commit and act (Pub/Sub redelivers; ticks finish the act);
 - `cluster_api_down`: the API server itself is stopped for `CLUSTER_DOWN_S` and started
   again (`LocalKubernetes.api_outage`): the controller's calls fail as the GKE adapter's
   `ClusterUnreachableError`, the kubelet, the controller manager and the scheduler retry.
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters import chaos_mailbox as mb
+from adapters.local.write_gate import WriteGate
 from shared.chaos import chaos_plan as cp
 
 log = logging.getLogger("cave_pipeline.chaos")
@@ -107,47 +109,29 @@ def _once(fn: Callable[[], None]) -> Callable[[], None]:
 
 
 class HostKiller:
-    """Arms `host_killed`: the next reconcile with actions, after its commit, raises in
-    place of acting (wraps `Reconciler.act` in this process, where the local functions run)."""
+    """Arms `host_killed`: the next cluster write, the first action of a committed decision
+    (the controller writes to the cluster only in its act), raises in place of acting, as a
+    function host killed between commit and act. Its `before_write` is the stack's
+    `WriteGate.fault_hook` while the injector runs."""
 
     def __init__(self) -> None:
         self._armed = 0
         self._lock = threading.Lock()
         self.injected = 0
-        self._original: Any = None
-
-    def install(self) -> None:
-        from shared.control.reconciler import Reconciler
-
-        self._original = original = Reconciler.act
-        killer = self
-
-        def act(ctrl: Any, decision: Any, manifests: Any) -> None:
-            if decision.actions and killer._fire():
-                log.info("chaos: function host killed between commit and act")
-                raise HostKilledError("chaos: function host killed between commit and act")
-            original(ctrl, decision, manifests)
-
-        Reconciler.act = act  # type: ignore[method-assign]
-
-    def uninstall(self) -> None:
-        if self._original is not None:
-            from shared.control.reconciler import Reconciler
-
-            Reconciler.act = self._original  # type: ignore[method-assign]
-            self._original = None
 
     def arm(self) -> None:
         with self._lock:
             self._armed += 1
 
-    def _fire(self) -> bool:
+    def before_write(self, write: str) -> None:
+        """Raise HostKilledError once per arming (the write does not happen)."""
         with self._lock:
             if self._armed <= 0:
-                return False
+                return
             self._armed -= 1
             self.injected += 1
-            return True
+        log.info("chaos: function host killed between commit and act (%s)", write)
+        raise HostKilledError("chaos: function host killed between commit and act")
 
 
 class ChaosInjector:
@@ -161,6 +145,7 @@ class ChaosInjector:
         probe: Callable[[dict[str, Any]], list[int]] | None = None,
         progress: Callable[[], float] | None = None,
         expected_wall_s: float | None = None,
+        write_gate: WriteGate | None = None,
     ) -> None:
         self.faults, self.root, self.cluster = faults, mb.mailbox(root), cluster
         # probe(held fault) -> ids of the rows the held attempt's chunk holds now
@@ -168,6 +153,7 @@ class ChaosInjector:
         # progress() -> the share of the build done; without it faults go by time alone
         self.progress, self.expected_wall_s = progress, expected_wall_s
         self._outage_at: float | None = None  # elapsed s when the last outage was armed
+        self.write_gate = write_gate  # the in-process functions' cluster writes
         self.struck: list[dict[str, Any]] = []  # pod faults that hit: held doc + rows seen
         self._node_lost = 0
         self.pubsub, self.host = PubSubFaults(), HostKiller()
@@ -177,7 +163,8 @@ class ChaosInjector:
         self._started = 0.0
 
     def start(self) -> ChaosInjector:
-        self.host.install()
+        if self.write_gate is not None:
+            self.write_gate.fault_hook = self.host.before_write
         self._started = time.monotonic()
         self._thread.start()
         return self
@@ -185,7 +172,8 @@ class ChaosInjector:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        self.host.uninstall()
+        if self.write_gate is not None:
+            self.write_gate.fault_hook = None
         for fault in mb.held(self.root):  # never leave a worker holding
             mb.mark_handled(self.root, fault["fault_id"], release=True)
 

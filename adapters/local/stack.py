@@ -21,7 +21,7 @@ from contextlib import ExitStack
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from adapters import wiring
 from adapters.google.pubsub_bus import TOPICS, PubSubBus
@@ -34,6 +34,8 @@ from adapters.local.log_sink import DEFAULT_SINK_DELAY_S, EventLogSink, parse_si
 from adapters.local.pod_usage import KubeletPodUsage
 from adapters.local.process_groups import start_ticks
 from adapters.local.scheduler import Ticker
+from adapters.local.write_gate import WriteGate
+from shared.ports.cluster import Cluster
 
 log = logging.getLogger("cave_pipeline.local_stack")
 
@@ -103,6 +105,7 @@ class LocalStack:
         # Kubernetes (faults through its own mechanisms), and the controller's client of it
         self.kube: LocalKubernetes | None = None
         self.cluster: Any = None  # adapters.gke.cluster.GkeCluster, as the controller
+        self.write_gate: WriteGate | None = None  # the functions' cluster (faults hook here)
         self.log_sink: EventLogSink | None = None
         self._wiring = ExitStack()  # the in-process functions' wiring, while running
         self.dispatcher: Dispatcher | None = None
@@ -166,9 +169,10 @@ class LocalStack:
         # meter and the pods' lifetime usage from the kubelet (Cloud Monitoring's part), until
         # stop().
         assert self.kube.kubelet is not None
+        self.write_gate = WriteGate(self.cluster)
         self._wiring.enter_context(
             wiring.in_process_functions(
-                self.cluster,
+                cast(Cluster, self.write_gate),  # a Cluster by delegation
                 bigtable_monitor=LocalBigtableMonitor(self.bigtable_meter),
                 pod_usage=KubeletPodUsage(self.kube.kubelet),
             )

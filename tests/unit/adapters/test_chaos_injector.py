@@ -62,29 +62,37 @@ def test_a_reordered_message_goes_after_the_next_one():
     assert seen == ["second", "first"]
 
 
-def test_the_host_killer_fires_once_per_arming_and_only_with_actions():
-    from shared.control.reconciler import Reconciler
+def test_the_host_killer_fails_the_first_write_once_per_arming():
+    """Through the stack's WriteGate: reads pass, the first write after arming raises and
+    does not happen (the act of a committed decision begins with a write), the next acts."""
+    from adapters.local.chaos import HostKilledError
+    from adapters.local.write_gate import WriteGate
 
-    original = Reconciler.act
-    acted: list[object] = []
-    Reconciler.act = lambda self, decision, manifests: acted.append(decision)  # type: ignore
-    killer = HostKiller()
-    try:
-        killer.install()
+    class Inner:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
 
-        class Decision:
-            def __init__(self, actions: list[str]) -> None:
-                self.actions = actions
+        def get_job(self, name):
+            self.calls.append(f"get {name}")
 
-        killer.arm()
-        Reconciler.act(None, Decision([]), {})  # nothing to act on: not the moment
-        with pytest.raises(RuntimeError, match="between commit and act"):
-            Reconciler.act(None, Decision(["create"]), {})
-        Reconciler.act(None, Decision(["create"]), {})  # disarmed: acts
-        assert len(acted) == 2 and killer.injected == 1
-        killer.uninstall()
-    finally:
-        Reconciler.act = original  # type: ignore[method-assign]
+        def create_job(self, manifest):
+            self.calls.append(f"create {manifest['name']}")
+            return True
+
+        def patch_job(self, name, *, parallelism=None, suspend=None):
+            self.calls.append(f"patch {name} {parallelism} {suspend}")
+
+    inner, killer = Inner(), HostKiller()
+    gate = WriteGate(inner)  # type: ignore[arg-type]
+    gate.fault_hook = killer.before_write
+    gate.create_job({"name": "a"})  # not armed: acts
+    killer.arm()
+    gate.get_job("a")  # a read is no act
+    with pytest.raises(HostKilledError, match="between commit and act"):
+        gate.create_job({"name": "b"})
+    gate.patch_job("a", parallelism=3)  # disarmed: acts
+    assert inner.calls == ["create a", "get a", "patch a 3 None"]
+    assert killer.injected == 1
 
 
 def test_each_armed_fault_goes_to_exactly_one_worker(tmp_path):
