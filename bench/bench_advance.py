@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import tempfile
@@ -68,10 +69,36 @@ def bench_config(tick_s: float, parallelism: int):
     )
 
 
-def advances(state: RunState, stack: LocalStack) -> list[tuple[int, float, float]]:
+class CreatedBy(logging.Handler):
+    """Which trigger's reconcile created each Job: the controller's `job created` line, then
+    the same run's next `reconciled` line with actions (its `trigger`: tail-watch, tick,
+    job-event, kick)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.pending: dict[str, list[str]] = {}  # run -> Jobs created, reconcile not logged
+        self.trigger: dict[str, str] = {}  # Job name -> trigger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = json.loads(record.getMessage())
+        except ValueError:
+            return
+        run = str(line.get("run", ""))
+        if line.get("message") == "job created":
+            self.pending.setdefault(run, []).append(str(line["job"]))
+        elif line.get("message") == "reconciled" and line.get("actions"):
+            for job in self.pending.pop(run, []):
+                self.trigger[job] = str(line.get("trigger"))
+
+
+def advances(
+    state: RunState, stack: LocalStack, created_by: CreatedBy
+) -> list[tuple[int, float, float, str]]:
     """(pods of the lower layer, seconds from its Job completing to the next Job's creation,
-    seconds from its last pod finishing to its Job completing: the Job controller's part).
-    Kubernetes' timestamps have one-second resolution."""
+    seconds from its last pod finishing to its Job completing: the Job controller's part,
+    the trigger whose reconcile created the next Job). Kubernetes' timestamps have
+    one-second resolution."""
     assert stack.cluster is not None
     layers = sorted(state.layers.values(), key=lambda ls: ls.layer)
     out = []
@@ -82,13 +109,14 @@ def advances(state: RunState, stack: LocalStack) -> list[tuple[int, float, float
             seconds = (created.created - done.completion_time).total_seconds()
             finished = [p.finished for p in stack.cluster.list_pods(lower.job.name) if p.finished]
             job_part = (done.completion_time - max(finished)).total_seconds() if finished else 0.0
-            out.append((lower.job.completions, seconds, job_part))
+            trigger = created_by.trigger.get(upper.job.name, "?")
+            out.append((lower.job.completions, seconds, job_part, trigger))
     return out
 
 
 def measure(
     design: str, runs: int, tick_s: float, stagger_s: float, parallelism: int, workdir: Path
-) -> tuple[list[tuple[int, float, float]], int]:
+) -> tuple[list[tuple[int, float, float, str]], int]:
     """Latencies of every advance of `runs` staggered runs; and the Job events the log sink
     published (the Job controller's recorder dropped the rest, as on GKE)."""
     cfg = bench_config(tick_s, parallelism)
@@ -96,7 +124,9 @@ def measure(
         os.environ["PIPELINE_WATCH_BUDGET_S"] = "0"
     else:
         os.environ.pop("PIPELINE_WATCH_BUDGET_S", None)
-    out: list[tuple[int, float, float]] = []
+    out: list[tuple[int, float, float, str]] = []
+    created_by = CreatedBy()
+    logging.getLogger("cave_pipeline").addHandler(created_by)
     stack = LocalStack(cfg.project, workdir, tick_s, capacity_cpu=16.0, capacity_memory_gib=32.0)
     with stack:
         ensure_table(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance)
@@ -115,10 +145,11 @@ def measure(
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{run_id} stuck: {state.status}")
                 time.sleep(0.5)
-            out += advances(state, stack)
+            out += advances(state, stack, created_by)
         assert stack.log_sink is not None
         sent = stack.log_sink.sent
         bus.close()
+    logging.getLogger("cave_pipeline").removeHandler(created_by)
     return out, sent
 
 
@@ -152,13 +183,18 @@ def main() -> None:
             )
             by_size = {
                 str(size): {
-                    **summary([s for n, s, _ in samples if n == size]),
+                    **summary([s for n, s, _, _ in samples if n == size]),
                     # last pod finished -> Job Complete: the Job controller's own part
                     "job_controller_median_s": statistics.median(
-                        j for n, _, j in samples if n == size
+                        j for n, _, j, _ in samples if n == size
                     ),
+                    # whose reconcile created the next Job, and how fast each was
+                    "by_trigger": {
+                        t: summary([s for n, s, _, tt in samples if n == size and tt == t])
+                        for t in sorted({tt for n, _, _, tt in samples if n == size})
+                    },
                 }
-                for size in sorted({n for n, _, _ in samples}, reverse=True)
+                for size in sorted({n for n, _, _, _ in samples}, reverse=True)
             }
             results[design] = {"by_pods": by_size, "events_published": sent}
     print(f"advance latency: lower layer's Job complete -> next Job created; tick {args.tick}s,")
@@ -174,6 +210,9 @@ def main() -> None:
                 f"{design:<8}{pods:>6}{s['n']:>4}{s['median_s']:>10}{s['p95_s']:>8}"
                 f"{s['max_s']:>8}{s['job_controller_median_s']:>11}{r['events_published']:>9}"
             )
+            for trigger, t in s["by_trigger"].items():
+                print(f"{'':<8}{'':>6}{t['n']:>4}{t['median_s']:>10}{t['p95_s']:>8}"
+                      f"{t['max_s']:>8}  created by a {trigger} reconcile")  # fmt: skip
     big = str(GRID**3)
     final = results.get("after") or next(iter(results.values()))
     line = {

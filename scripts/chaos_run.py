@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,7 +38,6 @@ from shared.chaos.chaos_audit import (
 )
 from shared.config.config import PipelineConfig
 from shared.jobs.layer_spec import layer_spec
-from shared.model import intervals
 from shared.model.chunk_keys import chunk_id_from_row_key
 from shared.model.layers import chunk_coord, chunk_id, segment_bits
 from shared.model.state import RunState, layer_key
@@ -45,6 +45,7 @@ from shared.operate import operator_actions as ops
 
 log = logging.getLogger("cave_pipeline.chaos")
 
+OBSERVE_EVERY_S = 2.0  # the workers' attempt records are read at most this often
 CHAOS_LOCK_EXPIRY_S = 12.0  # so a worker cut off from Bigtable costs seconds, not minutes
 # A hung pod (pod_hung) is replaced after this long without progress, not the half hour of
 # production: above the lock expiry, so a pod waiting out a held claim is not taken for hung.
@@ -91,8 +92,9 @@ class ChaosSession:
     audit_basis: dict[str, str] = field(default_factory=dict)
     _saved_env: str | None = None
     _resubmitted_at: dict[str, datetime] = field(default_factory=dict)
-    _totals: dict[str, int] = field(default_factory=dict)  # layer key -> its Job's indexes
-    _progress: float = 0.0  # the build's share done at the last poll (observe)
+    _totals: dict[str, int] = field(default_factory=dict)  # layer key -> its chunks
+    _progress: float = 0.0  # the build's share of chunks begun at the last observe
+    _observed_at: float = float("-inf")  # monotonic time of the last observe
 
     def begin(self, stack: Any, store: Any, services: Any, graph: Any = None) -> None:
         """The stack is up: point the workers at the mailbox and start injecting."""
@@ -131,21 +133,26 @@ class ChaosSession:
         return progress
 
     def observe(self, run: RunState) -> None:
-        """The build's share begun (its Job indexes done, failed or with a pod), which paces
-        the faults."""
-        if self.cfg is None:
+        """The build's share of chunks begun, which paces the faults: from the workers'
+        attempt records (distinct chunks with a `begun` record; a layer that succeeded counts
+        whole). Chunks, not Job indexes: an index holds a batch of chunks, and all of a layer's
+        indexes begin at once. Begun, not done: worker faults strike chunks as they begin."""
+        if self.cfg is None or time.monotonic() - self._observed_at < OBSERVE_EVERY_S:
             return
-        done: dict[str, int] = {}
+        self._observed_at = time.monotonic()
         for ls in run.ordered_layers():
             if ls.key not in self._totals:
-                self._totals[ls.key] = layer_spec(self.cfg, ls.stage, ls.layer).completions
-            finished = ls.phase == "succeeded" or ls.done_before
-            # Begun, not done: worker faults strike chunks as they begin, and done lags begun
-            # by a chunk's time (a fault waiting for 70 % done would find nothing left to begin).
-            p = ls.progress
-            begun = intervals.count(p.completed_indexes) + intervals.count(p.failed_indexes)
-            done[ls.key] = self._totals[ls.key] if finished else begun + p.active
-        self._progress = cp.build_progress(done, self._totals)
+                self._totals[ls.key] = layer_spec(self.cfg, ls.stage, ls.layer).chunks
+        begun: dict[str, set[int]] = {}
+        for r in mb.audit_records(self.root):
+            if r.get("event") == "begun":
+                key = layer_key(str(r["stage"]), int(r["layer"]))
+                begun.setdefault(key, set()).add(int(r["chunk_id"]))
+        counts = {key: len(ids) for key, ids in begun.items()}
+        for ls in run.ordered_layers():
+            if ls.phase == "succeeded" or ls.done_before:
+                counts[ls.key] = self._totals[ls.key]
+        self._progress = cp.build_progress(counts, self._totals)
 
     def on_failed(self, run: RunState) -> bool:
         """A layer failed: once its alert is out, re-submit it as an operator would (the

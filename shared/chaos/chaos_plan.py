@@ -14,7 +14,7 @@ jittered within its slot by the seed.
 
 The injector arms a fault when `is_due` says so: its offset has passed *and* the run is as
 far along as the baseline was then (so a run slowed by earlier faults is not hit faster than
-it moves; progress counts the Job indexes begun), one worker fault waits for a worker at a
+it moves; progress counts the chunks begun), one worker fault waits for a worker at a
 time, and the API server is up at least as long as it was down between two outages.
 Pure module.
 """
@@ -102,7 +102,7 @@ class Pace:
     """What the injector knows of the run when it asks whether a fault is due."""
 
     elapsed_s: float  # since the injector started
-    progress: float  # share of the build's Job indexes begun, 0..1 (1.0: not watched)
+    progress: float  # share of the build's chunks begun, 0..1 (1.0: not watched)
     worker_fault_waiting: bool  # a worker fault is armed and no worker has taken it yet
     since_outage_s: float | None = None  # since the last API outage began; None: none yet
 
@@ -121,8 +121,8 @@ def is_due(fault: Fault, expected_wall_s: float, pace: Pace) -> bool:
 
 
 def build_progress(begun: dict[str, int], totals: dict[str, int]) -> float:
-    """The share of the build's Job indexes begun (done, failed or with a pod): `begun` and
-    `totals` by layer key (a count above its total counts as the total; no total: 0)."""
+    """The share of the build's chunks begun: `begun` and `totals` by layer key (a count
+    above its total counts as the total; no total: 0)."""
     whole = sum(totals.values())
     if whole <= 0:
         return 0.0
