@@ -11,6 +11,7 @@ per use (docs/ports-and-wiring.md).
   `scripts.cluster_access.read_cluster`, a `ClusterReader`, never a `JobWriter`).
 - `scripts/approve.py`: `approval_store`, the runs role only.
 - `pipeline rates update`: `price_catalog`, the Cloud Billing Catalog API.
+- `pipeline start`'s CAVE registration: `cave_auth`, sticky_auth.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # loaded by the entries that build them (approve.py needs onl
     from adapters.google.pubsub_bus import PubSubBus
     from shared.control.controller import Controller
     from shared.ports.bigtable_monitor import BigtableMonitor
+    from shared.ports.cave_auth import CaveAuth
     from shared.ports.pod_usage import PodUsageReader
     from shared.ports.price_catalog import PriceCatalog
     from shared.reconcile.hung_pods import DoneMarkerTimes
@@ -149,6 +151,15 @@ def price_catalog(api_key: str = "", root: str = "") -> PriceCatalog:
 
     session, _, _ = default_sessions()
     return BillingCatalog(session)
+
+
+def cave_auth() -> CaveAuth:
+    """`pipeline start`'s CAVE registration: sticky_auth over a `requests` session."""
+    import requests
+
+    from adapters.cave.sticky_auth import StickyAuth
+
+    return StickyAuth(requests.Session())
 
 
 def cli_store(project: str) -> FirestoreRunStore:
