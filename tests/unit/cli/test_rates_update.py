@@ -149,3 +149,13 @@ def test_a_refused_page_is_an_error_naming_the_page(catalog, folder):
     assert result.exit_code == 3
     assert "(page 2): HTTP 404" in result.output
     assert _table(folder) == old
+
+
+def test_update_without_regions_refreshes_the_configs_region(catalog, folder):
+    demo = ROOT / "examples" / "demo" / "pipeline.yml"  # region us-east1
+    args = ["rates", "update", "--folder", str(folder), "--endpoint", catalog.root, "-c", str(demo)]
+    result = CliRunner().invoke(main, [*args, "--api-key", "k3y"])
+    assert result.exit_code == 0, result.output
+    assert "3 rows refreshed (2 changed) for us-east1" in result.output
+    source = json.loads((folder / "data" / "autopilot-rates.source.json").read_text())
+    assert source["regions"] == ["us-east1"]
