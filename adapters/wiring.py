@@ -10,6 +10,8 @@ per use (docs/ports-and-wiring.md).
 - The operator CLI: `cli_store` and `cli_bus` (the CLI reads the cluster through
   `scripts.cluster_access.read_cluster`, a `ClusterReader`, never a `JobWriter`).
 - `scripts/approve.py`: `approval_store`, the runs role only.
+- `pipeline rates update`: `price_catalog`, the Cloud Billing Catalog API.
+- `pipeline start`'s CAVE registration: `cave_auth`, sticky_auth.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ if TYPE_CHECKING:  # loaded by the entries that build them (approve.py needs onl
     from adapters.google.pubsub_bus import PubSubBus
     from shared.control.controller import Controller
     from shared.ports.bigtable_monitor import BigtableMonitor
+    from shared.ports.cave_auth import CaveAuth
     from shared.ports.pod_usage import PodUsageReader
+    from shared.ports.price_catalog import PriceCatalog
     from shared.reconcile.hung_pods import DoneMarkerTimes
 
 # The default ledger read of a completed layer's check: the graph table's done markers.
@@ -131,6 +135,31 @@ def in_process_functions(
     finally:
         with _lock:
             (_cluster, _done_markers, _bigtable_monitor, _pod_usage), _controller = saved, None
+
+
+def price_catalog(api_key: str = "", root: str = "") -> PriceCatalog:
+    """`pipeline rates update`'s catalog: the Cloud Billing Catalog API with an API key when
+    one is given (a plain session), else Application Default Credentials; `root` another
+    endpoint (a test's server)."""
+    from adapters.google.billing_catalog import ROOT, BillingCatalog
+
+    if api_key or root:
+        import requests
+
+        return BillingCatalog(requests.Session(), root or ROOT, api_key)
+    from adapters.doctor.rest import default_sessions
+
+    session, _, _ = default_sessions()
+    return BillingCatalog(session)
+
+
+def cave_auth() -> CaveAuth:
+    """`pipeline start`'s CAVE registration: sticky_auth over a `requests` session."""
+    import requests
+
+    from adapters.cave.sticky_auth import StickyAuth
+
+    return StickyAuth(requests.Session())
 
 
 def cli_store(project: str) -> FirestoreRunStore:

@@ -20,6 +20,7 @@ from shared.config.config import ConfigError, ConfigSourceUnreachable
 from shared.doctor.verdicts import PreflightFailedError
 from shared.operate.operator_actions import ActionError
 from shared.ports.cluster import ClusterError, ClusterUnreachableError
+from shared.ports.price_catalog import CatalogUnavailableError
 from shared.ports.run_store import StaleStateError
 
 ERROR_PREFIX = "error: "
@@ -90,7 +91,11 @@ RULES: tuple[ExitRule, ...] = (
     ExitRule("signal", 128, (Terminated,), lead="stopped by ", plus_signal=True),
     ExitRule("interrupted", 130, (KeyboardInterrupt,), lead="interrupted"),
     # their messages say what to do
-    ExitRule("unreachable", 3, (ConfigSourceUnreachable, EmulatorUnreachableError)),
+    ExitRule(
+        "unreachable",
+        3,
+        (ConfigSourceUnreachable, EmulatorUnreachableError, CatalogUnavailableError),
+    ),
     ExitRule("unreachable", 3, UNREACHABLE, lead="cannot reach a service: ", then=LOCAL_HINT),
     ExitRule("unreachable", 3, NO_CREDENTIALS, lead="no Google credentials: ", then=LOGIN_HINT),
     ExitRule("bad input", 2, BAD_INPUT),

@@ -32,6 +32,7 @@ locals {
     "layer_stalled"            = "notify"
     "canary_failed"            = "notify"
     "claim_lost"               = "notify"
+    "cave_registration_failed" = "notify"
     "approval_needed"          = "inform"
     "run_finished"             = "inform"
   }

@@ -16,6 +16,7 @@ their kubeconfig.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -46,7 +47,14 @@ from adapters.gke.wire import (
     sort_events,
 )
 from shared.model.job_generation import controller_uid, events_of_generation, pod_selector
-from shared.ports.cluster import ClusterError, ClusterUnreachableError, JobStatus, PodInfo, PodUsage
+from shared.ports.cluster import (
+    ClusterError,
+    ClusterUnreachableError,
+    JobStatus,
+    PodInfo,
+    PodUsage,
+    ResizeOutcome,
+)
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 NODE_EVENTS_NAMESPACE = "default"  # where events about Nodes are recorded
@@ -55,6 +63,8 @@ NODE_OOM_REASON = "OOMKilling"
 PAGE = 500  # list page size: a big layer's Job keeps many thousands of finished pods
 ENV_ENDPOINT = "PIPELINE_GKE_ENDPOINT"
 ENV_NAMESPACE, ENV_CONTEXT = "PIPELINE_NAMESPACE", "PIPELINE_KUBE_CONTEXT"
+log = logging.getLogger("cave_pipeline.gke")
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"  # the client would pick json-patch for a dict
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
@@ -265,6 +275,26 @@ class GkeCluster:
         with self._call(f"delete pod {name}", ignore=(404,)):
             # No grace override: the pod's own terminationGracePeriodSeconds applies.
             self.core.delete_namespaced_pod(name, self.namespace, **self._opts)
+
+    def resize_pod(
+        self, name: str, container: str, resources: dict[str, dict[str, str]]
+    ) -> ResizeOutcome:
+        body = {"spec": {"containers": [{"name": container, "resources": resources}]}}
+        try:
+            # Strategic merge: containers merge by name, so only this one's resources change.
+            self.core.patch_namespaced_pod_resize(
+                name, self.namespace, body, _content_type=STRATEGIC_PATCH, **self._opts
+            )
+        except ApiException as e:
+            if e.status in (404, 422):  # no subresource (before 1.33), or not resizable so
+                log.info("pod %s: in-place resize refused (HTTP %s)", name, e.status)
+                return ResizeOutcome.UNSUPPORTED
+            with self._call(f"resize pod {name}"):
+                raise
+        except Exception:
+            with self._call(f"resize pod {name}"):
+                raise
+        return ResizeOutcome.RESIZED
 
     def pod_log_updated(self, pod_name: str) -> datetime | None:
         # The kubelet prefixes each line with its RFC 3339 time when asked (`timestamps`),

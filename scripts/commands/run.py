@@ -10,6 +10,7 @@ import click
 from rich.console import RenderableType
 
 from scripts import cluster_access
+from scripts.cave_register import register_with_cave
 from scripts.layer_target import run_config
 from scripts.options import (
     CANARY_OPTION,
@@ -32,6 +33,7 @@ from shared.jobs.render_check import validate_config_renders
 from shared.model.state import RUN_ENDED, RunState
 from shared.operate import operator_actions as ops
 from shared.operate import start_from
+from shared.operate.cave_registration import Outcome, failure_alert
 from shared.ports.cluster import ClusterError, ClusterReader
 from shared.ports.graph_table import GraphTable
 from shared.reconcile.build_plan import new_run
@@ -101,7 +103,18 @@ def start_run(
             missing, total = _not_done(cfg, stage, first - 1)
             start_from.check_layer_done(stage, first - 1, total, missing)
         start_from.skip_below(run, stage, first, operator_name(), _now(), verified=verified)
+    cave = register_with_cave(cfg)  # best effort: a failure is a warning and an alert
     services.store.create_run(run)
+    if cave is not None:
+        result, line, reg = cave
+        if result is Outcome.FAILED:
+            # Committed before the kick, so nothing else writes the run yet; the controller
+            # publishes it with the run's other alerts.
+            alert = failure_alert(run.run_id, run.graph_id, line, reg, _now())
+            services.store.commit(run, run, alerts=[alert])
+            click.echo(f"warning: {line}; {alert['fix']}", err=True)
+        else:
+            click.echo(line)
     services.kick(run.run_id, "start", operator_name())
     return run
 

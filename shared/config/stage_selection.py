@@ -125,6 +125,29 @@ def _l2cache_setup_args(cfg: PipelineConfig) -> list[str]:
         raise SetupConfigError(
             "dataset l2cache_config: cave_host, cave_dataset and cave_service go together"
         )
-    if all(cave):  # registers the graph with CAVE auth so its graphene volume is readable
+    if all(cave) and not _registered_by_cave_config(cfg, *map(str, cave)):
+        # registers the graph with CAVE auth so its graphene volume is readable
         args += ["--cave-host", cave[0], "--cave-dataset", cave[1], "--cave-service", cave[2]]
     return args
+
+
+def _registered_by_cave_config(cfg: PipelineConfig, host: str, dataset: str, service: str) -> bool:
+    """Whether the dataset's `cave_config` registers the mapping the L2 cache setup would
+    (same host and service; the table is the graph in both). Then the setup is not asked to:
+    middle_auth keeps one mapping per (service, table) and answers a second POST 422, on which
+    PCGL2Cache's setup raises, failing the stage (docs/setup-passes.md#cave-registration). The
+    same mapping to another dataset can never be made twice: refused."""
+    cc = cfg.ds.cave_config or {}
+    if not cc.get("host") or not cc.get("dataset"):
+        return False
+    same_host = str(cc["host"]).rstrip("/") == host.rstrip("/")
+    if not same_host or str(cc.get("service") or "pychunkedgraph") != service:
+        return False
+    if str(cc["dataset"]) != dataset:
+        raise SetupConfigError(
+            f"dataset cave_config.dataset {cc['dataset']!r} and l2cache_config.cave_dataset "
+            f"{dataset!r} map graph {cfg.graph_id} under service {service} to two datasets; "
+            "CAVE keeps one mapping per table: make them agree (or drop l2cache_config's "
+            "cave_* keys, cave_config registers the graph)"
+        )
+    return True

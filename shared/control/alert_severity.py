@@ -35,7 +35,8 @@ class UnknownAlertKindError(KeyError):
 # shared.control.dead_letters). The issue fixes the named ones; the others are decided here:
 # a failed canary lets the layer go on as configured and a lost claim is redone
 # automatically, so both are morning news, not a page; root_check_failed (the built graph
-# failed its own tests) pages, as a failed layer does.
+# failed its own tests) pages, as a failed layer does; a failed CAVE registration never stops
+# the build (it is done by hand), so it is morning news.
 SEVERITIES: dict[str, Severity] = {
     "layer_failed": Severity.PAGE,
     "setup_failed": Severity.PAGE,
@@ -51,6 +52,7 @@ SEVERITIES: dict[str, Severity] = {
     "layer_stalled": Severity.NOTIFY,
     "canary_failed": Severity.NOTIFY,
     "claim_lost": Severity.NOTIFY,
+    "cave_registration_failed": Severity.NOTIFY,
     "approval_needed": Severity.INFORM,
     "run_finished": Severity.INFORM,
 }
@@ -83,6 +85,7 @@ DEFAULT_FIXES: dict[str, str] = {
     "layer_stalled": "pipeline pods {run} {stage} {layer}",
     "canary_failed": "pipeline inspect {run} {stage} {layer}",
     "claim_lost": "pipeline inspect {run} {stage} {layer}",
+    "cave_registration_failed": "pipeline alerts {run}",
     "approval_needed": "pipeline approve {run} {stage} {layer}",
     "run_finished": "pipeline report {run}",
 }
@@ -176,6 +179,7 @@ _DETAIL: dict[str, str] = {
     "layer_stalled": "no index completed for {no_progress_s} s",
     "canary_failed": "{reason}",
     "claim_lost": "{chunk_count} chunk claims lost (redone)",
+    "cave_registration_failed": "{reason} (the build goes on)",
     "approval_needed": "the layer waits for `pipeline approve`",
     "run_finished": "{status}",
 }

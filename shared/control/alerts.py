@@ -39,6 +39,8 @@ and `at` (ISO time of the decision), plus the kind's details:
   lost or could not be renewed (the fencing path: nothing marked done, the chunk redone).
   Committed as a check (`candidates`: the pods newly failed transient) and completed from
   their logs when published; a check whose pods logged no lost claim is dropped unsent
+- `cave_registration_failed` (run-wide, committed by `pipeline start`:
+  shared.operate.cave_registration): `reason`, `url`, `fix` (the command that registers by hand)
 
 A batch's chunks are computed here (`shared.jobs.layer_spec`); its `log_tail` is empty in the
 committed body and filled by the controller when it publishes, best effort (the last

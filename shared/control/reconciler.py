@@ -30,7 +30,7 @@ from shared.jobs.manifest import for_create
 from shared.model.state import SETUP_LAYER, layer_key
 from shared.money.controller_usage import ControllerUsage, reconcile_usage
 from shared.money.pricing import RateRow
-from shared.ports.cluster import Cluster, ManifestRejectedError
+from shared.ports.cluster import Cluster, ManifestRejectedError, ResizeOutcome
 from shared.ports.run_store import RunStore, StaleStateError
 from shared.reconcile.build_plan import plan_for
 from shared.reconcile.decide import decide, reject
@@ -43,6 +43,7 @@ from shared.reconcile.decision import (
     DeletePod,
     PatchJob,
     Plan,
+    ResizePod,
 )
 from shared.reconcile.ownership import stamped
 
@@ -214,6 +215,20 @@ class Reconciler:
             elif isinstance(action, DeletePod):
                 _log("WARNING", "hung pod deleted", job=action.job_name, pod=action.pod_name)
                 self.cluster.delete_pod(action.pod_name)
+            elif isinstance(action, ResizePod):
+                outcome = self.cluster.resize_pod(
+                    action.pod_name, action.container, action.resources
+                )
+                resized = outcome is ResizeOutcome.RESIZED
+                _log(
+                    "INFO",
+                    "pod resized in place" if resized else "pod resize unsupported",
+                    run=state.run_id,
+                    job=action.job_name,
+                    pod=action.pod_name,
+                    requests=action.resources.get("requests", {}),
+                    then="" if resized else "the layer's next attempt gets the new requests",
+                )
             elif isinstance(action, PatchJob):
                 self.cluster.patch_job(
                     action.job_name, parallelism=action.parallelism, suspend=action.suspend

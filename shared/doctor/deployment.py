@@ -70,6 +70,7 @@ class RoleRule:
 CONTROLLER_ROLE: tuple[RoleRule, ...] = (
     RoleRule("batch", ("jobs",), ("create", "get", "list", "patch", "delete")),
     RoleRule("", ("pods", "pods/log", "events"), ("get", "list")),
+    RoleRule("", ("pods/resize",), ("patch",)),  # apply's in-place resize (1.33+)
     RoleRule("", ("configmaps",), ("create", "update")),
 )
 # The same manifest's Role in `default`, where events about Nodes are recorded: the nodes'

@@ -49,6 +49,11 @@ class JobAttempt:
     # runs (deleted first when the operator asked), so two attempts never overlap.
     retire_job: str = ""
     retire_delete: bool = False
+    # `pipeline apply`'s new requests given to this attempt's running pods in place
+    # (shared.reconcile.resize): the target (0: none) and the pods asked for it, each once.
+    resize_cpu: float = 0.0
+    resize_memory_gib: float = 0.0
+    resize_asked: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -208,6 +213,9 @@ _FLAT_KEYS: tuple[tuple[str, str | None, str], ...] = (
     ("canary_phase", "canary", "phase"),
     ("canary_job", "canary", "job"),
     ("canary", "canary", "record"),
+    ("resize_cpu", "job", "resize_cpu"),
+    ("resize_memory_gib", "job", "resize_memory_gib"),
+    ("resize_asked", "job", "resize_asked"),
 )
 
 

@@ -18,6 +18,10 @@ from importlib import resources
 
 from shared.jobs.autopilot import GENERAL_PURPOSE, normalize_class
 
+# The table and the record of its last refresh (`pipeline rates update` writes both).
+RATES_FILE = "data/autopilot-rates.csv"
+RATES_SOURCE_FILE = "data/autopilot-rates.source.json"
+
 _COLUMNS = (
     "region",
     "compute_class",
@@ -75,8 +79,14 @@ def parse_rates(text: str) -> tuple[RateRow, ...]:
 @lru_cache(maxsize=1)
 def load_rates() -> tuple[RateRow, ...]:
     """The packaged Autopilot rate table (the one I/O of this module; read once)."""
-    text = resources.files("shared").joinpath("data/autopilot-rates.csv").read_text("utf-8")
+    text = resources.files("shared").joinpath(RATES_FILE).read_text("utf-8")
     return parse_rates(text)
+
+
+def load_rate_source_text() -> str:
+    """The packaged record of where the rate table came from (its sidecar JSON;
+    `shared.money.rate_catalog.parse_source` reads it)."""
+    return resources.files("shared").joinpath(RATES_SOURCE_FILE).read_text("utf-8")
 
 
 def rate_for(rates: Iterable[RateRow], region: str, compute_class: str, spot: bool = True) -> Rate:

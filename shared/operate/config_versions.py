@@ -5,9 +5,10 @@ The controller decides every reconcile from the config stored on the run (`run.c
 `run.dataset`), so replacing it is the whole of applying it: the ramp and the controller
 settings act on the next reconcile; everything a pod template holds (resources, images,
 env, commands, retries) goes into the Jobs created from then on, which for a layer already
-running means its next attempt (a Job's pod template is immutable). Keys that decide which
-chunks each pod builds, or what a chunk is, would make finished work disagree with the rest
-of the graph: they are refused unless forced.
+running means its next attempt (a Job's pod template is immutable); the requests also reach
+its running pods in place where the cluster resizes pods (shared.reconcile.resize). Keys that
+decide which chunks each pod builds, or what a chunk is, would make finished work disagree
+with the rest of the graph: they are refused unless forced.
 """
 
 from __future__ import annotations
@@ -40,12 +41,19 @@ _AT_ONCE = (
     r"config\.controller\..*",
 )
 _NO_EFFECT = (r"config\.start_layers\..*", r"config\.dataset")
+# The requests: given to running pods in place where the cluster resizes pods
+# (shared.reconcile.resize), else as any other pod-template change.
+_IN_PLACE = (r"config\.job\.(workloads\.[^.]+\.)?resources\..*",)
 # Read once by the meshing setup into the graph (shared.operate.mesh_settings).
 _MESH_SETUP = (r"dataset\.mesh_config(\..+)?",)
 AT_ONCE = "at once (next reconcile)"
 NEXT_ATTEMPT = "new Jobs; running layers on their next attempt (`pipeline submit` after a failure)"
 NO_EFFECT = "no effect on a started run"
 REFUSED = "invalidates finished work"
+IN_PLACE = (
+    "running pods resized in place where the cluster can (Kubernetes 1.33+), else on their "
+    "layer's next attempt; new Jobs"
+)
 AT_MESH_SETUP = "when the meshing setup runs (it writes them into the graph); refused after it ran"
 
 
@@ -58,7 +66,7 @@ class Change:
     key: str  # dotted: config.job.ramp.max, dataset.data_source.size
     old: Any
     new: Any
-    when: str  # AT_ONCE, NEXT_ATTEMPT, NO_EFFECT or REFUSED
+    when: str  # AT_ONCE, IN_PLACE, NEXT_ATTEMPT, NO_EFFECT or REFUSED
 
     def to_doc(self) -> dict[str, Any]:
         return {
@@ -104,6 +112,7 @@ def _when(key: str) -> str:
         (_MESH_SETUP, AT_MESH_SETUP),
         (_AT_ONCE, AT_ONCE),
         (_NO_EFFECT, NO_EFFECT),
+        (_IN_PLACE, IN_PLACE),
     ):
         if any(re.fullmatch(p, key) for p in patterns):
             return when

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any, Protocol
 
 
@@ -175,6 +176,20 @@ class JobWriter(Protocol):
     def delete_pod(self, name: str) -> None:
         """Delete one pod (graceful: SIGTERM, SIGKILL after its grace period); missing is
         fine. Its Job counts it as a failed attempt of its index and retries the index."""
+
+    def resize_pod(
+        self, name: str, container: str, resources: dict[str, dict[str, str]]
+    ) -> ResizeOutcome:
+        """Resize a running pod's container in place to `resources` (its whole `resources`
+        block) through the pod `resize` subresource (Kubernetes 1.33+); UNSUPPORTED where
+        the cluster answers 422 or has no such subresource (404)."""
+
+
+class ResizeOutcome(Enum):
+    """What the cluster made of an in-place resize of a pod (docs/cli.md#steering-a-build)."""
+
+    RESIZED = "resized"  # accepted: the pod's requests are the new ones (the kubelet actuates)
+    UNSUPPORTED = "unsupported"  # 422 (not resizable so) or 404 (no `resize` subresource)
 
 
 class Cluster(ClusterReader, JobWriter, Protocol):

@@ -52,6 +52,7 @@ from shared.reconcile.pod_accounting import (
     note_earlier_usage,
     record_pods,
 )
+from shared.reconcile.resize import resize_step
 from shared.reconcile.root_check import ALERT_KIND as ROOT_CHECK_FAILED
 from shared.reconcile.root_check import root_check_details
 from shared.reconcile.setup_step import fail_setup, setup_step
@@ -272,6 +273,8 @@ def decide(
                     out.append(Alert(EVICTED_REPEATEDLY, ls.stage, ls.layer, evicted))
                 note_chunk_times(ls, records[ls.key], lp.batch_chunks)
                 _hung_pods(ls, seen, out)
+                if state.status == "running":
+                    resize_step(ls, lp, pods[ls.job.name], out)
             _running_layer(
                 state,
                 ls,

@@ -146,6 +146,17 @@ class DeletePod:
 
 
 @dataclass(frozen=True)
+class ResizePod:
+    """Resize a running pod's container in place to `resources` (its whole `resources`
+    block, as the layer's Job would render it now; shared.reconcile.resize)."""
+
+    job_name: str
+    pod_name: str
+    container: str
+    resources: dict[str, dict[str, str]] = field(compare=False)
+
+
+@dataclass(frozen=True)
 class ApplyConfigMap:
     """Create or replace the ConfigMap the Job `job_name` mounts (a setup pass's dataset
     file): emitted just before that Job's creation, dropped with it if it is refused."""
@@ -164,7 +175,7 @@ class Alert:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-Action = CreateJob | PatchJob | DeleteJob | DeletePod | ApplyConfigMap | Alert
+Action = CreateJob | PatchJob | DeleteJob | DeletePod | ResizePod | ApplyConfigMap | Alert
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from shared.ports.cluster import JobStatus, ManifestRejectedError, PodInfo
+from shared.ports.cluster import JobStatus, ManifestRejectedError, PodInfo, ResizeOutcome
 
 
 class RecordingCluster:
@@ -65,6 +65,14 @@ class RecordingCluster:
                 parallelism=job.parallelism if parallelism is None else parallelism,
                 suspended=job.suspended if suspend is None else suspend,
             )
+
+    def resize_pod(
+        self, name: str, container: str, resources: dict[str, dict[str, str]]
+    ) -> ResizeOutcome:
+        """Recorded; `resize_answer` (default RESIZED) is what the cluster says."""
+        with self._lock:
+            self.resizes = [*getattr(self, "resizes", []), (name, container, resources)]
+        return getattr(self, "resize_answer", ResizeOutcome.RESIZED)
 
     def finish(self, name: str, **status: Any) -> None:
         """Test hook: make the Job look finished (or anything else) to the controller."""

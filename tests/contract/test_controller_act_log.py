@@ -59,3 +59,25 @@ def _decision_creating(store, cluster, job):
     state = store.load_run("r1")
     ls = state.layers["ingest-L2"]
     return Decision(state=state, actions=[CreateJob("ingest", 2, job, ls.job.parallelism)], at=NOW)
+
+
+def test_a_resize_is_sent_to_the_cluster_and_its_outcome_logged(store, run, caplog):
+    """A ResizePod goes to the cluster's resize_pod; a refused one is logged as unsupported,
+    with what happens instead (docs/cli.md#steering-a-build)."""
+    from shared.ports.cluster import ResizeOutcome
+    from shared.reconcile.decision import Decision, ResizePod
+
+    caplog.set_level(logging.INFO, logger="cave_pipeline.controller")
+    cluster = RecordingCluster()
+    act = Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconciler.act
+    new = {"requests": {"cpu": "2", "memory": "4Gi"}}
+    state = store.load_run("r1")
+    act(Decision(state, [ResizePod("j", "p-a", "worker", new)], NOW), {})
+    cluster.resize_answer = ResizeOutcome.UNSUPPORTED
+    act(Decision(state, [ResizePod("j", "p-b", "worker", new)], NOW), {})
+    assert cluster.resizes == [("p-a", "worker", new), ("p-b", "worker", new)]
+    logged = [(r["message"], r["pod"], r["then"]) for r in _records(caplog) if "pod" in r]
+    assert logged == [
+        ("pod resized in place", "p-a", ""),
+        ("pod resize unsupported", "p-b", "the layer's next attempt gets the new requests"),
+    ]

@@ -97,6 +97,9 @@ class _Pod:
     terminating: bool = False
     evicted: str = ""  # the eviction message, once evicted
     next_try: float = 0.0  # volumes not ready: retry after this
+    # The container's `resources` last reported as actuated (an in-place resize changes the
+    # spec's: the kubelet then actuates and reports the new ones).
+    reported_resources: dict[str, Any] | None = None
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -435,17 +438,24 @@ class ProcessKubelet:
                 pod.terminating = True
                 pod.container.terminate(float(30 if grace is None else grace))
             code = pod.container.poll()
-            if not pod.running_written and pod.container.started is not None and code is None:
-                self._patch_status(
-                    pod,
-                    pod_status.running(
-                        self._container_name(pod),
-                        self._image(pod),
-                        getattr(pod.container.proc, "pid", None),
-                        pod.container.started,
-                    ),
-                )
-                pod.running_written = True
+            resources = self._resources(pod)
+            resized = pod.running_written and resources != pod.reported_resources
+            if (not pod.running_written or resized) and pod.container.started is not None:
+                if code is None:
+                    if resized and hasattr(pod.container, "pod"):
+                        pod.container.pod = pod.obj  # actuate: its memory limit is the new one
+                    self._patch_status(
+                        pod,
+                        pod_status.running(
+                            self._container_name(pod),
+                            self._image(pod),
+                            getattr(pod.container.proc, "pid", None),
+                            pod.container.started,
+                            resources,
+                            pod.meta.get("generation"),
+                        ),
+                    )
+                    pod.running_written, pod.reported_resources = True, resources
             if code is not None:
                 self._finish(pod, code)
         if pod.terminal_written and deleting and not pod.deleted:
@@ -457,6 +467,9 @@ class ProcessKubelet:
                 ok=(404, 409),
             )
             pod.deleted = True
+
+    def _resources(self, pod: _Pod) -> dict[str, Any]:
+        return ((pod.obj["spec"].get("containers") or [{}])[0]).get("resources") or {}
 
     def _container_name(self, pod: _Pod) -> str:
         return ((pod.obj["spec"].get("containers") or [{}])[0]).get("name", "main")

@@ -31,8 +31,29 @@ def _condition(kind: str, status: bool, now: datetime, reason: str = "") -> dict
     return out
 
 
-def running(container: str, image: str, pid: int | None, started: datetime) -> dict[str, Any]:
-    """The patch of a pod whose container has started (Running, Ready)."""
+def running(
+    container: str,
+    image: str,
+    pid: int | None,
+    started: datetime,
+    resources: dict[str, Any] | None = None,
+    generation: int | None = None,
+) -> dict[str, Any]:
+    """The patch of a pod whose container has started (Running, Ready). `resources`: the
+    container's `resources` as actuated, reported as the kubelet of 1.33+ does for in-place
+    resize (`containerStatuses[].resources` and `allocatedResources`, the requests), with the
+    pod's `generation` as `observedGeneration` (a resize bumps it)."""
+    patch = _running(container, image, pid, started)
+    if resources is not None:
+        (status,) = patch["status"]["containerStatuses"]
+        status["resources"] = resources
+        status["allocatedResources"] = dict(resources.get("requests") or {})
+    if generation is not None:
+        patch["status"]["observedGeneration"] = generation
+    return patch
+
+
+def _running(container: str, image: str, pid: int | None, started: datetime) -> dict[str, Any]:
     return {
         "status": {
             "phase": "Running",

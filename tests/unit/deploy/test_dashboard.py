@@ -5,16 +5,15 @@ and extractors against the controller's captured log lines (tests/fixtures/...).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.builders.captured_logs import captured_entries
+from tests.builders.discovery import discovery_document, schema_problems
 from tests.builders.logging_query import matches
 from tests.builders.terraform_hcl import TERRAFORM, local, one, rendered, resources
 
@@ -26,67 +25,7 @@ USER = "logging.googleapis.com/user/"
 def discovery() -> dict[str, Any]:
     """monitoring.v1.json from google-api-python-client (the dev extra), or the file
     CAVE_MONITORING_DISCOVERY names."""
-    named = os.environ.get("CAVE_MONITORING_DISCOVERY")
-    if named:
-        return json.loads(Path(named).read_text())
-    spec = importlib.util.find_spec("googleapiclient")
-    if spec is None or spec.origin is None:
-        pytest.fail(
-            "google-api-python-client is missing: it ships the discovery document the "
-            "dashboard is checked against; install the dev extra (bash scripts/setup.sh)"
-        )
-    path = Path(spec.origin).parent / "discovery_cache" / "documents" / "monitoring.v1.json"
-    return json.loads(path.read_text())
-
-
-def schema_problems(
-    value: Any, schema: dict[str, Any], schemas: dict[str, Any], at: str
-) -> list[str]:
-    """Where `value` leaves `schema`: a key that is no property of its type, a value of the
-    wrong JSON type, a string outside its enum."""
-    if "$ref" in schema:
-        return schema_problems(value, schemas[schema["$ref"]], schemas, at)
-    kind = schema.get("type")
-    if kind == "object":
-        if not isinstance(value, dict):
-            return [f"{at}: an object expected, got {value!r}"]
-        problems: list[str] = []
-        props = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        for key, item in value.items():
-            if props is not None and key in props:
-                problems += schema_problems(item, props[key], schemas, f"{at}.{key}")
-            elif extra is not None:
-                problems += schema_problems(item, extra, schemas, f"{at}.{key}")
-            else:
-                problems.append(f"{at}: {key!r} is not a property of this object")
-        return problems
-    if kind == "array":
-        if not isinstance(value, list):
-            return [f"{at}: an array expected"]
-        return [
-            p
-            for i, v in enumerate(value)
-            for p in schema_problems(v, schema["items"], schemas, f"{at}[{i}]")
-        ]
-    if kind == "string":
-        if not isinstance(value, str):
-            return [f"{at}: a string expected, got {value!r}"]
-        if "enum" in schema and value not in schema["enum"]:
-            return [f"{at}: {value!r} is none of {schema['enum']}"]
-        return []
-    if kind == "integer":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        # int64 fields are JSON strings in Google APIs; int32 ones numbers
-        ok = ok or (schema.get("format") == "int64" and isinstance(value, str) and value.isdigit())
-        return [] if ok else [f"{at}: an integer expected, got {value!r}"]
-    if kind == "number":
-        return [] if isinstance(value, int | float) else [f"{at}: a number expected"]
-    if kind == "boolean":
-        return [] if isinstance(value, bool) else [f"{at}: a boolean expected"]
-    if kind == "any":
-        return []
-    raise AssertionError(f"{at}: schema type {kind!r} unknown to the walker")
+    return discovery_document("monitoring.v1.json", os.environ.get("CAVE_MONITORING_DISCOVERY"))
 
 
 def test_the_dashboard_json_is_a_dashboard_of_the_monitoring_api():

@@ -79,6 +79,9 @@ STORED = {
     "canary_phase": "done",
     "canary_job": "job-ingest-3-0-canary",
     "canary": {"sized": {"cpu": 0.5, "memory_gib": 2.0}},
+    "resize_cpu": 1.0,
+    "resize_memory_gib": 4.0,
+    "resize_asked": ["p1"],
 }
 
 
@@ -155,6 +158,9 @@ WHERE = {
     "canary_phase": "canary.phase",
     "canary_job": "canary.job",
     "canary": "canary.record",
+    "resize_cpu": "job.resize_cpu",
+    "resize_memory_gib": "job.resize_memory_gib",
+    "resize_asked": "job.resize_asked",
 }
 
 

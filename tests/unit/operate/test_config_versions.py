@@ -12,6 +12,7 @@ import pytest
 from shared.config.config_files import load_config
 from shared.operate.config_versions import (
     AT_ONCE,
+    IN_PLACE,
     NEXT_ATTEMPT,
     NO_EFFECT,
     REFUSED,
@@ -49,7 +50,7 @@ def edited(job_changes=None, dataset_changes=None, **top):
         (edited(images={**CFG.images, "ingest": "img:2"}), "config.images.ingest", NEXT_ATTEMPT),
         (edited({"resources": CFG.job.resources.model_copy(
             update={"memory": CFG.job.resources.memory.model_copy(update={"base": 2.0})})}),
-         "config.job.resources.memory.base", NEXT_ATTEMPT),
+         "config.job.resources.memory.base", IN_PLACE),
         (edited({"perm_seed": 7}), "config.job.perm_seed", REFUSED),
         (edited({"batch_size": 7}), "config.job.batch_size", REFUSED),
         (edited(graph_id="other"), "config.graph_id", REFUSED),

@@ -65,10 +65,37 @@ def pcg_cfg(**dataset):
                                         "cave_dataset": "d", "cave_service": "s"}}, False,
          "python -m pcgl2cache.pipeline.l2cache.setup t demo gs://cv --cave-host h "
          "--cave-dataset d --cave-service s"),
+        # cave_config registers the same mapping first: the L2 cache setup is not asked to
+        # again (middle_auth answers a second POST 422, and PCGL2Cache's setup raises on it)
+        ("l2cache", {"l2cache_config": {"table_id": "t", "cv_path": "gs://cv", "cave_host": "h/",
+                                        "cave_dataset": "d", "cave_service": "s"},
+                     "cave_config": {"host": "h", "dataset": "d", "service": "s"}}, False,
+         "python -m pcgl2cache.pipeline.l2cache.setup t demo gs://cv"),
+        # another host or service is another mapping: the setup registers its own
+        ("l2cache", {"l2cache_config": {"table_id": "t", "cv_path": "gs://cv", "cave_host": "h",
+                                        "cave_dataset": "d", "cave_service": "s"},
+                     "cave_config": {"host": "h", "dataset": "d"}}, False,
+         "python -m pcgl2cache.pipeline.l2cache.setup t demo gs://cv --cave-host h "
+         "--cave-dataset d --cave-service s"),
+        ("l2cache", {"l2cache_config": {"table_id": "t", "cv_path": "gs://cv", "cave_host": "h",
+                                        "cave_dataset": "d", "cave_service": "s"},
+                     "cave_config": {"host": "other", "dataset": "d", "service": "s"}}, False,
+         "python -m pcgl2cache.pipeline.l2cache.setup t demo gs://cv --cave-host h "
+         "--cave-dataset d --cave-service s"),
     ],
 )  # fmt: skip
 def test_the_images_setup_commands_are_the_predecessors(stage, dataset, exist_ok, want):
     assert " ".join(setup_command(pcg_cfg(**dataset), stage, exist_ok)) == want
+
+
+def test_two_datasets_for_one_cave_mapping_are_refused_naming_both():
+    cfg = pcg_cfg(
+        l2cache_config={"table_id": "t", "cv_path": "gs://cv", "cave_host": "h",
+                        "cave_dataset": "d2", "cave_service": "pychunkedgraph"},
+        cave_config={"host": "h", "dataset": "d1"},
+    )  # fmt: skip
+    with pytest.raises(SetupConfigError, match="'d1' and l2cache_config.cave_dataset 'd2'"):
+        setup_command(cfg, "l2cache")
 
 
 def test_setup_commands_of_worker_stages_and_overrides():

@@ -1,0 +1,1 @@
+"""CAVE's services (sticky_auth)."""
