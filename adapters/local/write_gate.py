@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shared.ports.cluster import Cluster
+from shared.ports.cluster import Cluster, ResizeOutcome
 
 
 class WriteGate:
@@ -51,3 +51,9 @@ class WriteGate:
     def delete_pod(self, name: str) -> None:
         self._before("delete_pod")
         self._inner.delete_pod(name)
+
+    def resize_pod(
+        self, name: str, container: str, resources: dict[str, dict[str, str]]
+    ) -> ResizeOutcome:
+        self._before("resize_pod")
+        return self._inner.resize_pod(name, container, resources)

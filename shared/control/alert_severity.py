@@ -1,6 +1,6 @@
 """How urgently each alert kind needs a person: one table, read by the controller's alert log
 entry (`alert_log_entry`), mirrored by terraform/alerts.tf (`local.alert_severities`) and
-docs/alerts.md; tests/unit/deploy/test_alert_severities.py holds the three together.
+docs/alerts.md; tests/unit/deploy/test_alert_policies.py holds the three together.
 
 - page: the build is stopped or the controller is failing; someone acts tonight.
 - notify: the build goes on but degraded or costs more; someone looks in the morning.

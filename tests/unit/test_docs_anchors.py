@@ -291,3 +291,102 @@ def test_every_pipeline_command_in_the_docs_exists() -> None:
 )
 def test_uses(code: str, expected: list[tuple[str, list[str]]]) -> None:
     assert list(_uses(code)) == expected
+
+
+# A repository path (`shared/views/wall_parts.py`, `terraform/alerts.tf`) or, in a code span,
+# a dotted module or a name in one (`shared.chaos.chaos_plan`, `shared.chaos.chaos_plan.is_due`).
+ROOMS = "shared|adapters|scripts|worker|functions|demo|bench|tests|terraform|examples"
+REPO_PATH = re.compile(
+    rf"(?<![\w./-])((?:{ROOMS})/[\w/.-]*\w\.(?:py|tf|sh|json|yaml|yml|md|toml))(?![\w.])"
+)
+DOTTED = re.compile(r"`((?:shared|adapters|scripts|worker|demo)(?:\.[A-Za-z_]\w*)+)`")
+PLACEHOLDER = re.compile(r"NAME|\*|<|\{")
+
+
+def _defines(source: Path, name: str) -> bool:
+    """`name` is defined or imported at any level of the module `source`."""
+    text = source.read_text(encoding="utf-8")
+    n = re.escape(name)
+    return bool(
+        re.search(
+            rf"^\s*(?:async\s+def|def|class)\s+{n}\b|^\s*{n}\s*[:=]|^\s*(?:from|import)\s.*\b{n}\b",
+            text,
+            re.M,
+        )
+    )
+
+
+def dotted_problem(root: Path, dotted: str) -> str | None:
+    """Why `dotted` names nothing in the repository (None: it names a module, a package or a
+    name defined in one)."""
+    if (root / dotted).exists():  # a file whose name has dots (`worker.Dockerfile`)
+        return None
+    parts = dotted.split(".")
+    for k in range(len(parts), 0, -1):
+        base = root.joinpath(*parts[:k])
+        source = (
+            base.with_suffix(".py") if base.with_suffix(".py").exists() else base / "__init__.py"
+        )
+        if not (source.exists() or base.is_dir()):
+            continue
+        rest = parts[k:]
+        if not rest or (source.exists() and _defines(source, rest[0])):
+            return None
+        return f"{'.'.join(parts[:k])} defines no {rest[0]}"
+    return f"no module {dotted}"
+
+
+def cited_path_problems(root: Path) -> list[Problem]:
+    """Every repository path and dotted module the code, the docs and the config cite that
+    does not exist."""
+    problems = []
+    for path in scanned_files(root):
+        src = path.relative_to(root).as_posix()
+        if path.resolve() == Path(__file__).resolve():
+            continue  # its examples of broken citations
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for no, line in enumerate(text.splitlines(), 1):
+            for m in REPO_PATH.finditer(line):
+                cited = m.group(1)
+                if not PLACEHOLDER.search(cited) and not (root / cited).exists():
+                    problems.append(Problem(src, no, f"{cited} does not exist"))
+            for m in DOTTED.finditer(line):
+                why = dotted_problem(root, m.group(1))
+                if why is not None:
+                    problems.append(Problem(src, no, f"`{m.group(1)}`: {why}"))
+    return problems
+
+
+def test_every_cited_module_and_path_exists() -> None:
+    problems = cited_path_problems(ROOT)
+    assert not problems, "\n".join(map(str, problems))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("see shared/model/state.py", []),
+        ("see shared/model/gone.py", ["shared/model/gone.py does not exist"]),
+        ("cp terraform/terraform.tfvars.example x", []),  # not terraform/terraform.tf
+        ("`shared.model.state`", []),
+        ("`shared.model.state.RunState`", []),
+        (
+            "`shared.model.state.NoSuch`",
+            ["`shared.model.state.NoSuch`: shared.model.state defines no NoSuch"],
+        ),
+        ("`shared.model.gone`", ["`shared.model.gone`: shared.model defines no gone"]),
+        ("demo.model_copy(update)", []),  # code, not a citation
+    ],
+)
+def test_the_path_checker(tmp_path: Path, text: str, expected: list[str]) -> None:
+    (tmp_path / "shared" / "model").mkdir(parents=True)
+    (tmp_path / "shared" / "__init__.py").write_text("")
+    (tmp_path / "shared" / "model" / "__init__.py").write_text("")
+    (tmp_path / "shared" / "model" / "state.py").write_text("class RunState:\n    pass\n")
+    (tmp_path / "terraform").mkdir()
+    (tmp_path / "terraform" / "terraform.tfvars.example").write_text("")
+    (tmp_path / "docs.md").write_text(text + "\n")
+    assert [p.what for p in cited_path_problems(tmp_path)] == expected
