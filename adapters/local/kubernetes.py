@@ -40,6 +40,7 @@ from adapters.local.kubelet.node import NodeSpec
 from adapters.local.process_groups import free_port
 
 log = logging.getLogger("cave_pipeline.local_kubernetes")
+NODE_RETRY_S = 5.0  # between attempts to delete a lost node (and add its replacement)
 
 __all__ = ["BuildError", "ControlPlaneError", "LocalKubernetes", "default_nodes"]
 
@@ -268,16 +269,29 @@ class LocalKubernetes:
                 log.warning("API outage: %s", e)
 
     def _replace_node(self, name: str) -> None:
+        """Delete a lost node's Node and add a fresh node, as GKE does for a reclaimed Spot
+        VM, retrying every NODE_RETRY_S until both are done or the stack stops: a delete that
+        meets an API outage must not leave the node's pods terminating for good (the
+        controller waits for a retired Job's pods to be gone before it re-creates it)."""
         assert self.admin is not None and self.kubelet is not None
         spec = next(n for n in self.nodes if n.name == name)
-        try:
-            self.admin.request("DELETE", f"/api/v1/nodes/{name}", ok=(404,))
-            self._replacements += 1
-            fresh = dataclasses.replace(spec, name=f"{spec.name}-r{self._replacements}")
-            self.kubelet.add_node(fresh)
-            log.info("node %s deleted; %s takes its place", name, fresh.name)
-        except Exception as e:  # noqa: BLE001 - the stack may be stopping
-            log.warning("replacing node %s: %s", name, e)
+        while not self._stopping.is_set():
+            try:
+                self.admin.request("DELETE", f"/api/v1/nodes/{name}", ok=(404,))
+                break
+            except Exception as e:  # noqa: BLE001 - an API outage: GKE retries too
+                log.warning("deleting lost node %s: %s; retrying in %.0f s", name, e, NODE_RETRY_S)
+                self._stopping.wait(NODE_RETRY_S)
+        self._replacements += 1
+        fresh = dataclasses.replace(spec, name=f"{spec.name}-r{self._replacements}")
+        while not self._stopping.is_set():
+            try:
+                self.kubelet.add_node(fresh)
+                log.info("node %s deleted; %s takes its place", name, fresh.name)
+                return
+            except Exception as e:  # noqa: BLE001 - an API outage: GKE retries too
+                log.warning("adding a node for %s: %s; retrying in %.0f s", name, e, NODE_RETRY_S)
+                self._stopping.wait(NODE_RETRY_S)
 
     def _wait_for_default_namespace(self) -> None:
         assert self.admin is not None
