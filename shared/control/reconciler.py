@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.control.build_metrics import progress_entries
@@ -58,6 +58,9 @@ class ReconcileResult:
     status: str
     actions: int
     stale_retries: int
+    # Wall seconds of the committing attempt's steps (observe, decide, commit, act), for its
+    # log line: where a slow advance's seconds went.
+    step_s: dict[str, float] = field(default_factory=dict)
 
 
 class Reconciler:
@@ -83,19 +86,35 @@ class Reconciler:
         for attempt in range(STALE_RETRIES):
             started = time.monotonic()  # the reconcile's wall time, for its own bill
             obs = self.observer.observe(run_id)
+            observed = time.monotonic()
             plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table, forecast_build)
             decision = decide(obs.seen, plan, self.rates, obs.now)
             manifests, refusals = self.dry_run(decision, plan)
             decision = with_rightsize_version(reject(decision, refusals))
             self._count_usage(obs, decision, started)  # docs/bigtable-ramp-and-bill.md
+            decided = time.monotonic()
             if not self.commit(obs, decision, commit_record(obs.cfg, plan, decision)):
                 continue  # someone else moved the run on: decide again from fresh state
+            committed = time.monotonic()
             if decision.changed:
                 self._usage_pending.pop(run_id, None)  # on the run document now
             self.act(decision, manifests)
+            acted = time.monotonic()
             self._log_progress(obs, plan, decision)
             self.outbox.publish(run_id, obs.seen.pods)
-            return ReconcileResult(run_id, decision.state.status, len(decision.actions), attempt)
+            steps = {
+                "observe": observed - started,
+                "decide": decided - observed,
+                "commit": committed - decided,
+                "act": acted - committed,
+            }
+            return ReconcileResult(
+                run_id,
+                decision.state.status,
+                len(decision.actions),
+                attempt,
+                {k: round(v, 3) for k, v in steps.items()},
+            )
         raise StaleStateError(f"run {run_id}: state kept changing under {STALE_RETRIES} reconciles")
 
     def _log_progress(self, obs: Observation, plan: Plan, decision: Decision) -> None:

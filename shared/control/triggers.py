@@ -295,6 +295,7 @@ def log_reconciled(result: ReconcileResult, trigger: str, **fields: Any) -> None
         status=result.status,
         actions=result.actions,
         stale_retries=result.stale_retries,
+        step_s=result.step_s,
         **fields,
     )
 

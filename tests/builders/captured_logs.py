@@ -32,7 +32,7 @@ from tests.builders.stored_runs import DEMO, NOW
 # Fields whose values differ from one capture to the next (ids, clocks, byte counts): kept,
 # their value written as `<field>` (e.g. "<alert_id>"), so that the committed capture stays
 # the same from run to run and a filter may test the field's presence but not its value.
-VOLATILE = {"alert_id", "event_id", "elapsed_s", "wall_s", "holder", "since"}
+VOLATILE = {"alert_id", "event_id", "elapsed_s", "wall_s", "holder", "since", "step_s"}
 
 
 class _FailingCluster(RecordingCluster):
