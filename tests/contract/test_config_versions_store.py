@@ -54,6 +54,48 @@ def test_apply_stores_the_version_and_its_history(cli, firestore_project, tmp_pa
     assert (last["version"], last["by"], last["forced"]) == (3, "alice", True)
 
 
+def test_apply_says_what_it_does_to_each_running_layer_and_replaces_a_drifted_one(
+    cli, firestore_project, tmp_path
+):
+    """A running layer whose image changed is replaced at once (a new attempt retiring its
+    Job, stored with the version); one whose processes changed only is noted, left running."""
+    store = FirestoreRunStore(firestore_project)
+    assert cli(*START, "--run-id", "r1", "--stages", "ingest,l2cache").exit_code == 0
+
+    def running(run):
+        for key, name in (("ingest-L2", "job-i2"), ("l2cache-L2", "job-c2")):
+            ls = run.layers[key]
+            ls.phase, ls.job.name, ls.job.completions, ls.job.parallelism = "running", name, 4, 2
+
+    store.update_run("r1", running)
+    doc = yaml.safe_load(DEMO.read_text())
+    doc["images"]["ingest"] = "cave-pipeline/worker:fixed"
+    doc["job"]["workloads"] = {"l2cache": {"processes_per_vcpu": 3}}
+    shutil.copy(DEMO.parent / doc["dataset"], tmp_path / doc["dataset"])
+    (tmp_path / "fix.yml").write_text(yaml.safe_dump(doc))
+    out = cli("apply", "r1", "-c", str(tmp_path / "fix.yml"))
+    assert out.exit_code == 0, out.output
+    lines = out.output.split("running layers:\n", 1)[1].splitlines()
+    assert lines[0].startswith(
+        "  ingest-L2 (running, job job-i2): replaced at once: image "
+        "'cave-pipeline/worker:local' -> 'cave-pipeline/worker:fixed'"
+    )
+    assert lines[1].startswith(
+        "  l2cache-L2 (running, job job-c2): scheduling only, not replaced: "
+        "processes_per_vcpu 1 -> 3"
+    )
+    run = store.load_run("r1")
+    ingest, l2cache = run.layers["ingest-L2"], run.layers["l2cache-L2"]
+    assert (ingest.phase, ingest.job.attempt, ingest.job.retire_job) == ("waiting", 1, "job-i2")
+    assert ingest.job.retire_delete and ingest.approval.granted
+    assert (l2cache.phase, l2cache.job.attempt, l2cache.job.name) == ("running", 0, "job-c2")
+    (entry,) = store.config_versions("r1")
+    assert [(x["layer"], x["action"]) for x in entry["running_layers"]] == [
+        ("ingest-L2", "replace"),
+        ("l2cache-L2", "note"),
+    ]
+
+
 def test_a_reconcile_commit_records_a_config_version_with_the_state(cli, firestore_project):
     """`job.rightsize: auto`'s version (shared.control.rightsize_version) rides on the reconcile's
     commit: stored with the run's bumped version in the same write, read back as apply's."""
