@@ -23,6 +23,7 @@ from typing import Any
 from shared.config.config import PipelineConfig
 from shared.config.config_files import config_from_dict
 from shared.model.state import RunState
+from shared.operate.dataset_changes import check_apply as check_dataset_changes
 from shared.operate.layer_drift import DriftAction, LayerDrift, describe, layer_drift
 from shared.operate.mesh_settings import check_mesh_changes
 from shared.operate.operator_actions import ActionError, replace_running
@@ -31,7 +32,12 @@ MAX_CHANGES = 200  # recorded per version (a version diff is a review aid, not a
 MAX_VALUE_CHARS = 300  # of one recorded old/new value
 
 # Never part of a diff: where the file was, how it was read.
-_IGNORED = ("config.source_path", "config.compat_notes", "config.load_notes")
+_IGNORED = (
+    "config.source_path",
+    "config.compat_notes",
+    "config.load_notes",
+    "config.dataset_fingerprint",  # the file's bytes: its meaning is the dataset.* keys
+)
 # Changes that invalidate finished work (the batches' chunks, the chunk grid, the graph).
 _PROTECTED = (
     r"config\.graph_id",
@@ -126,11 +132,14 @@ def apply_config(
     """Store `new` as the run's config (version + 1) and return the history entry: who,
     when, the diff, whether forced. ProtectedChangeError lists the protected changes unless
     `force`; MeshSettingsInGraphError for a `mesh_config` change after the meshing setup ran
-    (forced or not); ActionError for a run that has finished or a config of another graph."""
+    (forced or not); DatasetChangedError for dataset keys changed since the run started
+    that cannot take effect (shared.operate.dataset_changes; forced or not); ActionError for a
+    run that has finished or a config of another graph."""
     if run.status == "succeeded":
         raise ActionError(f"run {run.run_id} has succeeded: there is nothing left to apply to")
     # Not forceable: forced, the change would still not reach the workers.
     check_mesh_changes(run, new, changes)
+    check_dataset_changes(run, new, changes)
     refused = [c for c in changes if c.when == REFUSED]
     if refused and not force:
         keys = ", ".join(f"{c.key} {c.old!r} -> {c.new!r}" for c in refused)

@@ -152,3 +152,47 @@ def test_a_mesh_config_change_after_the_meshing_setup_ran_is_refused(
         assert "re-run the meshing setup" in refused.output and "no effect" in refused.output
     assert store.load_run("rm").dataset["mesh_config"]["max_layer"] == 3
     assert len(store.config_versions("rm")) == 1
+
+
+def test_a_resubmit_refuses_a_dataset_file_changed_since_the_start_until_applied(
+    cli, firestore_project, tmp_path
+):
+    """The run records its dataset file's fingerprint at `pipeline start`; `pipeline submit`
+    refuses once the file changed (the layer would build with the stored dataset), naming the
+    key and `pipeline apply`; applied, the new fingerprint is the run's and the re-submit
+    goes ahead. A run stored before fingerprints were recorded is not checked."""
+    store = FirestoreRunStore(firestore_project)
+    doc = yaml.safe_load(DEMO.read_text())
+    dataset = tmp_path / doc["dataset"]
+    shutil.copy(DEMO.parent / doc["dataset"], dataset)
+    shutil.copy(DEMO, tmp_path / "pipeline.yml")
+    started = cli("start", "-c", str(tmp_path / "pipeline.yml"), "--no-preflight", "--run-id", "r1")
+    assert started.exit_code == 0, started.output
+    recorded = store.load_run("r1").config["dataset_fingerprint"]
+    assert recorded
+
+    def failed(run):
+        ls = run.layers["ingest-L2"]
+        ls.phase, ls.job.name, ls.failure_reason = "failed", "job-i2", "BackoffLimitExceeded"
+
+    store.update_run("r1", failed)
+    dataset.write_text(dataset.read_text().replace("seed: 7", "seed: 8"))
+    refused = cli("submit", "r1", "ingest", "2")
+    assert refused.exit_code == 2, refused.output
+    assert "dataset.ingest_config.seed 7 -> 8 can take effect: `pipeline apply r1`" in (
+        refused.output
+    )
+    assert store.load_run("r1").layers["ingest-L2"].phase == "failed"
+    applied = cli("apply", "r1")
+    assert applied.exit_code == 0, applied.output
+    run = store.load_run("r1")
+    assert run.dataset["ingest_config"]["seed"] == 8
+    assert run.config["dataset_fingerprint"] not in ("", recorded)
+    again = cli("submit", "r1", "ingest", "2")
+    assert again.exit_code == 0, again.output
+    # An older run document, without the field: loads, and nothing is compared.
+    store.update_run("r1", failed)
+    store.update_run("r1", lambda r: r.config.pop("dataset_fingerprint"))
+    dataset.write_text(dataset.read_text().replace("seed: 8", "seed: 9"))
+    old = cli("submit", "r1", "ingest", "2")
+    assert old.exit_code == 0, old.output
