@@ -85,7 +85,10 @@ class MovingLayer:
     def patch_job(self, name, *, parallelism=None, suspend=None):
         pass
 
-    def delete_job(self, name):
+    def delete_job(self, name, scope=None):
+        pass
+
+    def drain_job(self, name, scope=None):
         pass
 
     def pod_log(self, pod_name, tail_lines=100):

@@ -196,7 +196,10 @@ class LayerInProgress:
     def patch_job(self, name, *, parallelism=None, suspend=None):
         COUNTS["cluster_calls"] += 1
 
-    def delete_job(self, name):
+    def delete_job(self, name, scope=None):
+        COUNTS["cluster_calls"] += 1
+
+    def drain_job(self, name, scope=None):
         COUNTS["cluster_calls"] += 1
 
     def pod_log(self, pod_name, tail_lines=100):

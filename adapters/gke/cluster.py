@@ -40,11 +40,14 @@ from adapters.gke.connection import (
 from adapters.gke.metrics import gke_pod_usage
 from adapters.gke.wire import (
     JOB_NAME_LABELS,
+    UNFINISHED_PODS,
     event_time,
     job_status,
     label_selector,
     pod_info,
+    releasable,
     sort_events,
+    sweep_selector,
 )
 from shared.model.job_generation import controller_uid, events_of_generation, pod_selector
 from shared.ports.cluster import (
@@ -237,17 +240,76 @@ class GkeCluster:
         if not spec:
             return
         with self._call(f"patch job {name}"):
-            # A JSON merge patch of absolute values: replaying it is harmless.
-            self.batch.patch_namespaced_job(
-                name, self.namespace, {"spec": spec}, _content_type=MERGE_PATCH, **self._opts
-            )
+            self._patch_spec(name, spec)
 
-    def delete_job(self, name: str) -> None:
+    def delete_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
+        job = self.get_job(name)
+        if job is None:
+            return
+        if not job.finished and not job.suspended:
+            # Suspend first: once its pods go, an unsuspended Job refills its parallelism
+            # before the delete lands, and the replacements schedule and bill. Never a
+            # precondition: admission re-validates the whole pod template on any update, so
+            # a Job whose compute class is gone refuses its own suspend (400/422).
+            with self._call(f"suspend job {name}", ignore=(400, 404, 422)):
+                self._patch_spec(name, {"suspend": True})
+        self._delete_pods(job, scope, keep_terminal=False)
         with self._call(f"delete job {name}", ignore=(404,)):
-            # Background: the Job goes now, the garbage collector removes its pods.
+            # Background: the Job goes now; its pods were deleted just above, and whatever
+            # the sweep missed the garbage collector removes.
             self.batch.delete_namespaced_job(
                 name, self.namespace, propagation_policy="Background", **self._opts
             )
+
+    def drain_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
+        job = self.get_job(name)
+        if job is None or job.finished:
+            return
+        self._delete_pods(job, scope, keep_terminal=True)
+        # The Job survives: its condemned pods wait for the Job controller to clear their
+        # tracking finalizer, which a suspended Job may never get.
+        selector = sweep_selector(pod_selector(job.uid), scope)
+        held = self._list(
+            self.core.list_namespaced_pod,
+            f"list pods of job {name}",
+            selector,
+            each=lambda pod: (pod.get("metadata") or {}).get("name") if releasable(pod) else None,
+        )
+        for pod_name in filter(None, held):
+            with self._call(f"release pod {pod_name}", ignore=(404,)):
+                # A merge patch nulls the whole list: the Job controller's is its only entry.
+                self.core.patch_namespaced_pod(
+                    pod_name,
+                    self.namespace,
+                    {"metadata": {"finalizers": None}},
+                    _content_type=MERGE_PATCH,
+                    **self._opts,
+                )
+
+    def _delete_pods(
+        self, job: JobStatus, scope: Mapping[str, str] | None, *, keep_terminal: bool
+    ) -> None:
+        """One collection delete of the Job's pods (by its uid, within `scope`), grace 0:
+        one request however many pods (the garbage collector reaps one by one, tens of
+        minutes for a large layer), and no pod holds its slot through a grace period.
+        `keep_terminal` spares Succeeded and Failed pods."""
+        kwargs: dict[str, Any] = {
+            "label_selector": sweep_selector(pod_selector(job.uid), scope),
+            "grace_period_seconds": 0,
+            "propagation_policy": "Background",
+        }
+        if keep_terminal:
+            kwargs["field_selector"] = UNFINISHED_PODS
+        action = f"delete pods of job {job.name}"
+        with self._call(action, ignore=(404,)):
+            # The answer lists every pod deleted: read as JSON, never as the client's models.
+            self._json(action, self.core.delete_collection_namespaced_pod, self.namespace, **kwargs)
+
+    def _patch_spec(self, name: str, spec: dict[str, Any]) -> None:
+        # A JSON merge patch of absolute values: replaying it is harmless.
+        self.batch.patch_namespaced_job(
+            name, self.namespace, {"spec": spec}, _content_type=MERGE_PATCH, **self._opts
+        )
 
     def list_pods(
         self, job_name: str, index: int | None = None, job_uid: str = ""

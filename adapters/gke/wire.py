@@ -74,6 +74,38 @@ def label_selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
+# The Job controller's finalizer on every pod it creates: it removes it once it has counted
+# the pod, and only while it syncs the Job (a suspended Job's condemned pods can keep it).
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+# A collection delete that spares terminal pods: a Failed pod is the only record of why its
+# index died (`pipeline inspect` reads it) and holds no node; a Succeeded one counts as done.
+UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def sweep_selector(job_selector: str, scope: Mapping[str, str] | None) -> str:
+    """The label selector of a sweep of one Job's pods (`job_selector`, by its uid) narrowed
+    to `scope` (the run's graph label): a sweep never reaches another graph's pods, whatever
+    the Job selector matches. ValueError for an empty `job_selector` (it would select every
+    pod of the namespace)."""
+    if not job_selector:
+        raise ValueError("a pod sweep needs the Job's selector; an empty one selects every pod")
+    return ",".join(filter(None, (job_selector, label_selector(scope or {}))))
+
+
+def releasable(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod (wire form) is condemned and held only by the Job controller's tracking
+    finalizer: being deleted, not Succeeded (its finalizer is how its completion is counted),
+    and carrying `batch.kubernetes.io/job-tracking`. Such a pod of a suspended Job can stay
+    for good, since the Job controller clears the finalizer only while it syncs the Job."""
+    meta = pod.get("metadata") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    return (
+        bool(meta.get("deletionTimestamp"))
+        and phase != "Succeeded"
+        and JOB_TRACKING_FINALIZER in (meta.get("finalizers") or [])
+    )
+
+
 def _true_condition(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping | None:
     for cond in conditions:
         if cond.get("type") == kind and str(cond.get("status")) == "True":

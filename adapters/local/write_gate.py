@@ -8,7 +8,7 @@ run time: the stack hands this to the functions' wiring, and a fault is a hook s
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shared.ports.cluster import Cluster, ResizeOutcome
@@ -44,9 +44,13 @@ class WriteGate:
         self._before("patch_job")
         self._inner.patch_job(name, parallelism=parallelism, suspend=suspend)
 
-    def delete_job(self, name: str) -> None:
+    def delete_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
         self._before("delete_job")
-        self._inner.delete_job(name)
+        self._inner.delete_job(name, scope)
+
+    def drain_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
+        self._before("drain_job")
+        self._inner.drain_job(name, scope)
 
     def delete_pod(self, name: str) -> None:
         self._before("delete_pod")

@@ -30,10 +30,13 @@ from shared.operate.operator_actions import ActionError
 @click.option("--by", default=None, help="Who applies it (default: $USER).")
 def apply(run_id: str, config_path: str | None, force: bool, by: str | None) -> None:
     """Record a new config version on RUN_ID and apply it to its unfinished layers: the
-    ramp and controller settings at once (next reconcile); resources, images, env and
-    commands in the Jobs created from now on (a running layer: its next attempt). Changes
-    to perm_seed, batch_size, the grid, data_source, graph_config or graph_id are refused
-    unless --force. Prints the diff (dotted keys, old -> new) and when each takes effect."""
+    ramp and controller settings at once (next reconcile); resources and commands in the
+    Jobs created from now on (a running layer: its next attempt). A running layer whose
+    image, perm_seed, batch_size or env differs is replaced at once (its Job deleted, a new
+    attempt created; done chunks are skipped). Changes to perm_seed, batch_size, the grid,
+    data_source, graph_config or graph_id are refused unless --force. Prints the diff
+    (dotted keys, old -> new), when each takes effect, and what it does to each running
+    layer."""
     services = connect()
     current = run_config(services.store.load_run(run_id))
     new = load_config(config_path or current.source_path)
@@ -60,6 +63,11 @@ def apply(run_id: str, config_path: str | None, force: bool, by: str | None) -> 
     error = services.try_kick(run_id, "apply")
     click.echo(f"{run_id}: config version {entry['version']} by {entry['by']}")
     _print_diff([versions.Change(**c) for c in entry["changes"]])
+    layers = entry.get("running_layers") or []
+    if layers:
+        click.echo("running layers:")
+    for layer in layers:
+        click.echo(f"  {layer['line']}")
     if error is not None:
         click.echo(f"warning: the kick failed ({error}); the next tick applies it", err=True)
 

@@ -25,15 +25,16 @@ from scripts.run_progress import gather
 from scripts.services import connect, operator_name
 from scripts.views.status import MAX_ROWS, status_view
 from scripts.views.terminal import console, live
-from shared.config.config import PipelineConfig
+from shared.config.config import ConfigError, PipelineConfig
 from shared.config.config_files import load_config
 from shared.config.stage_selection import default_stages
 from shared.jobs.manifest import lock_scale_warning
 from shared.jobs.render_check import validate_config_renders
 from shared.model.state import RUN_ENDED, RunState
+from shared.operate import config_versions, start_from
 from shared.operate import operator_actions as ops
-from shared.operate import start_from
 from shared.operate.cave_registration import Outcome, failure_alert
+from shared.operate.dataset_changes import check_resubmit, recorded_fingerprint
 from shared.ports.cluster import ClusterError, ClusterReader
 from shared.ports.graph_table import GraphTable
 from shared.reconcile.build_plan import new_run
@@ -333,6 +334,23 @@ def scale(run_id: str, stage: str, layer: int, parallelism: int) -> None:
     click.echo(f"{run_id} {stage} L{layer}: parallelism {parallelism or 'from the ramp'}")
 
 
+def _refuse_a_changed_dataset(run: RunState) -> None:
+    """DatasetChangedError (exit 2) when the run's dataset file changed since it started
+    (shared.operate.dataset_changes); a file this machine cannot read is noted, not checked."""
+    stored = run_config(run)
+    if not stored.source_path or not recorded_fingerprint(run):
+        return
+    try:
+        current = load_config(stored.source_path)
+    except ConfigError as e:
+        click.echo(
+            f"note: the dataset file was not checked for changes since the run started ({e})",
+            err=True,
+        )
+        return
+    check_resubmit(run, current, config_versions.diff(stored, current))
+
+
 @click.command()
 @layer_arguments
 def submit(run_id: str, stage: str, layer: int) -> None:
@@ -343,6 +361,7 @@ def submit(run_id: str, stage: str, layer: int) -> None:
         factor = run_config(run).job.for_stage(stage).oom_memory_factor
         ops.resubmit(run, stage, layer, operator_name(), _now(), factor)
 
+    _refuse_a_changed_dataset(connect().store.load_run(run_id))
     _apply(run_id, "submit", mutate)
     click.echo(f"re-submitted {stage} L{layer} of {run_id}")
 

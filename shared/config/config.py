@@ -364,6 +364,11 @@ class PipelineConfig(_Strict):
     # Filled by load_config; not part of the file.
     dataset_config: Dataset | None = None
     source_path: str = ""
+    # The dataset file's fingerprint when it was loaded (shared.config.config_files
+    # .fingerprint); a run stores it with its config, so `pipeline apply` and a re-submit see
+    # that the file changed since (shared.operate.dataset_changes). "": not loaded from a
+    # file, or a run stored before fingerprints were recorded.
+    dataset_fingerprint: str = ""
     compat_notes: tuple[str, ...] = ()  # how a predecessor-style file was read
     # What the loaded files mean that differs from how they read, in either shape (a
     # mesh_config.max_layer past the root, `env:` keys replacing the controller's values).

@@ -7,6 +7,7 @@ watershed's `info` (`shared.config.precomputed_info`). The config's only reads o
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -106,10 +107,16 @@ def load_config(path: str | Path) -> PipelineConfig:
         update={
             "dataset_config": dataset,
             "source_path": str(path),
+            "dataset_fingerprint": fingerprint(ds_path.read_text().encode()),
             "compat_notes": compat,
             "load_notes": meaning,
         }
     )
+
+
+def fingerprint(content: bytes) -> str:
+    """A file's fingerprint: the first 16 hex digits of the SHA-256 of its bytes."""
+    return hashlib.sha256(content).hexdigest()[:16]
 
 
 def dataset_key(dataset: str, pipeline: Path) -> str:

@@ -12,7 +12,9 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel
 
 # Keys load_config fills in itself: never a file's key, so never a suggestion.
-NOT_FILE_KEYS = frozenset({"dataset_config", "source_path", "compat_notes", "load_notes"})
+NOT_FILE_KEYS = frozenset(
+    {"dataset_config", "source_path", "compat_notes", "load_notes", "dataset_fingerprint"}
+)
 
 
 def near_key(name: str, known: Iterable[str]) -> str | None:

@@ -26,7 +26,7 @@ from shared.control.observe import Observation, Observer
 from shared.control.outbox import Outbox
 from shared.control.rightsize_version import with_rightsize_version
 from shared.forecast.canary_forecast import forecast_build
-from shared.jobs.manifest import for_create
+from shared.jobs.manifest import for_create, graph_scope
 from shared.model.state import SETUP_LAYER, layer_key
 from shared.money.controller_usage import ControllerUsage, reconcile_usage
 from shared.money.pricing import RateRow
@@ -230,7 +230,7 @@ class Reconciler:
                     job=action.job_name,
                 )
             elif isinstance(action, DeleteJob):
-                self.cluster.delete_job(action.job_name)
+                self.cluster.delete_job(action.job_name, graph_scope(state.graph_id))
             elif isinstance(action, DeletePod):
                 _log("WARNING", "hung pod deleted", job=action.job_name, pod=action.pod_name)
                 self.cluster.delete_pod(action.pod_name)
@@ -252,6 +252,10 @@ class Reconciler:
                 self.cluster.patch_job(
                     action.job_name, parallelism=action.parallelism, suspend=action.suspend
                 )
+                if action.suspend:
+                    # Pause as the predecessor does: suspended, its pods go now (grace 0),
+                    # not one by one over their grace periods; the failed ones stay.
+                    self.cluster.drain_job(action.job_name, graph_scope(state.graph_id))
 
 
 def _log(severity: str, message: str, **fields: Any) -> None:

@@ -70,6 +70,8 @@ class RoleRule:
 CONTROLLER_ROLE: tuple[RoleRule, ...] = (
     RoleRule("batch", ("jobs",), ("create", "get", "list", "patch", "delete")),
     RoleRule("", ("pods", "pods/log", "events"), ("get", "list")),
+    # A hung pod's delete; a deleted or paused layer's sweep and its finalizer release.
+    RoleRule("", ("pods",), ("delete", "deletecollection", "patch")),
     RoleRule("", ("pods/resize",), ("patch",)),  # apply's in-place resize (1.33+)
     RoleRule("", ("configmaps",), ("create", "update")),
 )

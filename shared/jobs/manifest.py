@@ -198,6 +198,12 @@ def job_labels(cfg: PipelineConfig, run_id: str, stage: str, layer: int) -> dict
     }
 
 
+def graph_scope(graph_id: str) -> dict[str, str]:
+    """The labels every pod sweep of a run (a delete, a pause's drain) selects on beside the
+    Job's own: its graph's, so a co-tenant's build in the namespace is never drained."""
+    return {PREFIX + "graph": label_value(graph_id)}
+
+
 def pod_spec(
     cfg: PipelineConfig,
     stage: str,

@@ -106,17 +106,40 @@ def resubmit(
     ls = layer_of(run, stage, layer)
     if ls.phase != "failed":
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
-    fresh = LayerState(stage=ls.stage, layer=ls.layer, job=JobAttempt(attempt=ls.job.attempt + 1))
+    fresh = _next_attempt(ls, by, now)
     # The old Job's pods may still be finishing (a `pipeline delete` not yet carried out, or
     # pods in their grace period): the new Job waits for them, and a pending delete is kept.
-    fresh.job.retire_job = ls.job.name or ls.job.retire_job
     fresh.job.retire_delete = ls.job.delete_requested or ls.job.retire_delete
     fresh.faults.memory_factor = next_memory_factor(ls, oom_memory_factor)
-    _carry_costs(ls, fresh)
-    fresh.approval.granted, fresh.approval.by, fresh.approval.at = True, by, now
     run.layers[ls.key] = fresh
     if run.status == "failed":
         run.status = "running"
+
+
+def replace_running(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
+    """Replace a running layer's Job at once (`pipeline apply` with drift in what its pods
+    build, shared.operate.layer_drift): the layer becomes a new attempt, approved, whose Job
+    the controller creates once the running one is deleted and its pods are gone; its
+    workers skip the chunks already done. Its canary's sizing and memory factor are kept (the
+    new attempt replaces, it did not fail)."""
+    ls = layer_of(run, stage, layer)
+    if ls.phase != "running":
+        raise ActionError(f"{ls.key} is {ls.phase}: only a running layer's Job is replaced")
+    fresh = _next_attempt(ls, by, now)
+    fresh.job.retire_delete = True
+    fresh.job.scale_override = ls.job.scale_override
+    fresh.faults.memory_factor = ls.faults.memory_factor
+    fresh.canary = ls.canary
+    run.layers[ls.key] = fresh
+
+
+def _next_attempt(ls: LayerState, by: str, now: datetime) -> LayerState:
+    """The layer's next attempt, approved by `by`, retiring the current Job (its costs kept)."""
+    fresh = LayerState(stage=ls.stage, layer=ls.layer, job=JobAttempt(attempt=ls.job.attempt + 1))
+    fresh.job.retire_job = ls.job.name or ls.job.retire_job
+    _carry_costs(ls, fresh)
+    fresh.approval.granted, fresh.approval.by, fresh.approval.at = True, by, now
+    return fresh
 
 
 def _resubmit_setup(run: RunState, stage: str) -> None:

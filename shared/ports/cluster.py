@@ -7,6 +7,7 @@ local stack's Kubernetes alike. Pure module: dataclasses and a Protocol, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -170,8 +171,19 @@ class JobWriter(Protocol):
     ) -> None:
         """Set parallelism and/or suspend to absolute values."""
 
-    def delete_job(self, name: str) -> None:
-        """Delete the Job and its pods (background propagation); missing is fine."""
+    def delete_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
+        """Delete the Job and its pods, as the predecessor does: suspend it first (so it
+        refills nothing; a refused suspend is no obstacle), delete its pods in one
+        collection delete with grace 0, then the Job with background propagation. Every pod
+        sweep selects the Job's uid and the labels of `scope` (the run's graph), so another
+        graph's pods are never touched. Missing is fine."""
+
+    def drain_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
+        """After a suspend (`pipeline pause`, the budget guard): delete the Job's unfinished
+        pods at once (one collection delete, grace 0; Failed and Succeeded pods are kept, so
+        `pipeline inspect` still reads a failed one), and release its condemned pods still
+        held by the `batch.kubernetes.io/job-tracking` finalizer. Scoped as `delete_job`.
+        A missing or finished Job is fine."""
 
     def delete_pod(self, name: str) -> None:
         """Delete one pod (graceful: SIGTERM, SIGKILL after its grace period); missing is

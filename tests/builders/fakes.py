@@ -5,6 +5,7 @@ semantic tests). Thread-safe."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from shared.ports.cluster import JobStatus, ManifestRejectedError, PodInfo, ResizeOutcome
@@ -16,6 +17,9 @@ class RecordingCluster:
         self.manifests: dict[str, dict[str, Any]] = {}
         self.creates: list[str] = []
         self.patches: list[tuple[str, int | None, bool | None]] = []
+        # (Job name, scope labels) of each delete and each drain after a suspend.
+        self.deletes: list[tuple[str, dict[str, str]]] = []
+        self.drains: list[tuple[str, dict[str, str]]] = []
         self._lock = threading.Lock()
 
     def apply_config_map(self, manifest: dict[str, Any]) -> None:
@@ -81,9 +85,14 @@ class RecordingCluster:
         with self._lock:
             self.jobs[name] = replace(self.jobs[name], **status)
 
-    def delete_job(self, name: str) -> None:
+    def delete_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
         with self._lock:
+            self.deletes.append((name, dict(scope or {})))
             self.jobs.pop(name, None)
+
+    def drain_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
+        with self._lock:
+            self.drains.append((name, dict(scope or {})))
 
     def list_pods(
         self, job_name: str, index: int | None = None, job_uid: str = ""

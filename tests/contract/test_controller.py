@@ -14,7 +14,9 @@ import pytest
 from adapters.google.firestore_store import FirestoreRunStore
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
+from shared.jobs.manifest import label_value
 from shared.money.pricing import RateRow
+from shared.operate import operator_actions as ops
 from shared.ports.cluster import (
     ClusterError,
     ClusterUnreachableError,
@@ -258,6 +260,32 @@ def test_budget_guard_prices_with_the_controllers_rate_table(store, run):
     job = state.layers["ingest-L2"].job.name
     assert (job, None, True) in cluster.patches
     assert [k for k, _ in published] == ["budget_reached"]
+
+
+def test_a_pause_suspends_then_drains_each_job_scoped_to_the_runs_graph(store, run):
+    """`pipeline pause`: the running layer's Job is suspended and then drained (its pods go at
+    once), the drain scoped to the run's graph label; resuming drains nothing."""
+    cluster = RecordingCluster()
+    controller = Controller(store, cluster, lambda *a: None, clock=lambda: NOW)
+    controller.reconcile("r1")
+    job = store.load_run("r1").layers["ingest-L2"].job.name
+    store.update_run("r1", ops.pause)
+    controller.reconcile("r1")
+    scope = {"cave-pipeline/graph": label_value(run.graph_id)}
+    assert cluster.patches[-1] == (job, None, True) and cluster.drains == [(job, scope)]
+    store.update_run("r1", ops.resume)
+    controller.reconcile("r1")
+    assert cluster.patches[-1] == (job, None, False) and len(cluster.drains) == 1
+
+
+def test_a_deleted_layers_job_is_deleted_scoped_to_the_runs_graph(store, run):
+    cluster = RecordingCluster()
+    controller = Controller(store, cluster, lambda *a: None, clock=lambda: NOW)
+    controller.reconcile("r1")
+    job = store.load_run("r1").layers["ingest-L2"].job.name
+    store.update_run("r1", lambda r: ops.cancel(r, "ingest", 2, "alice", NOW))
+    controller.reconcile("r1")
+    assert cluster.deletes == [(job, {"cave-pipeline/graph": label_value(run.graph_id)})]
 
 
 class RunFailingCluster(RecordingCluster):

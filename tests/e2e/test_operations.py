@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,10 +28,11 @@ from demo.graph_table import read_all_nodes
 from demo.oracle import compare, expected_stats, observed_stats
 from demo.volume import generate_volume, save_volume
 from shared.config.config import PipelineConfig
-from shared.config.config_files import load_config
+from shared.config.config_files import config_from_dict, load_config
 from shared.model import intervals
 from shared.model.layers import layer_count
 from shared.model.state import RunState
+from shared.operate import config_versions as versions
 from shared.operate import operator_actions as ops
 from shared.reconcile.build_plan import new_run
 
@@ -303,6 +305,42 @@ def test_a_delete_then_submit_never_overlaps_the_old_pods(stack, tmp_path):
     assert stack.cluster.get_job(old) is None  # the pending delete was carried out
     assert seen["old_pods"] and seen["new_created"]
     assert seen["overlaps"] == []
+
+
+def test_an_env_fix_applied_mid_layer_replaces_its_job_and_the_new_one_skips_done_chunks(
+    stack, tmp_path
+):
+    """A lab fixes a running layer's `env:` mid-run (`pipeline apply`'s mutation, as the CLI
+    commits it): the running Job is deleted at once and a new attempt created by the
+    controller, whose workers skip the chunks the first one finished; the run completes."""
+    cfg = napping(tmp_path, "ops-drift", 0.4)
+    store = start(stack, cfg, "r-drift")
+    run = wait_for(
+        store,
+        "r-drift",
+        "making progress",
+        lambda r: intervals.count(r.layers["ingest-L2"].progress.completed_indexes) >= 1,
+    )
+    kept = intervals.count(run.layers["ingest-L2"].progress.completed_indexes)
+    old = run.layers["ingest-L2"].job.name
+    fixed = cfg.model_copy(update={"env": {"TEST_PLUGIN_SLEEP_S": "0.05"}})
+    entry: dict = {}
+
+    def apply(r: RunState) -> None:
+        changes = versions.diff(config_from_dict(r.config, r.dataset), fixed)
+        entry.update(versions.apply_config(r, fixed, changes, False, "ana", datetime.now(UTC)))
+
+    store.update_run("r-drift", apply)
+    kick(stack, "r-drift")
+    running = {x["layer"]: x["action"] for x in entry["running_layers"]}
+    assert running["ingest-L2"] == "replace"
+    run = wait_for(store, "r-drift", "succeeded", lambda r: r.status == "succeeded", 240)
+    ls = run.layers["ingest-L2"]
+    assert ls.job.attempt == 1 and ls.job.name != old
+    assert stack.cluster.get_job(old) is None
+    logs = [stack.cluster.pod_log(p.name, 5) for p in stack.cluster.list_pods(ls.job.name)]
+    skipped = sum(int(n) for text in logs for n in re.findall(r'"skipped": (\d+)', text))
+    assert skipped >= 8 * kept  # batches of 8 chunks: each index done before is skipped
 
 
 def test_the_trigger_subscriptions_back_off_as_terraform_deploys_them(stack):

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from adapters.gke.wire import (
+    JOB_TRACKING_FINALIZER,
     api_error,
     cpu_cores,
     event_time,
@@ -21,9 +22,11 @@ from adapters.gke.wire import (
     memory_gib,
     parse_time,
     pod_info,
+    releasable,
     schema_errors,
     sort_events,
     status_message,
+    sweep_selector,
 )
 from shared.ports.cluster import ClusterError, ClusterUnreachableError, ManifestRejectedError
 from tests.builders.k8s_objects import INVALID, job, pod
@@ -327,3 +330,50 @@ def test_schema_errors_drop_the_argument_position() -> None:
     assert schema_errors(errors) == (
         "spec.bogusField: Extra inputs are not permitted; template: Field required"
     )
+
+
+# -- the sweeps of a delete and a pause (adapters.gke.cluster) ----------------------------------
+
+UID_SELECTOR = "batch.kubernetes.io/controller-uid=u1"
+
+
+@pytest.mark.parametrize(
+    ("scope", "expected"),
+    [
+        (None, UID_SELECTOR),
+        ({}, UID_SELECTOR),
+        ({"cave-pipeline/graph": "g1"}, UID_SELECTOR + ",cave-pipeline/graph=g1"),
+        ({"b": "2", "a": "1"}, UID_SELECTOR + ",a=1,b=2"),
+    ],
+)
+def test_a_sweep_selects_the_jobs_pods_within_the_runs_graph(scope, expected):
+    assert sweep_selector(UID_SELECTOR, scope) == expected
+
+
+def test_a_sweep_without_the_jobs_selector_is_refused():
+    with pytest.raises(ValueError, match="selects every pod"):
+        sweep_selector("", {"cave-pipeline/graph": "g1"})
+
+
+DELETING = "2026-12-01T10:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("deleting", "phase", "finalizers", "expected"),
+    [
+        (DELETING, "Running", [JOB_TRACKING_FINALIZER], True),  # condemned, held
+        (DELETING, "Pending", [JOB_TRACKING_FINALIZER], True),
+        (DELETING, "Failed", [JOB_TRACKING_FINALIZER], True),
+        (DELETING, "Succeeded", [JOB_TRACKING_FINALIZER], False),  # its completion counts
+        (None, "Running", [JOB_TRACKING_FINALIZER], False),  # not condemned
+        (DELETING, "Running", [], False),  # nothing holds it
+        (DELETING, "Running", ["example.org/other"], False),  # not ours to release
+    ],
+)
+def test_only_a_condemned_unsucceeded_pod_the_tracking_finalizer_holds_is_released(
+    deleting, phase, finalizers, expected
+):
+    meta: dict[str, Any] = {"name": "p", "finalizers": finalizers}
+    if deleting:
+        meta["deletionTimestamp"] = deleting
+    assert releasable({"metadata": meta, "status": {"phase": phase}}) is expected

@@ -379,7 +379,9 @@ def test_8_a_namespace_of_its_own_and_separate_controller_and_operator_roles():
     assert rules_of(roles["cave-pipeline-controller"]) == {
         ("batch", "jobs"): sorted(["create", "get", "list", "patch", "delete"]),
         # a hung pod is deleted (found missing by the real API server's RBAC)
-        ("", "pods"): ["delete", "get", "list"],
+        # ... and a deleted or paused layer's pods go in one sweep, the condemned ones of a
+        # suspended Job released from the job-tracking finalizer
+        ("", "pods"): ["delete", "deletecollection", "get", "list", "patch"],
         ("", "pods/log"): ["get", "list"],
         ("", "events"): ["get", "list"],
         ("", "configmaps"): ["create", "update"],  # the run's dataset file

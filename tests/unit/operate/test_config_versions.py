@@ -16,6 +16,7 @@ from shared.operate.config_versions import (
     NEXT_ATTEMPT,
     NO_EFFECT,
     REFUSED,
+    REPLACES_RUNNING,
     ProtectedChangeError,
     apply_config,
     diff,
@@ -47,7 +48,8 @@ def edited(job_changes=None, dataset_changes=None, **top):
         (edited(controller=CFG.controller.model_copy(update={"stall_after_s": 9.0})),
          "config.controller.stall_after_s", AT_ONCE),
         (edited({"task_retries": 5}), "config.job.task_retries", NEXT_ATTEMPT),
-        (edited(images={**CFG.images, "ingest": "img:2"}), "config.images.ingest", NEXT_ATTEMPT),
+        (edited(images={**CFG.images, "ingest": "img:2"}), "config.images.ingest",
+         REPLACES_RUNNING),
         (edited({"resources": CFG.job.resources.model_copy(
             update={"memory": CFG.job.resources.memory.model_copy(update={"base": 2.0})})}),
          "config.job.resources.memory.base", IN_PLACE),

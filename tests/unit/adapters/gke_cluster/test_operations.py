@@ -79,20 +79,88 @@ def test_patch_errors(gke, server) -> None:
         gke.patch_job("j1", parallelism=-1)
 
 
-def test_delete_is_background_and_404_is_fine(gke, server) -> None:
+UID = "2f1e0c1a-0000-4000-8000-000000000001"  # tests.builders.k8s_objects.job's
+GRAPH = {"cave-pipeline/graph": "g1"}
+SWEEP = f"batch.kubernetes.io/controller-uid%3D{UID}%2Ccave-pipeline/graph%3Dg1"
+PODS = f"{ENDPOINT}/api/v1/namespaces/pipeline/pods"
+NO_PODS = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []}
+
+
+def test_a_delete_suspends_sweeps_the_pods_at_grace_0_then_deletes_in_background(
+    gke, server
+) -> None:
+    server.answer(200, job(active=2))  # the Job as read
+    server.answer(200, job(active=2, suspend=True))  # the suspend
+    server.answer(200, NO_PODS)  # the pods deleted
     server.answer(200, {"kind": "Status", "status": "Success"})
-    server.answer(404, NOT_FOUND)
-    gke.delete_job("j1")
-    gke.delete_job("j1")
-    req = server.requests[0]
-    assert req["method"] == "DELETE" and req["timeout"] == 7
+    gke.delete_job("j1", GRAPH)
+    get, suspend, pods, delete = server.requests
+    assert get["method"] == "GET"
+    assert suspend["method"] == "PATCH" and suspend["body"] == {"spec": {"suspend": True}}
+    assert pods["method"] == "DELETE" and pods["url"].startswith(PODS + "?")
+    query = pods["url"].split("?", 1)[1].split("&")
+    # every pod of that Job (by its uid) within the graph, Failed ones too: the Job goes
+    assert sorted(query) == sorted(
+        [f"labelSelector={SWEEP}", "gracePeriodSeconds=0", "propagationPolicy=Background"]
+    )
+    assert delete["method"] == "DELETE" and delete["timeout"] == 7
     assert (
-        req["url"]
+        delete["url"]
         == f"{ENDPOINT}/apis/batch/v1/namespaces/pipeline/jobs/j1?propagationPolicy=Background"
     )
+
+
+def test_a_delete_of_a_missing_job_is_fine_and_a_refused_suspend_no_obstacle(
+    gke, server
+) -> None:
+    server.answer(404, NOT_FOUND)
+    gke.delete_job("j1")
+    assert len(server.requests) == 1
+    server.answer(200, job(active=1))
+    server.answer(422, {"kind": "Status", "code": 422, "message": "compute class gone"})
+    server.answer(200, NO_PODS)
+    server.answer(404, NOT_FOUND)  # gone meanwhile
+    gke.delete_job("j1", GRAPH)
+    assert [r["method"] for r in server.requests[1:]] == ["GET", "PATCH", "DELETE", "DELETE"]
+    server.answer(200, job(active=1))
     server.answer(403, FORBIDDEN)
     with pytest.raises(ClusterError, match="credentials"):
         gke.delete_job("j1")
+
+
+def test_a_drain_spares_terminal_pods_and_releases_the_held_ones(gke, server) -> None:
+    held = pod(1, "Running")
+    held["metadata"].update(
+        deletionTimestamp="2025-06-01T10:05:00Z", finalizers=["batch.kubernetes.io/job-tracking"]
+    )
+    server.answer(200, job(active=2, suspend=True))
+    server.answer(200, NO_PODS)
+    server.answer(200, {**NO_PODS, "items": [held, pod(0, "Failed")]})
+    server.answer(200, held)
+    gke.drain_job("j1", GRAPH)
+    _, sweep, listing, release = server.requests
+    query = sweep["url"].split("?", 1)[1].split("&")
+    assert sorted(query) == sorted(
+        [
+            f"labelSelector={SWEEP}",
+            "gracePeriodSeconds=0",
+            "propagationPolicy=Background",
+            "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed",
+        ]
+    )
+    assert listing["method"] == "GET" and f"labelSelector={SWEEP}" in listing["url"]
+    assert release["method"] == "PATCH"
+    assert release["url"] == f"{PODS}/{held['metadata']['name']}"
+    assert release["body"] == {"metadata": {"finalizers": None}}
+    assert release["headers"]["Content-Type"] == "application/merge-patch+json"
+
+
+def test_a_drain_of_a_finished_or_missing_job_does_nothing(gke, server) -> None:
+    server.answer(404, NOT_FOUND)
+    server.answer(200, job(conditions=[{"type": "Complete", "status": "True"}]))
+    gke.drain_job("j1")
+    gke.drain_job("j1")
+    assert [r["method"] for r in server.requests] == ["GET", "GET"]
 
 
 def test_list_pods_selects_by_job_and_index_and_follows_pages(gke, server) -> None:
