@@ -382,6 +382,7 @@ def test_8_a_namespace_of_its_own_and_separate_controller_and_operator_roles():
         # ... and a deleted or paused layer's pods go in one sweep, the condemned ones of a
         # suspended Job released from the job-tracking finalizer
         ("", "pods"): ["delete", "deletecollection", "get", "list", "patch"],
+        ("", "pods/resize"): ["patch"],  # apply's requests, given to running pods in place
         ("", "pods/log"): ["get", "list"],
         ("", "events"): ["get", "list"],
         ("", "configmaps"): ["create", "update"],  # the run's dataset file
