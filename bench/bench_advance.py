@@ -43,6 +43,7 @@ from shared.reconcile.build_plan import new_run
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = 3  # chunks per axis at layer 2: 27 pods > the bucket's 25
+STEPS: dict[int, list[dict[str, float]]] = {}  # lower layer's pods -> creating reconciles' steps
 
 
 def bench_config(tick_s: float, parallelism: int):
@@ -79,6 +80,7 @@ class CreatedBy(logging.Handler):
         self.pending: dict[str, list[str]] = {}  # run -> Jobs created, reconcile not logged
         self.trigger: dict[str, str] = {}  # Job name -> trigger
         self.reconcile_s: dict[str, float] = {}  # Job name -> its creating reconcile's seconds
+        self.steps: dict[str, dict[str, float]] = {}  # Job name -> that reconcile's steps
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -92,6 +94,7 @@ class CreatedBy(logging.Handler):
             for job in self.pending.pop(run, []):
                 self.trigger[job] = str(line.get("trigger"))
                 self.reconcile_s[job] = sum(line.get("step_s", {}).values())
+                self.steps[job] = dict(line.get("step_s", {}))
 
 
 def advances(
@@ -105,6 +108,7 @@ def advances(
     layers = sorted(state.layers.values(), key=lambda ls: ls.layer)
     out = []
     for lower, upper in zip(layers, layers[1:], strict=False):
+        STEPS.setdefault(lower.job.completions, []).append(created_by.steps.get(upper.job.name, {}))
         done = stack.cluster.get_job(lower.job.name)
         created = stack.cluster.get_job(upper.job.name)
         if done and created and done.completion_time and created.created:
@@ -222,6 +226,12 @@ def main() -> None:
             for trigger, t in s["by_trigger"].items():
                 print(f"{'':<8}{'':>6}{t['n']:>4}{t['median_s']:>10}{t['p95_s']:>8}"
                       f"{t['max_s']:>8}  created by a {trigger} reconcile")  # fmt: skip
+    for pods, steps in sorted(STEPS.items(), reverse=True):
+        medians = {
+            k: round(statistics.median(st.get(k, 0.0) for st in steps), 2)
+            for k in ("observe", "decide", "commit", "act")
+        }
+        print(f"after a {pods}-pod layer, the creating reconcile's steps (median s): {medians}")
     big = str(GRID**3)
     final = results.get("after") or next(iter(results.values()))
     line = {

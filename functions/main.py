@@ -124,7 +124,7 @@ def tick_period_s() -> float:
 def watch_policy() -> WatchPolicy:
     """From the tick period; `PIPELINE_WATCH_BUDGET_S` overrides the budget (0 turns the
     watch off) and `PIPELINE_WATCH_POLL_S` the time between Job GETs."""
-    poll = float(os.environ.get("PIPELINE_WATCH_POLL_S", "3"))
+    poll = float(os.environ.get("PIPELINE_WATCH_POLL_S", "1"))
     policy = WatchPolicy.for_tick_period(tick_period_s(), poll)
     budget = os.environ.get("PIPELINE_WATCH_BUDGET_S")
     return policy if budget is None else WatchPolicy(policy.poll_s, float(budget), policy.horizon_s)

@@ -42,7 +42,7 @@ class WatchPolicy:
     """`poll_s` between Job GETs; `budget_s` from the tick's start to the watch's end (0: no
     watch); `horizon_s`: how soon a layer must be able to finish to be watched."""
 
-    poll_s: float = 3.0
+    poll_s: float = 1.0  # Kubernetes API GETs are free; a second is the Job status pace
     budget_s: float = MAX_BUDGET_S
     horizon_s: float = 120.0
 
@@ -54,7 +54,7 @@ class WatchPolicy:
             )
 
     @classmethod
-    def for_tick_period(cls, tick_period_s: float, poll_s: float = 3.0) -> WatchPolicy:
+    def for_tick_period(cls, tick_period_s: float, poll_s: float = 1.0) -> WatchPolicy:
         """Watch until `TICK_MARGIN_S` before the next tick, at most `MAX_BUDGET_S`; a tick
         period that leaves no room for two polls needs no watch (the ticks are fast enough)."""
         budget = min(MAX_BUDGET_S, tick_period_s - TICK_MARGIN_S)

@@ -183,7 +183,8 @@ def test_a_deleted_job_counts_as_finished() -> None:
         (60.0, 50.0, 120.0),
         (120.0, 50.0, 240.0),
         (30.0, 20.0, 60.0),
-        (15.0, 0.0, 30.0),  # 5 s of budget: not two polls, the ticks are fast enough
+        (15.0, 5.0, 30.0),  # 5 s of budget: five polls of 1 s
+        (11.5, 0.0, 23.0),  # 1.5 s of budget: not two polls, the ticks are fast enough
         (2.0, 0.0, 4.0),
     ],
 )
@@ -215,14 +216,14 @@ def test_the_budget_counts_from_the_ticks_start() -> None:
     assert script.t == 45.0
 
 
-# The tick's watch window from its publish time (period 60 s, budget 50 s, polls of 3 s):
+# The tick's watch window from its publish time (period 60 s, budget 50 s, polls of 1 s):
 # age of the tick when its watch would begin -> (seconds it may watch, why)
 WINDOWS = {
     "on time": (0.0, 50.0, "watch"),
     "its reconciles took 8 s": (8.0, 42.0, "watch"),
     "queued 30 s": (30.0, 20.0, "watch"),
-    "one poll left": (47.0, 3.0, "watch"),
-    "less than a poll left": (47.5, 0.0, "spent"),
+    "one poll left": (49.0, 1.0, "watch"),
+    "less than a poll left": (49.5, 0.0, "spent"),
     "redelivered after its watch": (52.0, 0.0, "spent"),
     "exactly a period old": (60.0, 0.0, "spent"),
     "older than the period": (61.0, 0.0, "late"),
