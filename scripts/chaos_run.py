@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,15 +121,6 @@ class ChaosSession:
             os.environ.pop(mb.CHAOS_DIR_ENV, None)
         else:
             os.environ[mb.CHAOS_DIR_ENV] = self._saved_env
-
-    def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
-        """The demo's poll, observing the run's progress for the injector's pace too."""
-
-        def progress(run: RunState) -> None:
-            on_progress(run)
-            self.observe(run)
-
-        return progress
 
     def observe(self, run: RunState) -> None:
         """The build's share of chunks begun, which paces the faults: from the workers'

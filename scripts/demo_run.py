@@ -260,8 +260,8 @@ def run_demo(
             on_failed = None if chaos is None else chaos.on_failed
             ramp = RampWatch(started)  # the ramp's gate on the meter's load, as it happened
             watched = ramp.wrap(etas.wrap(on_progress))
-            if chaos is not None:
-                watched = chaos.wrap(watched)
+            if chaos is not None:  # the chaos injector paces its faults by the run's progress
+                watched = then_observe(watched, chaos.observe)
             run = _watch(store, run.run_id, timeout_s, watched, approver, on_failed)
             wall = time.monotonic() - started
             if chaos is not None:
@@ -311,6 +311,18 @@ def run_demo(
     return result
 
 
+def then_observe(
+    on_progress: Callable[[RunState], None], observe: Callable[[RunState], None]
+) -> Callable[[RunState], None]:
+    """The demo's poll callback: `on_progress`, then `observe` of the same run."""
+
+    def progress(run: RunState) -> None:
+        on_progress(run)
+        observe(run)
+
+    return progress
+
+
 class RampWatch:
     """Each change of the running layers' parallelism or of why the ramp holds (a busy
     Bigtable: docs/bigtable-ramp-and-bill.md), as `[elapsed_s, parallelism, ramp_hold]`."""
@@ -348,11 +360,7 @@ class EtaRecorder:
         self.seen: dict[str, int] = {}  # running layer -> batches done at its last entry
 
     def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
-        def progress(run: RunState) -> None:
-            on_progress(run)
-            self.observe(run)
-
-        return progress
+        return then_observe(on_progress, self.observe)
 
     def observe(self, run: RunState) -> None:
         """Record a forecast if a layer finished, or a running layer moved on enough."""

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.builders.serving import serving
 
 _MAP = re.compile(r"^/sticky_auth/api/v1/service/([^/]+)/table/([^/]+)/dataset(?:/([^/]+))?$")
 
@@ -86,11 +87,5 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def middle_auth(datasets: set[str], admin_token: str) -> Iterator[MiddleAuth]:
     """The server, serving on a free port while the context is open."""
-    server = MiddleAuth(datasets, admin_token)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(MiddleAuth(datasets, admin_token)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()

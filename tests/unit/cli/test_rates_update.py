@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +18,7 @@ from click.testing import CliRunner
 
 from scripts.cli import main
 from shared.money.pricing import parse_rates
+from tests.builders.serving import serving
 
 ROOT = Path(__file__).parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "cloudbilling"
@@ -69,14 +69,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def catalog() -> Iterator[Catalog]:
-    server = Catalog()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Catalog()) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
