@@ -77,12 +77,28 @@ class FirestoreOutbox(FirestoreDocs):
         if alert_ids:
             batch.commit()
 
-    def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
+    def mark_alerts_sent(
+        self,
+        run_id: str,
+        alert_ids: list[str],
+        published: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         batch = self.db.batch()
         for alert_id in alert_ids:
-            batch.update(self._run(run_id).collection(ALERTS).document(alert_id), {"sent": True})
+            update: dict[str, Any] = {"sent": True}
+            body = (published or {}).get(alert_id)
+            if body is not None:
+                text = json.dumps(body, default=str)
+                if len(text) <= MAX_STORED_BODY_CHARS:  # else the committed body stays
+                    update["body"] = text
+            batch.update(self._run(run_id).collection(ALERTS).document(alert_id), update)
         if alert_ids:
             batch.commit()
+
+
+# A published body kept in place of the committed one (a claim_lost check becomes its alert)
+# only below this size: well inside Firestore's 1 MiB document.
+MAX_STORED_BODY_CHARS = 200_000
 
 
 def outbox_doc(alert: dict[str, Any], now: datetime) -> dict[str, Any]:

@@ -58,6 +58,7 @@ class Outbox:
         failed publish gives its entry back (the next publish sends it) and raises."""
         holder = uuid.uuid4().hex
         sent: list[str] = []
+        completed: dict[str, dict[str, Any]] = {}  # bodies the publish completed
         dropped: list[str] = []
         for alert in self.store.unsent_alerts(run_id):
             if not self.store.take_alert(run_id, alert, holder):
@@ -76,7 +77,9 @@ class Outbox:
             # back and logs again when retried): the log-based policies notify from it.
             log_published_alert(log, alert.kind, published)
             sent.append(alert.alert_id)
-        self.store.mark_alerts_sent(run_id, sent)
+            if body != alert.body:
+                completed[alert.alert_id] = body
+        self.store.mark_alerts_sent(run_id, sent, completed)
         if dropped:
             self.store.discard_alerts(run_id, dropped)
         return len(sent)

@@ -110,8 +110,15 @@ class AlertOutbox(Protocol):
     def give_back_alert(self, run_id: str, alert_id: str) -> None:
         """Give a taken alert back (its publish failed): the next publish sends it."""
 
-    def mark_alerts_sent(self, run_id: str, alert_ids: list[str]) -> None:
-        """Record that alerts were published."""
+    def mark_alerts_sent(
+        self,
+        run_id: str,
+        alert_ids: list[str],
+        published: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Record that alerts were published; `published`: the bodies as published where
+        they differ from the committed ones (log tails filled, a claim_lost check decided),
+        kept in their place so `pipeline alerts` shows what was sent."""
 
     def discard_alerts(self, run_id: str, alert_ids: list[str]) -> None:
         """Remove taken entries that turned out to need no publish (a claim_lost check

@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from shared.control.alert_severity import summary
 from shared.control.alerts import MAX_BODY_BYTES, body_size
 from shared.control.controller import Controller
 from shared.ports.cluster import PodInfo
@@ -78,6 +79,11 @@ def test_claim_lost_records_are_alerted_once_per_pod_set(store, run):
     assert body["chunks"] == [77, 78] and body["chunk_count"] == 2
     assert body["pods"] == [{"pod": f"{job}-0-p0", "index": 0, "chunks": [77, 78]}]
     assert sorted(cluster.log_reads) == [f"{job}-0-p0", f"{job}-1-p1"]
+    # The outbox keeps the alert as published, not the check it was committed as: what
+    # `pipeline alerts` lists says how many chunk claims were lost.
+    [stored] = [a for a in store.all_alerts("r1") if a.kind == "claim_lost"]
+    assert stored.sent and stored.body["chunk_count"] == 2 and "candidates" not in stored.body
+    assert summary("claim_lost", stored.body).endswith(": 2 chunk claims lost (redone)")
     # The next reconciles see the same pods (recorded already): no second alert.
     controller.reconcile("r1")
     controller.reconcile("r1")
