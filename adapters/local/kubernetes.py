@@ -78,6 +78,11 @@ class LocalKubernetes:
     # A lost node's Node object goes this long after the loss (GKE deletes a reclaimed Spot
     # VM's Node within a minute or two); pod GC then fails its pods.
     node_delete_after_s: float = 60.0
+    # A lost node's zombies (`lose_node(keep_running=True)`) end this long after its Node is
+    # deleted: GKE's node repair recreates the VM in the end, and a hung zombie must not
+    # renew its chunk's claim for ever (a chaos run's layer 2 failed on one attempt after
+    # another that way).
+    zombie_outlives_node_s: float = 120.0
     _replacements: int = 0
     # API outages are played by one thread that lives until stop(): the restarted API server
     # dies with the thread that started it (process_groups.dying_with_parent).
@@ -231,7 +236,9 @@ class LocalKubernetes:
         """Lose the nodes under these pods, as a Spot VM reclaimed without notice: their
         kubelet stops renewing the Lease and writing status, so the node lifecycle controller
         marks them NotReady and taints them; `keep_running` leaves their processes going
-        (zombies, cut off from the API, not from Bigtable), else they end with the VM. After
+        (zombies, cut off from the API, not from Bigtable) until `zombie_outlives_node_s`
+        after their Node's deletion (as GKE's node repair recreates the VM; a hung zombie must not
+        hold its chunk's claim for ever), else they end with the VM. After
         `node_delete_after_s` the Node is deleted, as GKE deletes a reclaimed VM's Node, so pod
         GC fails its pods and their Jobs replace them; a fresh node takes its place. Returns
         the pods lost."""
@@ -242,6 +249,14 @@ class LocalKubernetes:
             lost += self.kubelet.lose_node(node)
             if not keep_running:
                 self.kubelet.kill_node(node)
+            else:  # the partitioned VM is repaired (recreated) in the end: its zombies go
+                vm_gone = threading.Timer(
+                    self.node_delete_after_s + self.zombie_outlives_node_s,
+                    self.kubelet.kill_node,
+                    args=(node,),
+                )
+                vm_gone.daemon = True
+                vm_gone.start()
             timer = threading.Timer(self.node_delete_after_s, self._replace_node, args=(node,))
             timer.daemon = True
             timer.start()

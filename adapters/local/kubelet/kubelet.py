@@ -127,9 +127,10 @@ class ProcessKubelet:
     kubelet_version: str = "v1.34.4"
     _pods: dict[str, _Pod] = field(default_factory=dict)
     _lost: set[str] = field(default_factory=set)
-    # Containers of lost nodes whose pods are gone from the API: zombies that run on (as on a
-    # VM cut off from the control plane) until their claim is fenced, stopped with the kubelet.
-    _orphans: list[Any] = field(default_factory=list)
+    # (node, container) of lost nodes whose pods are gone from the API: zombies that run on
+    # (as on a VM cut off from the control plane) until their claim is fenced, or their VM
+    # goes (kill_node), or the kubelet stops.
+    _orphans: list[tuple[str, Any]] = field(default_factory=list)
     _servers: dict[str, LogServer] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -169,7 +170,8 @@ class ProcessKubelet:
         for thread in self._threads:
             thread.join(timeout=5.0)
         with self._lock:
-            containers = [p.container for p in self._pods.values()] + self._orphans
+            containers = [p.container for p in self._pods.values()]
+            containers += [c for _, c in self._orphans]
             for container in containers:
                 if container is not None and container.exit_code is None:
                     container.kill_now()
@@ -186,11 +188,14 @@ class ProcessKubelet:
             return [p.meta["name"] for p in self._pods.values() if p.node == name]
 
     def kill_node(self, name: str) -> None:
-        """The node's VM is gone: its processes end."""
+        """The node's VM is gone: its processes end, zombies whose pods are gone included."""
         with self._lock:
             for pod in self._pods.values():
                 if pod.node == name and pod.container is not None:
                     pod.container.kill_now()
+            for node, container in self._orphans:
+                if node == name and container.exit_code is None:
+                    container.kill_now()
 
     def evict(self, namespace: str, name: str, message: str) -> bool:
         """The kubelet's node-pressure eviction of a running pod: its container is killed, the
@@ -402,7 +407,7 @@ class ProcessKubelet:
         running = pod.container is not None and pod.container.exit_code is None
         if pod.node in self._lost:
             if running:  # its node's processes run on, unseen by the API: still ours to stop
-                self._orphans.append(pod.container)
+                self._orphans.append((pod.node, pod.container))
             return
         if running:
             pod.container.kill_now()

@@ -48,3 +48,35 @@ def test_a_zombie_whose_pod_is_gone_ends_with_the_cluster(local_kubernetes, tmp_
     if outlived:  # a failing test leaves nothing running either
         signal_group(pid, signal.SIGKILL)
     assert not outlived, "the zombie outlived the cluster"
+
+
+def test_a_zombie_ends_a_while_after_its_node_is_deleted(local_kubernetes, tmp_path: Path) -> None:
+    """A lost node's zombie runs on (cut off from the API) only until its VM goes too,
+    `zombie_outlives_node_s` after its Node's deletion, as GKE's node repair recreates a
+    partitioned VM: a hung zombie renewing its claim for ever held a chaos run's chunk, and
+    its layer failed on one attempt after another. A test setting shortens both timings."""
+    from adapters.local.kubernetes import LocalKubernetes
+
+    spot = [n for n in local_kubernetes.nodes if n.spot][:1]
+    kube = LocalKubernetes(tmp_path / "k", nodes=spot, node_delete_after_s=1.0)
+    kube.zombie_outlives_node_s = 3.0
+    with kube:
+        api, ns = kube.admin, kube.namespace
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "zombie", "namespace": ns},
+            "spec": {
+                "restartPolicy": "Never",
+                "tolerations": [{"key": "cloud.google.com/gke-spot", "operator": "Exists"}],
+                "containers": [{"name": "c", "image": "unused", "command": SLEEPER}],
+            },
+        }
+        api.request("POST", f"/api/v1/namespaces/{ns}/pods", pod)
+        pid = wait_for(lambda: kube.kubelet.running_pids().get("zombie"), what="the pod running")
+        lost_at = time.monotonic()
+        kube.lose_node(["zombie"], keep_running=True)
+        time.sleep(2.0)
+        assert start_ticks(pid) is not None, "a zombie runs on after its loss"
+        wait_for(lambda: start_ticks(pid) is None, what="the zombie ended with its VM", timeout=60)
+        assert time.monotonic() - lost_at >= 4.0  # not before its Node went, and 3 s more
