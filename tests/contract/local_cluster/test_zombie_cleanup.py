@@ -15,6 +15,22 @@ from tests.builders.local_jobs import wait_for
 SLEEPER = ["python3", "-c", "import time; print('running', flush=True); time.sleep(300)"]
 
 
+def sleeper_pod(namespace: str, spot: bool = False) -> dict:
+    """A bare pod named `zombie` that sleeps (on a Spot node if `spot`)."""
+    spec: dict = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "unused", "command": SLEEPER}],
+    }
+    if spot:
+        spec["tolerations"] = [{"key": "cloud.google.com/gke-spot", "operator": "Exists"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "zombie", "namespace": namespace},
+        "spec": spec,
+    }
+
+
 def test_a_zombie_whose_pod_is_gone_ends_with_the_cluster(local_kubernetes, tmp_path: Path) -> None:
     from adapters.local.kubernetes import LocalKubernetes
 
@@ -23,16 +39,7 @@ def test_a_zombie_whose_pod_is_gone_ends_with_the_cluster(local_kubernetes, tmp_
     kube.node_delete_after_s = 3600.0  # the Node stays; the pod goes by a force delete below
     with kube:
         api, ns = kube.admin, kube.namespace
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "zombie", "namespace": ns},
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "unused", "command": SLEEPER}],
-            },
-        }
-        api.request("POST", f"/api/v1/namespaces/{ns}/pods", pod)
+        api.request("POST", f"/api/v1/namespaces/{ns}/pods", sleeper_pod(ns))
         pid = wait_for(lambda: kube.kubelet.running_pids().get("zombie"), what="the pod running")
         kube.lose_node(["zombie"], keep_running=True)
         api.request(
@@ -62,17 +69,7 @@ def test_a_zombie_ends_a_while_after_its_node_is_deleted(local_kubernetes, tmp_p
     kube.zombie_outlives_node_s = 3.0
     with kube:
         api, ns = kube.admin, kube.namespace
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "zombie", "namespace": ns},
-            "spec": {
-                "restartPolicy": "Never",
-                "tolerations": [{"key": "cloud.google.com/gke-spot", "operator": "Exists"}],
-                "containers": [{"name": "c", "image": "unused", "command": SLEEPER}],
-            },
-        }
-        api.request("POST", f"/api/v1/namespaces/{ns}/pods", pod)
+        api.request("POST", f"/api/v1/namespaces/{ns}/pods", sleeper_pod(ns, spot=True))
         pid = wait_for(lambda: kube.kubelet.running_pids().get("zombie"), what="the pod running")
         lost_at = time.monotonic()
         kube.lose_node(["zombie"], keep_running=True)
