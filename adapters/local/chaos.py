@@ -150,7 +150,7 @@ class ChaosInjector:
         self.faults, self.root, self.cluster = faults, mb.mailbox(root), cluster
         # probe(held fault) -> ids of the rows the held attempt's chunk holds now
         self.probe = probe
-        # progress() -> the share of the build done; without it faults go by time alone
+        # progress() -> the share of the build begun; without it faults go by time alone
         self.progress, self.expected_wall_s = progress, expected_wall_s
         self._outage_at: float | None = None  # elapsed s when the last outage was armed
         self.write_gate = write_gate  # the in-process functions' cluster writes

@@ -65,6 +65,14 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     assert [e[0] for e in etas] == sorted(e[0] for e in etas)
     assert etas[-1][1] == pytest.approx(etas[-1][0])  # nothing left after the last layer
     assert isinstance(summary["forecast_error_at_40pct"], float)
+    # Where the wall time went: the run's wall time is its named parts plus the unnamed rest,
+    # each layer is on it, and the stack's own start-up is reported apart.
+    timeline = summary["timeline"]
+    assert sum(timeline["parts_s"].values()) == pytest.approx(timeline["wall_s"], abs=0.05)
+    assert timeline["parts_s"]["compute"] > 0 and timeline["stack_start_s"] > 0
+    layers = [lt["layer"] for lt in timeline["layers"]]
+    assert [k for k in layers if "-L" in k] == ["ingest-L2", "ingest-L3", "ingest-L4"]
+    assert timeline["wall_s"] == pytest.approx(summary["wall_s"], abs=5.0)
 
 
 def test_bad_config_fails_fast_naming_the_field(tmp_path):
