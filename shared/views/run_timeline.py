@@ -57,14 +57,18 @@ def plain_datetime(value: Any) -> datetime | None:
 
 def attempts(records: Mapping[str, Iterable[Mapping[str, Any]]], now: datetime) -> list[Attempt]:
     """Pod records by layer key -> the attempts that started, oldest first (an attempt still
-    running ends at `now`; one that never started is not on the timeline)."""
+    running ends at `now`, one that ended with no end time recorded at its start; one that
+    never started is not on the timeline)."""
     out: list[Attempt] = []
     for key, docs in records.items():
         for r in docs:
             start = plain_datetime(r.get("started"))
             if start is None:
                 continue
-            end = plain_datetime(r.get("finished")) or now
+            result = outcome(r)
+            # A pod that ended without an end time (pod GC removed it with its lost node, so
+            # no kubelet wrote it) is drawn as a point, not as running until now.
+            end = plain_datetime(r.get("finished")) or (now if result == "running" else start)
             out.append(
                 Attempt(
                     key,
@@ -72,7 +76,7 @@ def attempts(records: Mapping[str, Iterable[Mapping[str, Any]]], now: datetime) 
                     str(r.get("name", "")),
                     start,
                     max(start, end),
-                    outcome(r),
+                    result,
                     r.get("exit_code"),
                     r.get("reason"),
                 )

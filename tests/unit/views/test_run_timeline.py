@@ -48,12 +48,16 @@ def test_attempts_skip_unstarted_pods_and_end_running_ones_now():
             {"index": 0, "name": "a", "phase": "Succeeded", "started": "2026-01-01T00:00:01Z",
              "finished": at(3), "exit_code": 0},
             {"index": 2, "name": "c", "phase": "Pending"},
+            # ended with its lost node, no end time written: a point, not running until now
+            {"index": 3, "name": "d", "phase": "Failed", "reason": "DisruptionTarget",
+             "started": at(6)},
         ]
     }  # fmt: skip
     items = attempts(records, now=at(10))
     assert [(a.pod, a.start, a.end, a.outcome) for a in items] == [
         ("a", at(1), at(3), "succeeded"),
         ("b", at(5), at(10), "running"),
+        ("d", at(6), at(6), "preempted"),
     ]
 
 
