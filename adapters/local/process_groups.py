@@ -45,7 +45,9 @@ def start_group_dying_with_parent(
     argv: list[str], out: IO[bytes], env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of its own process group (stopped as one by
-    :func:`kill_group`), its output to ``out``, SIGKILLed when the calling thread ends."""
+    :func:`kill_group`), its output to ``out``, SIGKILLed when the calling thread ends.
+    The death signal is set by setpriv before it execs ``argv``: a caller SIGKILLed in that
+    first instant (before the exec) leaves the child without it."""
     return subprocess.Popen(
         dying_with_parent(argv),
         stdout=out,

@@ -62,6 +62,14 @@ _START_AND_HANG = textwrap.dedent(
 )
 
 
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -78,6 +86,13 @@ def test_a_child_in_its_own_group_dies_when_its_parent_is_sigkilled() -> None:
     child = int(parent.stdout.readline())
     try:
         assert _alive(child)
+        # setpriv sets the death signal, then execs the command: a parent killed before that
+        # (microseconds after the start; it happened under load) would leave no signal set.
+        # The window is the start's own, so the test waits it out first.
+        deadline = time.monotonic() + 10
+        while _comm(child) != "sleep" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _comm(child) == "sleep", "the child never reached its command"
         parent.send_signal(signal.SIGKILL)  # no unwinding: only the death signal can stop it
         parent.wait()
         deadline = time.monotonic() + 10

@@ -5,6 +5,7 @@ fails here with the API server's own Forbidden, as it would on GKE."""
 from __future__ import annotations
 
 import copy
+import re
 import uuid
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from adapters.gke.cluster import GkeCluster
 from adapters.local.controlplane.identities import apply, render
 from shared.ports.cluster import ClusterError
-from tests.builders.local_jobs import manifest
+from tests.builders.local_jobs import manifest, wait_for
 
 ROLE = "cave-pipeline-controller"
 
@@ -36,15 +37,26 @@ def test_a_verb_removed_from_the_controllers_role_is_forbidden(local_kubernetes:
     for rule in without_patch["rules"]:
         if "jobs" in rule["resources"]:
             rule["verbs"] = [v for v in rule["verbs"] if v != "patch"]
+
+    def forbidden(parallelism: int) -> str:
+        """The API server's refusal of a patch ("" if it was granted)."""
+        try:
+            cluster.patch_job(name, parallelism=parallelism)
+        except ClusterError as e:
+            return str(e)
+        return ""
+
     try:
         cluster.patch_job(name, parallelism=2)  # granted as deployed
         try:
             apply(kube.admin, [without_patch])
-            with pytest.raises(ClusterError, match='forbidden.*cannot patch resource "jobs"'):
-                cluster.patch_job(name, parallelism=3)
+            # The API server's RBAC authorizer learns of a Role change from its informer:
+            # asynchronously, so each answer is awaited, not assumed at once.
+            refusal = wait_for(lambda: forbidden(3), what="the patch refused", timeout=30)
+            assert re.search('forbidden.*cannot patch resource "jobs"', refusal), refusal
         finally:
             apply(kube.admin, [role])
-        cluster.patch_job(name, parallelism=4)  # granted again
+        wait_for(lambda: not forbidden(4), what="the patch granted again", timeout=30)
         assert cluster.get_job(name).parallelism == 4
     finally:
         cluster.delete_job(name)

@@ -367,7 +367,10 @@ class ControlPlane:
     def _api_ok(self, path: str, token: str) -> bool:
         if not self.ca_file.exists():
             return False
-        context = ssl.create_default_context(cafile=str(self.ca_file))
+        try:
+            context = ssl.create_default_context(cafile=str(self.ca_file))
+        except ssl.SSLError:  # the API server is still writing its certificate: not ready
+            return False
         request = urllib.request.Request(
             self.server + path, headers={"Authorization": f"Bearer {token}"}
         )

@@ -46,8 +46,10 @@ def test_a_busy_pod_shows_in_the_metrics_api_through_the_gke_adapter(
         usage = wait_for(
             lambda: operator.pod_usage(name).get(pod.name), WAIT_S, "the pod in PodMetrics"
         )
-        # One busy core, measured by the kubelet from /proc over a 15 s window.
-        assert 0.5 < usage.cpu < 1.5, usage
+        # One busy loop, measured by the kubelet from /proc over a 15 s window: up to a core,
+        # less on a loaded machine (it read 0.47 beside a chaos demo), against ~0 for an idle
+        # pod: what is read is the pod's own use, not a figure of our making.
+        assert 0.1 < usage.cpu < 1.5, usage
         assert 0.005 < usage.memory_gib < 0.25, usage  # a Python interpreter's resident set
         with pytest.raises(MetricsUnavailableError, match="403"):
             c.pod_usage(name)  # the controller's identity: not granted
