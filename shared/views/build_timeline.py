@@ -26,6 +26,7 @@ parts plus `unnamed`, the part no span names. Pure.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -87,14 +88,6 @@ def _span(key: str, part: Part, t0: datetime, a: datetime | None, b: datetime | 
     return [Span(key, part, (a - t0).total_seconds(), (b - t0).total_seconds())]
 
 
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def _stage_ready(run: RunState, stage: str) -> datetime | None:
     """When a stage's setup could start: the run created, or the stages it needs finished."""
     deps = dependencies_in(stage, run.stages)
@@ -133,7 +126,8 @@ def layer_timeline(
         for r in pods
         if (c := plain_datetime(r.get("created"))) and (s := plain_datetime(r.get("started")))
     ]
-    return LayerTimeline(ls.key, tuple(spans), len(pods), _median(startups))
+    median = statistics.median(startups) if startups else None
+    return LayerTimeline(ls.key, tuple(spans), len(pods), median)
 
 
 def build_timeline(

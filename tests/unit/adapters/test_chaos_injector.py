@@ -199,3 +199,40 @@ def test_faults_wait_for_the_runs_progress_and_worker_faults_go_one_at_a_time(tm
         assert inj.pubsub._armed == [cp.PUBSUB_DROP, cp.PUBSUB_DUPLICATE]
     finally:
         inj.stop()
+
+
+@pytest.mark.parametrize(
+    ("write", "args"),
+    [
+        ("create_job", ({"name": "a"},)),
+        ("apply_config_map", ({"name": "c"},)),
+        ("patch_job", ("a",)),
+        ("delete_job", ("a",)),
+        ("drain_job", ("a",)),
+        ("delete_pod", ("p",)),
+        ("resize_pod", ("p", "worker", {})),
+    ],
+)
+def test_every_write_of_the_job_writer_port_passes_the_gate(write, args):
+    """A write the WriteGate let past its hook would be one `host_killed` cannot stop."""
+    from adapters.local.write_gate import WriteGate
+
+    class Inner:
+        calls: list[str] = []
+
+        def __getattr__(self, name):
+            return lambda *a, **k: self.calls.append(name)
+
+    inner = Inner()
+    gate = WriteGate(inner)  # type: ignore[arg-type]
+
+    def refuse(name: str) -> None:
+        raise RuntimeError(f"refused {name}")
+
+    gate.fault_hook = refuse
+    with pytest.raises(RuntimeError, match=f"refused {write}"):
+        getattr(gate, write)(*args)
+    assert inner.calls == []
+    gate.fault_hook = None
+    getattr(gate, write)(*args)
+    assert inner.calls == [write]
