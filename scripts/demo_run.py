@@ -305,7 +305,7 @@ def run_demo(
     canaries = canary_summary(run)
     for c in canaries:  # what happened, against the forecast (the canary's pods included)
         c["measured_cost_usd"] = round(cost, 6)
-        c["measured_pods"] = pods + (c["chunks"] or 0)
+        c["measured_pods"] = pods + (c["pods"] or 0)
     if canaries:
         result.extra["canary"] = canaries[0] if len(canaries) == 1 else canaries
     return result

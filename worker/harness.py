@@ -68,6 +68,9 @@ class BatchStats:
     fatal: int = 0
     recovered: int = 0
     chunk_compute_s: float = 0.0
+    # The first processed chunk's compute, apart: it carries what a process pays once (lazy
+    # imports, a first read), which the canary's forecast separates from a chunk's time.
+    first_chunk_s: float | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -217,6 +220,7 @@ class BatchRunner:
             fatal=s.fatal,
             recovered=s.recovered,
             chunk_compute_s=round(s.chunk_compute_s, 6),
+            first_chunk_s=None if s.first_chunk_s is None else round(s.first_chunk_s, 6),
             elapsed_s=round(time.monotonic() - s.started, 6),
             exit_code=code,
             **self.summary_fields,
@@ -279,6 +283,8 @@ class BatchRunner:
             return self._failed(exc, clog, name)
         spent = time.perf_counter() - t0
         self.stats.chunk_compute_s += spent
+        if self.stats.first_chunk_s is None:
+            self.stats.first_chunk_s = spent
         with self._state:
             if self._final is not None:  # aborted meanwhile: the claim is already released
                 return self._final

@@ -27,16 +27,24 @@ SINK_DELAY_S = 20.0
 
 
 def chunk_runtime(figures: CanaryFigures) -> tuple[float, float, float]:
-    """(per-chunk seconds, lognormal sigma, per-pod start-up seconds) from a canary of one
-    chunk a pod: the worker's chunk times where its log reports them, else the pod less the
-    simulator's start-up (at most half a pod); sigma from p95/p50."""
+    """(per-chunk seconds, lognormal sigma, per-pod start-up seconds) from a canary.
+
+    Where the worker's log reports a pod's chunks apart (`pod_overhead_p50_s`: the pods of
+    two chunks timed their second), a chunk takes the warm chunk time and the pod's start-up
+    is what the pod paid beyond its chunks. Else, from older or one-chunk logs, the chunk is
+    the worker's chunk time and the rest of the pod its start-up (the first chunk's cold part
+    then counts as chunk time). Else, with no log, the pod less the simulator's start-up (at
+    most half a pod), over its chunks. Sigma from p95/p50."""
     pod = max(figures.runtime_p50_s, 1e-3)
+    per_pod = max(1, round(figures.chunks / figures.pods)) if figures.pods else 1
     if figures.chunk_p50_s is not None and figures.chunk_p95_s is not None:
-        # The worker's own chunk times; the rest of the pod (start-up, exit) is per pod.
-        chunk = min(max(figures.chunk_p50_s, 1e-3), pod)
-        return chunk, _sigma(max(figures.chunk_p95_s, chunk) / chunk), pod - chunk
+        chunk = min(max(figures.chunk_p50_s, 1e-3), pod / per_pod)
+        sigma = _sigma(max(figures.chunk_p95_s, chunk) / chunk)
+        if figures.pod_overhead_p50_s is not None:
+            return chunk, sigma, figures.pod_overhead_p50_s
+        return chunk, sigma, pod - chunk * per_pod
     overhead = min(POD_OVERHEAD_S, pod * START_UP_SHARE)
-    return pod - overhead, _sigma(max(figures.runtime_p95_s, pod) / pod), overhead
+    return (pod - overhead) / per_pod, _sigma(max(figures.runtime_p95_s, pod) / pod), overhead
 
 
 def _sigma(p95_over_p50: float) -> float:
@@ -81,6 +89,6 @@ def forecast_build(
     return {
         "wall_s": round(elapsed + report.wall_s, 2),
         "remaining_s": round(report.wall_s, 2),
-        "pods": report.pods + figures.chunks,
+        "pods": report.pods + (figures.pods or figures.chunks),
         "cost_usd": round(spent + report.cost_usd, 6),
     }

@@ -1,18 +1,19 @@
 """Forecasts: when a run will finish and what it will cost, from what it has observed. Pure.
 
-The model is the simulator's (shared.forecast.simulation), in closed form: a layer's remaining pods
-run at the ramp's parallelism (start x factor^steps every period, capped at `max` and at the
-batches left), each for the mean pod runtime observed in that layer. A pod is a fixed
-start-up (`pod_overhead_s`, as the simulator's runtimes: image, clients, lock claims) plus
-its chunks, so before a layer has run a pod its pods take that start-up plus the per-chunk
-time observed in the nearest finished layer of the stage (that layer's pods less the
-start-up, over its chunks) times the layer's batch (the run's first layer:
-`default_chunk_s`): a top layer of one chunk a pod still pays the start-up. Layers of a
-stage follow each other; stages run once the stages they depend on are done, in parallel
-with their siblings (ingest, then meshing and l2cache side by side). Each advance adds the
-latency observed so far (a layer's submission after its dependencies were done), else
-`advance_s` (about half a tick). Costs are pod-seconds times requests at the layer's rate,
-plus the cluster fee over the remaining time.
+The model is the simulator's (shared.forecast.simulation), in closed form: a layer's
+remaining pods run at the ramp's parallelism (start x factor^steps every period, capped at
+`max` and at the batches left), each for the mean pod runtime observed in that layer, after
+its wait for a place (`pod_wait_s`: creation to start, each pod, not billed). A pod is a
+fixed start-up (`pod_overhead_s`: process start, imports, clients, the first chunk's cold
+part; measured by a canary, else the simulator's 10 s) plus its chunks, so before a layer
+has run a pod its pods take that start-up plus the per-chunk time observed in the nearest
+finished layer of the stage (that layer's pods less the start-up, over its chunks) times the
+layer's batch (the run's first layer: `default_chunk_s`): a top layer of one chunk a pod
+still pays the start-up. Layers of a stage follow each other; stages run once the stages
+they depend on are done, in parallel with their siblings (ingest, then meshing and l2cache
+side by side). Each advance adds the latency observed so far (a layer's submission after its
+dependencies were done), else `advance_s` (about half a tick). Costs are pod-seconds times
+requests at the layer's rate, plus the cluster fee over the remaining time.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from shared.model.stages import dependencies_in
 from shared.model.state import LayerState, RunState
 from shared.money.pricing import Rate, load_rates, pod_cost, rate_for
 from shared.reconcile.build_plan import layer_plan
-from shared.reconcile.canary import canary_chunk_s
+from shared.reconcile.canary import canary_chunk_s, canary_pod_overhead_s, canary_pod_wait_s
 from shared.reconcile.decision import LayerPlan
 
 DEFAULT_CHUNK_S = 30.0  # per chunk, before the run has finished a pod
@@ -137,10 +138,12 @@ def forecast(
     default_chunk_s: float = DEFAULT_CHUNK_S,
     advance_s: float = 30.0,
     pod_overhead_s: float = POD_OVERHEAD_S,
+    pod_wait_s: float = 0.0,
 ) -> RunForecast:
     """ETA and projected cost of every unfinished layer and of the rest of the run.
     `batch_chunks` maps each layer key to the chunks one of its pods processes, `rates` each
-    stage to its price; `advance_s` is used until the run has advanced once."""
+    stage to its price; `advance_s` is used until the run has advanced once; `pod_wait_s`
+    is each pod's wait from its creation to its start (its place taken, not billed)."""
     observed = observed_advance_s(run)
     advance_s = advance_s if observed is None else observed
     done_at: dict[str, float] = {}  # layer key -> seconds from now until it is done
@@ -158,14 +161,15 @@ def forecast(
             continue
         left = plan.completions - intervals.count(ls.progress.completed_indexes)
         pod_s = _pod_seconds(run, ls, batch_chunks, default_chunk_s, pod_overhead_s)
+        slot_s = pod_s + pod_wait_s  # a place in the ramp: the wait to start, then the pod
         if ls.phase == "running" and ls.timing.ramp_started_at is not None:
             ramp_elapsed = max(0.0, (now - ls.timing.ramp_started_at).total_seconds())
             # pods run at different times once some have finished (and been replaced)
             in_flight = ls.progress.active if ls.pods.succeeded else 0
-            remaining = drain_seconds(left, pod_s, plan.ramp, ramp_elapsed, in_flight)
+            remaining = drain_seconds(left, slot_s, plan.ramp, ramp_elapsed, in_flight)
         else:
             start += advance_s
-            remaining = drain_seconds(left, pod_s, plan.ramp, 0.0)
+            remaining = drain_seconds(left, slot_s, plan.ramp, 0.0)
         done_at[ls.key] = start + remaining
         rate = rates[ls.stage]
         usd = pod_cost(rate, plan.cpu, plan.memory_gib, left * pod_s)
@@ -180,11 +184,22 @@ def forecast(
 
 def run_forecast(cfg: PipelineConfig, run: RunState, now: datetime) -> RunForecast:
     """The forecast `pipeline status`, `pipeline demo` and the demo's `eta_forecasts` show:
-    each advance waits about half a controller tick."""
+    each advance waits about half a controller tick; a canary's measurements, where the run
+    has one, give the per-chunk time before any pod has finished, a pod's start-up and its
+    wait for a place (shared.reconcile.canary), else the defaults stand."""
     advance = cfg.controller.tick_period_s / 2
-    # Before any pod has finished, a canary's chunk time beats a guess (shared.reconcile.canary).
     chunk_s = canary_chunk_s(run) or DEFAULT_CHUNK_S
-    return forecast(run, *forecast_inputs(cfg, run), now, chunk_s, advance)
+    overhead = canary_pod_overhead_s(run)
+    wait = canary_pod_wait_s(run) or 0.0
+    return forecast(
+        run,
+        *forecast_inputs(cfg, run),
+        now,
+        chunk_s,
+        advance,
+        POD_OVERHEAD_S if overhead is None else overhead,
+        wait,
+    )
 
 
 def forecast_inputs(

@@ -4,10 +4,12 @@ to size its pods and forecast the build (docs/canary-and-rightsize.md). Pure: no
 **Which chunks, in the images' own terms.** The worker contract (and the predecessor's
 harness in PyChunkedGraph images) gives pod `i` the window `batch_coords(i, grid, seed,
 PCG_BATCH_SIZE)`: positions `[i*B, (i+1)*B)` of the layer's seeded permutation. A Job of the
-layer's own manifest with `completions: N` and `PCG_BATCH_SIZE=1` therefore builds positions
-`0..N-1`, one chunk a pod, scattered over the grid by the permutation: the predecessor's
-`pipeline sample` Job. They are the first N chunks of the full layer's first windows, so
-the full layer finds their done markers and skips them. Nothing new is asked of an image.
+layer's own manifest with `completions: ceil(N/2)` and `PCG_BATCH_SIZE=2` therefore builds
+positions `0..N-1` (N rounded up to even), two chunks a pod, scattered over the grid by the
+permutation. They are the first chunks of the full layer's first windows, so the full layer
+finds their done markers and skips them. Nothing new is asked of an image. Two a pod, not
+one: a pod's first chunk carries what the process pays once (imports, a first read), so
+only a second chunk shows what a chunk costs in a running pod (`pod_summary`).
 
 **What it gives.** From its succeeded pods: runtime p50 and p95, peak memory and CPU p95
 (where the cluster measures them: shared.ports.cluster.PodInfo). The layer's requests are then
@@ -35,8 +37,11 @@ from shared.reconcile.rightsize import percentile
 CANARY_LABEL = "cave-pipeline/canary"
 BATCH_ANNOTATION = "cave-pipeline/batch-size"
 CANARY_PHASES = ("", "running", "done", "failed")
-# A pod's start-up as the forecasts assume it (shared.forecast.simulation.runtimes.Runtimes).
+# A pod's start-up as the forecasts assume it (shared.forecast.simulation.runtimes.Runtimes)
+# when nothing measured it.
 POD_START_UP_S = 10.0
+# Chunks a canary pod builds: the first carries the pod's cold start, the second is timed.
+CANARY_BATCH = 2
 
 
 def canary_job_name(layer_job: str) -> str:
@@ -49,43 +54,73 @@ def canary_size(requested: int, layer_chunks: int) -> int:
     return max(1, min(requested, layer_chunks))
 
 
+def canary_pods(chunks: int) -> int:
+    """Pods (Job indexes) a canary of `chunks` chunks runs: CANARY_BATCH chunks each."""
+    return max(1, -(-chunks // CANARY_BATCH))
+
+
 def canary_manifest(manifest: dict[str, Any], name: str, chunks: int) -> dict[str, Any]:
-    """The layer's rendered Job as its canary: `chunks` indexes of one chunk each
-    (`PCG_BATCH_SIZE=1`), under `name`, labelled as a canary. Everything else (image, env,
-    seed, grid, mounts, requests) is the layer's, so the images run it as they run the layer."""
+    """The layer's rendered Job as its canary: `canary_pods(chunks)` indexes of CANARY_BATCH
+    chunks each (`PCG_BATCH_SIZE`), under `name`, labelled as a canary. Everything else
+    (image, env, seed, grid, mounts, requests) is the layer's, so the images run it as they
+    run the layer."""
     out = copy.deepcopy(manifest)
+    pods, batch = canary_pods(chunks), str(CANARY_BATCH)
     meta = out["metadata"]
     meta["name"] = name
     meta["labels"] = {**meta.get("labels", {}), CANARY_LABEL: "true"}
-    meta["annotations"] = {**meta.get("annotations", {}), BATCH_ANNOTATION: "1"}
+    meta["annotations"] = {**meta.get("annotations", {}), BATCH_ANNOTATION: batch}
     spec = out["spec"]
-    spec["completions"] = chunks
+    spec["completions"] = pods
     if "maxFailedIndexes" in spec:
-        spec["maxFailedIndexes"] = min(spec["maxFailedIndexes"], chunks)
+        spec["maxFailedIndexes"] = min(spec["maxFailedIndexes"], pods)
     template = spec["template"]
     pod_meta = template["metadata"]
     pod_meta["labels"] = {**pod_meta.get("labels", {}), CANARY_LABEL: "true"}
-    pod_meta["annotations"] = {**pod_meta.get("annotations", {}), BATCH_ANNOTATION: "1"}
+    pod_meta["annotations"] = {**pod_meta.get("annotations", {}), BATCH_ANNOTATION: batch}
     for container in template["spec"]["containers"]:
         for var in container.get("env", []):
             if var.get("name") == BATCH_SIZE:
-                var["value"] = "1"
+                var["value"] = batch
     return out
 
 
 SUMMARY_MARK = "batch summary"
 
 
-def pod_summary(log_tail: str) -> tuple[float, float] | None:
-    """(start-up seconds, chunk compute seconds) from the worker's last `batch summary` log
-    line (our worker writes one per pod with `startup_s` and `chunk_compute_s`); None when
-    the log has none (PyChunkedGraph images' harness logs no timings)."""
+@dataclass(frozen=True)
+class PodTimes:
+    """One pod's times as the worker's `batch summary` line reports them."""
+
+    startup_s: float  # process start -> its batch begun
+    chunk_compute_s: float  # all its chunks' compute
+    processed: int = 1  # chunks it computed
+    first_chunk_s: float | None = None  # the first of them (None: not reported)
+
+    def warm_chunk_s(self) -> float | None:
+        """One chunk's compute in a running pod: the mean of the chunks after the first
+        (None: fewer than two computed, or the first not reported)."""
+        if self.first_chunk_s is None or self.processed < 2:
+            return None
+        return max(0.0, self.chunk_compute_s - self.first_chunk_s) / (self.processed - 1)
+
+
+def pod_summary(log_tail: str) -> PodTimes | None:
+    """A pod's times from the worker's last `batch summary` log line (our worker writes one
+    per pod with `startup_s`, `chunk_compute_s`, `processed` and `first_chunk_s`); None
+    when the log has none (PyChunkedGraph images' harness logs no timings)."""
     for line in reversed(log_tail.splitlines()):
         if SUMMARY_MARK not in line or "{" not in line:
             continue
         try:
             doc = json.loads(line[line.index("{") :])
-            return float(doc["startup_s"]), float(doc["chunk_compute_s"])
+            first = doc.get("first_chunk_s")
+            return PodTimes(
+                float(doc["startup_s"]),
+                float(doc["chunk_compute_s"]),
+                int(doc.get("processed", 1)),
+                None if first is None else float(first),
+            )
         except (ValueError, KeyError, TypeError):
             return None
     return None
@@ -95,7 +130,7 @@ def pod_summary(log_tail: str) -> tuple[float, float] | None:
 class CanaryFigures:
     """What the canary's succeeded pods showed."""
 
-    chunks: int  # pods that succeeded (one chunk each)
+    chunks: int  # chunks its succeeded pods built (CANARY_BATCH a pod unless logged)
     runtime_p50_s: float
     runtime_p95_s: float
     start_p50_s: float  # created -> started: a pod's wait for a node
@@ -104,10 +139,16 @@ class CanaryFigures:
     cpu_p95: float | None
     pod_seconds: float  # of every attempt (what was billed)
     # From the pods' logs where the worker reports them (pod_summary): a pod's start-up
-    # (process start to its first chunk) and one chunk's compute time. None: not reported.
+    # (process start to its first chunk) and one chunk's compute time in a running pod (the
+    # chunks after a pod's first; a pod of one chunk: that chunk). None: not reported.
     startup_p50_s: float | None = None
     chunk_p50_s: float | None = None
     chunk_p95_s: float | None = None
+    # What a pod pays once, whatever its batch: its runtime less its chunks at the warm
+    # chunk time (process start, imports, the first chunk's cold part, exit). None: no pod
+    # reported a warm chunk.
+    pod_overhead_p50_s: float | None = None
+    pods: int = 0  # pods that succeeded
 
 
 def canary_figures(
@@ -123,16 +164,9 @@ def canary_figures(
     mems = [p.peak_memory_gib for p in done if p.peak_memory_gib is not None]
     cpus = [p.cpu_used for p in done if p.cpu_used is not None]
     billed = sum((p.finished - p.started).total_seconds() for p in pods if p.started and p.finished)
-    found = [t for p in done if (t := pod_summary((logs or {}).get(p.name, ""))) is not None]
-    timed = {}
-    if found:
-        timed = {
-            "startup_p50_s": percentile([t[0] for t in found], 50),
-            "chunk_p50_s": percentile([t[1] for t in found], 50),
-            "chunk_p95_s": percentile([t[1] for t in found], 95),
-        }
+    logged = [pod_summary((logs or {}).get(p.name, "")) for p in done]
     return CanaryFigures(
-        chunks=len(done),
+        chunks=sum(CANARY_BATCH if t is None else t.processed for t in logged),
         runtime_p50_s=percentile(runtimes, 50),
         runtime_p95_s=percentile(runtimes, 95),
         start_p50_s=percentile(starts, 50) if starts else 0.0,
@@ -140,8 +174,34 @@ def canary_figures(
         peak_memory_gib=max(mems) if mems else None,
         cpu_p95=percentile(cpus, 95) if cpus else None,
         pod_seconds=billed,
-        **timed,
+        **_pod_times(done, logs or {}),
+        pods=len(done),
     )
+
+
+def _pod_times(done: Sequence[PodInfo], logs: Mapping[str, str]) -> dict[str, float]:
+    """The timed figures of CanaryFigures from the succeeded pods' summary lines."""
+    found = [(p, t) for p in done if (t := pod_summary(logs.get(p.name, ""))) is not None]
+    if not found:
+        return {}
+    warm = [(p, w, t) for p, t in found if (w := t.warm_chunk_s()) is not None]
+    if warm:
+        chunks = [w for _, w, _ in warm]
+        overheads = [
+            max(0.0, (p.finished - p.started).total_seconds() - t.processed * w)  # type: ignore[operator]
+            for p, w, t in warm
+        ]
+    else:  # pods of one chunk (or an older worker): a chunk is the pod's compute
+        chunks = [t.chunk_compute_s / max(1, t.processed) for _, t in found]
+        overheads = []
+    out = {
+        "startup_p50_s": percentile([t.startup_s for _, t in found], 50),
+        "chunk_p50_s": percentile(chunks, 50),
+        "chunk_p95_s": percentile(chunks, 95),
+    }
+    if overheads:
+        out["pod_overhead_p50_s"] = percentile(overheads, 50)
+    return out
 
 
 def size_layer(figures: CanaryFigures, job: JobSettings, layer: int, margin: float) -> Requests:
@@ -203,7 +263,7 @@ def canary_holds(
     as failed and alerted; the layer goes on as configured. `parallelism`: the pods the new
     canary Job may run at once (controller.max_vcpus; default all its chunks)."""
     if parallelism is None and plan is not None:
-        parallelism = plan.chunks
+        parallelism = canary_pods(plan.chunks)
     if plan is None or ls.canary.phase in ("done", "failed"):
         return False, []
     if not ls.canary.phase:
@@ -217,7 +277,8 @@ def canary_holds(
         }
         return True, [("create", (plan.job_name, parallelism))]
     if job is None:  # committed but not created (a crash in between): the name is idempotent
-        return True, [("create", (ls.canary.job, ls.canary.record.get("parallelism", plan.chunks)))]
+        held = ls.canary.record.get("parallelism", canary_pods(plan.chunks))
+        return True, [("create", (ls.canary.job, held))]
     if not job.finished:
         return True, []
     figures = canary_figures(pods, logs)
@@ -328,6 +389,7 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
                 "layer": ls.layer,
                 "phase": ls.canary.phase,
                 "chunks": c.get("chunks"),
+                "pods": c.get("pods", c.get("chunks")),  # records before two chunks a pod
                 "runtime_p50_s": c.get("runtime_p50_s"),
                 "runtime_p95_s": c.get("runtime_p95_s"),
                 "peak_memory_mib": None if peak is None else round(peak * 1024, 1),
@@ -345,9 +407,10 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
 
 
 def canary_chunk_s(run: RunState) -> float | None:
-    """One chunk's time as the run's canaries measured it (the worker's chunk compute p50,
-    else a canary pod's p50 runtime less the forecast's start-up share), for the in-run
-    forecast before any pod of the run has finished; None without a finished canary."""
+    """One chunk's time as the run's canaries measured it (the worker's warm chunk compute
+    p50, else a canary pod's p50 runtime less the forecast's start-up share, over its
+    chunks), for the in-run forecast before any pod of the run has finished; None without
+    a finished canary."""
     times = []
     for ls in run.layers.values():
         c = ls.canary.record
@@ -357,5 +420,30 @@ def canary_chunk_s(run: RunState) -> float | None:
             times.append(float(c["chunk_p50_s"]))
         elif c.get("runtime_p50_s") is not None:
             pod = float(c["runtime_p50_s"])
-            times.append(pod - min(POD_START_UP_S, pod / 2))
+            chunks = int(c.get("chunks") or 1)
+            per_pod = max(1, chunks // max(1, int(c.get("pods") or chunks)))
+            times.append((pod - min(POD_START_UP_S, pod / 2)) / per_pod)
+    return max(times) if times else None
+
+
+def canary_pod_overhead_s(run: RunState) -> float | None:
+    """What a pod pays once (its start-up, the first chunk's cold part, its exit) as the
+    run's canaries measured it (`pod_overhead_p50_s`; the largest over its canaries), for
+    the in-run forecast; None without a finished canary that measured it."""
+    times = [
+        float(ls.canary.record["pod_overhead_p50_s"])
+        for ls in run.layers.values()
+        if ls.canary.phase == "done" and ls.canary.record.get("pod_overhead_p50_s") is not None
+    ]
+    return max(times) if times else None
+
+
+def canary_pod_wait_s(run: RunState) -> float | None:
+    """A pod's wait from its creation to its start (scheduling, the container's start) as
+    the run's canaries measured it (`start_p50_s`); None without a finished canary."""
+    times = [
+        float(ls.canary.record["start_p50_s"])
+        for ls in run.layers.values()
+        if ls.canary.phase == "done" and ls.canary.record.get("start_p50_s") is not None
+    ]
     return max(times) if times else None

@@ -9,7 +9,7 @@ from datetime import datetime
 from shared.jobs.autopilot import Requests
 from shared.model.state import LayerState
 from shared.ports.cluster import JobStatus
-from shared.reconcile.canary import canary_holds
+from shared.reconcile.canary import canary_holds, canary_pods
 from shared.reconcile.decision import Action, Alert, CreateJob, LayerPlan, PatchJob, Snapshot
 from shared.reconcile.vcpu_budget import VcpuBudget
 
@@ -34,7 +34,7 @@ def canary_step(
         ls.timing.held_by_vcpu_cap = not vcpus.room_for_one(lp.cpu)
         if ls.timing.held_by_vcpu_cap:
             return True
-        parallelism = vcpus.take_new(lp.cpu, lp.canary.chunks)
+        parallelism = vcpus.take_new(lp.cpu, canary_pods(lp.canary.chunks))
     holds, pending = canary_holds(
         ls,
         lp.canary,

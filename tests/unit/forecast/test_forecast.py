@@ -143,6 +143,34 @@ def test_forecast_from_a_run_state(ramp, observed_pod_s, ramp_elapsed_s, want_l2
     assert fc.remaining_s == max(lf.finishes_in_s for lf in fc.layers)
 
 
+@pytest.mark.parametrize(
+    ("wait_s", "want_l2", "want_l3"),
+    [
+        (0.0, 40.0, 18.0),  # as test_forecast_from_a_run_state: two waves of 20 s pods
+        (2.0, 44.0, 3.0 + 17.0),  # each pod waits 2 s for its place: waves of 22 s
+        (10.0, 60.0, 3.0 + 25.0),
+    ],
+)
+def test_each_pod_waits_for_its_place_unbilled(wait_s, want_l2, want_l3):
+    """`pod_wait_s` (creation to start, measured by a canary) lengthens every pod's place in
+    the ramp, the remaining layers' too, and costs nothing."""
+    cfg = _demo(ramp=DEMO_RAMP)
+    run = new_run(cfg, "f", ["ingest"], "auto", T0)
+    plans, chunks, rates = forecast_inputs(cfg, run)
+    now = T0 + timedelta(seconds=1000)
+    l2 = run.layers["ingest-L2"]
+    l2.phase, l2.progress.completed_indexes = "running", "0-7"
+    l2.timing.ramp_started_at = now - timedelta(seconds=600)
+    l2.pods.succeeded, l2.pods.succeeded_runtime_s = 8, 8 * 20.0
+    fc = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 10.0, wait_s)
+    by_key = {lf.key: lf for lf in fc.layers}
+    assert by_key["ingest-L2"].remaining_s == pytest.approx(want_l2)
+    assert by_key["ingest-L3"].remaining_s == pytest.approx(want_l3)
+    unwaited = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 10.0)
+    pods_usd = sum(lf.projected_usd for lf in fc.layers)
+    assert pods_usd == pytest.approx(sum(lf.projected_usd for lf in unwaited.layers))
+
+
 def test_forecast_uses_the_observed_advance_latency():
     cfg = _demo()
     run = new_run(cfg, "f", ["ingest"], "auto", T0)

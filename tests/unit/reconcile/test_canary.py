@@ -5,6 +5,7 @@ forecast fed with its runtimes."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -24,8 +25,10 @@ from shared.reconcile.canary import (
     CANARY_LABEL,
     CanaryFigures,
     CanaryPlan,
+    PodTimes,
     canary_figures,
     canary_manifest,
+    canary_pods,
     canary_size,
     pod_summary,
     size_layer,
@@ -42,6 +45,12 @@ SUMMARY = (
     '{"severity": "INFO", "message": "batch summary: 1 processed, 0 skipped of 1", '
     '"chunk_compute_s": %s, "startup_s": %s, "exit_code": 0}'
 )
+# The worker's line for a pod of two chunks: (chunk compute, first chunk, start-up).
+SUMMARY2 = (
+    '{"severity": "INFO", "message": "batch summary: 2 processed, 0 skipped of 2", '
+    '"processed": 2, "chunk_compute_s": %s, "first_chunk_s": %s, "startup_s": %s, '
+    '"exit_code": 0}'
+)
 
 
 def _demo(canary: int | None = 8):
@@ -55,9 +64,10 @@ def _env(manifest: dict, name: str) -> str:
     return next(v["value"] for v in env if v["name"] == name)
 
 
-def test_the_canary_job_is_the_layers_own_with_one_chunk_per_index() -> None:
+def test_the_canary_job_is_the_layers_own_with_two_chunks_per_index() -> None:
     """Only the name, the label, completions and PCG_BATCH_SIZE change: pod i then builds
-    window position i of the layer's permutation, as the images' harness computes it."""
+    window positions 2i and 2i+1 of the layer's permutation, as the images' harness computes
+    it (the second chunk is the one that shows a running pod's chunk time)."""
     cfg = _demo()
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
     lp = plan_for(cfg, run).layers["ingest-L2"]
@@ -65,13 +75,13 @@ def test_the_canary_job_is_the_layers_own_with_one_chunk_per_index() -> None:
     m = lp.canary.manifest
     assert m["metadata"]["name"] == lp.canary.job_name == f"{lp.job_name}-canary"
     assert m["metadata"]["labels"][CANARY_LABEL] == "true"
-    assert m["spec"]["completions"] == 8 and _env(m, BATCH_SIZE) == "1"
+    assert m["spec"]["completions"] == 4 and _env(m, BATCH_SIZE) == "2"
     assert _env(lp.manifest, BATCH_SIZE) == "32"  # the layer's own Job is untouched
     for key in ("PCG_PERM_SEED", "PCG_LAYER", "PCG_GRID_SHAPE"):
         assert _env(m, key) == _env(lp.manifest, key)
     spec = layer_spec(cfg, "ingest", 2)
     shape, seed = cfg.layer2_shape(), cfg.job.perm_seed
-    canary = [tuple(batch_coords(i, shape, seed, 1)[0]) for i in range(8)]
+    canary = [tuple(c) for i in range(4) for c in batch_coords(i, shape, seed, 2)]
     first_window = [tuple(c) for c in batch_coords(0, shape, seed, spec.batch_size)]
     assert canary == first_window[:8]  # the full layer finds them done and skips them
     assert len({c[0] for c in canary}) > 2  # scattered, not one row of the grid
@@ -85,24 +95,44 @@ def test_canary_size(asked: int, chunks: int, expected: int) -> None:
     assert canary_size(asked, chunks) == expected
 
 
+@pytest.mark.parametrize(("chunks", "pods"), [(8, 4), (7, 4), (2, 1), (1, 1)])
+def test_canary_pods_build_two_chunks_each(chunks: int, pods: int) -> None:
+    assert canary_pods(chunks) == pods
+
+
 def test_canary_manifest_caps_max_failed_indexes() -> None:
     cfg = _demo()
     lp = plan_for(cfg, new_run(cfg, "r1", ["ingest"], "auto", T0)).layers["ingest-L2"]
-    assert canary_manifest(lp.manifest, "x", 2)["spec"]["maxFailedIndexes"] == 2
+    assert canary_manifest(lp.manifest, "x", 4)["spec"]["maxFailedIndexes"] == 2
 
 
 @pytest.mark.parametrize(
     ("log", "expected"),
     [
-        ("noise\n" + SUMMARY % (3.5, 12.0), (12.0, 3.5)),
-        ("2026 INFO " + SUMMARY % (0.25, 1.5) + "\n", (1.5, 0.25)),
+        ("noise\n" + SUMMARY % (3.5, 12.0), PodTimes(12.0, 3.5)),
+        ("2026 INFO " + SUMMARY % (0.25, 1.5) + "\n", PodTimes(1.5, 0.25)),
+        (SUMMARY2 % (3.6, 3.5, 1.5), PodTimes(1.5, 3.6, 2, 3.5)),
         ("layer 2 batch 0: 1 chunks\nlayer 2 batch 0 done: 1 ok", None),  # the images' harness
         ('batch summary: {"chunk_compute_s": 1}', None),  # no start-up
         ("", None),
     ],
 )
-def test_pod_summary_from_the_workers_log(log: str, expected: tuple[float, float] | None) -> None:
+def test_pod_summary_from_the_workers_log(log: str, expected: PodTimes | None) -> None:
     assert pod_summary(log) == expected
+
+
+@pytest.mark.parametrize(
+    ("times", "warm"),
+    [
+        (PodTimes(1.5, 3.6, 2, 3.5), pytest.approx(0.1)),  # the second chunk, without the cold
+        (PodTimes(1.5, 4.0, 4, 1.0), 1.0),  # the mean of the chunks after the first
+        (PodTimes(1.5, 3.5, 1, 3.5), None),  # one chunk: cold and warm cannot be told apart
+        (PodTimes(1.5, 3.6, 2), None),  # an older worker: no first chunk reported
+        (PodTimes(1.5, 3.0, 2, 3.5), 0.0),  # clock noise never makes a negative chunk
+    ],
+)
+def test_a_pods_warm_chunk_time(times: PodTimes, warm: float | None) -> None:
+    assert times.warm_chunk_s() == warm
 
 
 def _pod(i: int, run_s: float, **kw):
@@ -124,13 +154,30 @@ def test_canary_figures() -> None:
     pods.append(pod_info("bad", "Failed", started=T0, finished=T0 + timedelta(seconds=5)))
     logs = {"p0": SUMMARY % (2.0, 8.0), "p1": SUMMARY % (4.0, 7.0)}
     f = canary_figures(pods, logs)
-    assert f is not None and f.chunks == 4
+    assert f is not None and f.pods == 4 and f.chunks == 1 + 1 + 2 + 2  # unlogged: two a pod
     assert (f.runtime_p50_s, f.runtime_p95_s) == (11.0, 13.0)
     assert (f.start_p50_s, f.start_max_s) == (3.0, 5.0)
     assert f.peak_memory_gib == pytest.approx(0.8) and f.cpu_p95 == 0.2
     assert f.pod_seconds == 10 + 11 + 12 + 13 + 5  # the failed attempt is billed too
     assert (f.chunk_p50_s, f.chunk_p95_s, f.startup_p50_s) == (2.0, 4.0, 7.0)
+    assert f.pod_overhead_p50_s is None  # one chunk a pod: no start-up apart from it
     assert canary_figures([pods[-1]]) is None
+
+
+def test_canary_figures_separate_a_pods_start_up_from_its_chunks() -> None:
+    """Pods of two chunks: the chunk time is the second chunk's, and what the pod paid
+    beyond its two chunks is its start-up (the first chunk's cold part included)."""
+    pods = [_pod(i, run_s) for i, run_s in enumerate((5.0, 6.0, 7.0))]
+    logs = {
+        "p0": SUMMARY2 % (3.6, 3.5, 1.0),  # warm 0.1: start-up 5 - 0.2
+        "p1": SUMMARY2 % (3.7, 3.5, 1.0),  # warm 0.2: 6 - 0.4
+        "p2": SUMMARY2 % (4.0, 3.7, 1.0),  # warm 0.3: 7 - 0.6
+    }
+    f = canary_figures(pods, logs)
+    assert f is not None and f.pods == 3 and f.chunks == 6
+    assert f.chunk_p50_s == pytest.approx(0.2) and f.chunk_p95_s == pytest.approx(0.3)
+    assert f.pod_overhead_p50_s == pytest.approx(5.6)
+    assert f.startup_p50_s == 1.0
 
 
 FIG = CanaryFigures(8, 10.0, 12.0, 1.0, 2.0, peak_memory_gib=1.7, cpu_p95=0.6, pod_seconds=80)
@@ -173,7 +220,8 @@ def _canary_plan(forecast: dict | None = None) -> CanaryPlan:
     def forecaster(figures, planned, sized, now):
         return forecast or {"wall_s": 99.0}
 
-    return CanaryPlan("job-ingest-2-0-canary", 4, 1.25, _demo().job, forecaster=forecaster)
+    # 8 chunks: 4 pods of two
+    return CanaryPlan("job-ingest-2-0-canary", 8, 1.25, _demo().job, forecaster=forecaster)
 
 
 @pytest.mark.parametrize("advance", ["auto", "approve"])
@@ -196,7 +244,8 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     ls3 = d3.state.layers["ingest-L2"]
     assert ls3.canary.phase == "done" and ls3.phase == "waiting" and d3.actions == []
     assert ls3.canary.record["sized"] == {"cpu": 0.75, "memory_gib": 1.25}
-    assert ls3.canary.record["forecast"] == {"wall_s": 99.0} and ls3.canary.record["chunks"] == 4
+    assert ls3.canary.record["forecast"] == {"wall_s": 99.0} and ls3.canary.record["pods"] == 4
+    assert ls3.canary.record["chunks"] == 8
     assert ls3.pods.cpu_seconds == pytest.approx(4 * 10 * 1.0)  # its pods billed to the layer
     # next reconcile: the config carries the sized requests; the layer goes on
     d4 = decide(Snapshot(d3.state), _plan(d3.state, None), None, later)
@@ -249,6 +298,15 @@ def test_with_canary_sizes_overrides_only_the_measured_layer() -> None:
         # no chunk times: the simulator's 10 s start-up, at most half the pod
         (FIG, (5.0, pytest.approx(0.1108, abs=1e-3), 5.0)),
         (replace(FIG, runtime_p50_s=40.0, runtime_p95_s=40.0), (30.0, 0.05, 10.0)),
+        # pods of two chunks with the second timed: the warm chunk, the measured start-up
+        (
+            replace(FIG, chunks=8, pods=4, chunk_p50_s=0.1, chunk_p95_s=0.2, pod_overhead_p50_s=4),
+            (0.1, pytest.approx(math.log(2) / 1.645), 4.0),
+        ),
+        # two chunks a pod, no start-up measured: the pod less both chunks
+        (replace(FIG, chunks=8, pods=4, chunk_p50_s=2.0, chunk_p95_s=2.0), (2.0, 0.05, 6.0)),
+        # two chunks a pod, no log: the pod less the start-up, over its two chunks
+        (replace(FIG, chunks=8, pods=4), (2.5, pytest.approx(0.1108, abs=1e-3), 5.0)),
     ],
 )
 def test_chunk_runtime(figures: CanaryFigures, expected: tuple) -> None:
@@ -310,6 +368,7 @@ def test_status_shows_the_canary_and_the_right_size_lines() -> None:
         ({"chunk_p50_s": 3.5, "runtime_p50_s": 13.0}, 3.5),  # the worker's own chunk time
         ({"runtime_p50_s": 30.0}, 20.0),  # the pod less the 10 s start-up
         ({"runtime_p50_s": 4.0}, 2.0),  # at most half the pod
+        ({"runtime_p50_s": 30.0, "chunks": 8, "pods": 4}, 10.0),  # over two chunks a pod
     ],
 )
 def test_the_in_run_forecast_assumes_the_canarys_chunk_time(record: dict, expected: float) -> None:
@@ -323,6 +382,29 @@ def test_the_in_run_forecast_assumes_the_canarys_chunk_time(record: dict, expect
     ls = run.layers["ingest-L2"]
     ls.canary.phase, ls.canary.record = "done", record
     assert run_forecast(cfg, run, T0).assumed_chunk_s == expected
+
+
+def test_the_in_run_forecast_takes_the_canarys_start_up_and_wait() -> None:
+    """A pod's start-up and its wait for a place come from the canary's measurements, not
+    the 10 s constant: pods of 4 s start-up + 32 x 0.1 s, each after a 2 s wait."""
+    from shared.forecast.forecast import POD_OVERHEAD_S, forecast, forecast_inputs, run_forecast
+
+    cfg = _demo()
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    ls = run.layers["ingest-L2"]
+    ls.canary.phase = "done"
+    ls.canary.record = {"chunk_p50_s": 0.1, "pod_overhead_p50_s": 4.0, "start_p50_s": 2.0}
+    inputs, advance = forecast_inputs(cfg, run), cfg.controller.tick_period_s / 2
+    got = run_forecast(cfg, run, T0).remaining_s
+    assert got == pytest.approx(forecast(run, *inputs, T0, 0.1, advance, 4.0, 2.0).remaining_s)
+    assert got != pytest.approx(
+        forecast(run, *inputs, T0, 0.1, advance, POD_OVERHEAD_S).remaining_s
+    )
+    assert got != pytest.approx(forecast(run, *inputs, T0, 0.1, advance, 4.0).remaining_s)
+    del ls.canary.record["pod_overhead_p50_s"], ls.canary.record["start_p50_s"]  # an old canary
+    assert run_forecast(cfg, run, T0).remaining_s == pytest.approx(
+        forecast(run, *inputs, T0, 0.1, advance, POD_OVERHEAD_S).remaining_s
+    )
 
 
 def test_a_canary_past_the_class_ceiling_keeps_the_plan_and_says_why() -> None:
