@@ -10,7 +10,16 @@ prints the forecast's error there, (predicted - actual) / actual. WALL_S is the 
     pipeline demo --size 256 --json --workdir /tmp/d256   # note its wall_s
     python bench/bench_forecast.py /tmp/d256:482.25 /tmp/d128:118.77
 
-The last line is JSON: {DIR: {share: error}}.
+In place of WALL_S, the file holding the demo's `--json` line: its `wall_s` is taken, and
+where the run had a canary (`--canary N`), the canary's whole-build forecast is printed
+against what the run measured (wall time, pods, cost), and the replay holds the canary's
+measurements once its Job had completed (the in-run forecast's per-chunk time, a pod's
+start-up and its wait, as `pipeline status` had them):
+
+    pipeline demo --size 256 --canary 8 --json --workdir /tmp/c256 | tail -1 > /tmp/c256.json
+    python bench/bench_forecast.py /tmp/c256:/tmp/c256.json
+
+The last line is JSON: {DIR: {share: error, "canary": {...}}}.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from shared.forecast.forecast import run_forecast
 from shared.model import intervals
 from shared.model.state import RunState, layer_key
 from shared.reconcile.build_plan import new_run
+from shared.reconcile.canary import CANARY_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.75)
@@ -52,14 +62,33 @@ def load_jobs(workdir: Path) -> dict[int, dict[str, Any]]:
             labels.get("cave-pipeline/stage") == "ingest"
             and layer >= 2
             and "cave-pipeline/step" not in labels
+            and CANARY_LABEL not in labels
         ):
             jobs[layer] = job
     return jobs
 
 
-def state_at(cfg: PipelineConfig, jobs: dict[int, dict[str, Any]], t0: datetime, t: datetime):
-    """The ingest run's layers as stored at `t` (what the pods had done by then)."""
+def canary_done_at(workdir: Path) -> datetime | None:
+    """When the run's canary Job completed (None: no canary)."""
+    for job in json.loads((workdir / "stack" / "cluster.json").read_text())["jobs"]:
+        if CANARY_LABEL in job["status"]["labels"]:
+            return _at(job["status"].get("completion_time"))
+    return None
+
+
+def state_at(
+    cfg: PipelineConfig,
+    jobs: dict[int, dict[str, Any]],
+    t0: datetime,
+    t: datetime,
+    canary: tuple[datetime, dict[str, Any]] | None = None,
+):
+    """The ingest run's layers as stored at `t` (what the pods had done by then); `canary`:
+    when the canary completed and its record (the demo's `--json` figures)."""
     run: RunState = new_run(cfg, "replay", ["ingest"], "auto", t0)
+    if canary is not None and canary[0] <= t:
+        l2 = run.layers[layer_key("ingest", 2)]
+        l2.canary.phase, l2.canary.record = "done", dict(canary[1])
     for layer, job in jobs.items():
         ls, status = run.layers[layer_key("ingest", layer)], job["status"]
         created = _at(status["created"])
@@ -88,8 +117,11 @@ def state_at(cfg: PipelineConfig, jobs: dict[int, dict[str, Any]], t0: datetime,
     return run
 
 
-def replay(workdir: Path, wall_s: float | None) -> dict[str, float]:
-    """The forecast's error at each share of the run's wall time."""
+def replay(
+    workdir: Path, wall_s: float | None, canary: dict[str, Any] | None = None
+) -> dict[str, float]:
+    """The forecast's error at each share of the run's wall time (`canary`: the demo's
+    `--json` canary, held from its Job's completion on)."""
     size = int(np.load(workdir / "volume.npy", mmap_mode="r").shape[0])
     cfg = prepare_config(load_config(ROOT / "examples/demo/pipeline.yml"), workdir, size, None)
     jobs = load_jobs(workdir)
@@ -97,25 +129,56 @@ def replay(workdir: Path, wall_s: float | None) -> dict[str, float]:
     last = max(_at(j["status"]["completion_time"]) for j in jobs.values())
     wall = wall_s or (last - first).total_seconds()
     t0 = last - timedelta(seconds=wall)  # the demo's start
+    done_at = canary_done_at(workdir) if canary else None
+    held = (done_at, canary) if done_at is not None and canary is not None else None
     out = {}
     for share in SHARES:
         t = t0 + timedelta(seconds=share * wall)
-        fc = run_forecast(cfg, state_at(cfg, jobs, t0, t), t)
+        fc = run_forecast(cfg, state_at(cfg, jobs, t0, t, held), t)
         out[f"{share:.2f}"] = round((share * wall + fc.remaining_s - wall) / wall, 3)
+    return out
+
+
+def canary_against_measured(canary: dict[str, Any]) -> dict[str, float | None]:
+    """The canary's whole-build forecast against what the run measured: each pair and the
+    error (forecast - measured) / measured, from the demo's `--json` canary."""
+    out: dict[str, float | None] = {}
+    for what in ("wall_s", "pods", "cost_usd"):
+        fc, real = canary.get(f"forecast_{what}"), canary.get(f"measured_{what}")
+        out[f"forecast_{what}"], out[f"measured_{what}"] = fc, real
+        out[f"error_{what}"] = round((fc - real) / real, 3) if fc is not None and real else None
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+", metavar="DIR[:WALL_S]")
+    parser.add_argument("runs", nargs="+", metavar="DIR[:WALL_S|:SUMMARY.json]")
     args = parser.parse_args()
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for arg in args.runs:
-        where, _, wall = arg.partition(":")
-        results[where] = replay(Path(where), float(wall) if wall else None)
+        where, _, tail = arg.partition(":")
+        wall, canary = (float(tail) if tail else None), None
+        if tail.endswith(".json"):
+            summary = json.loads(Path(tail).read_text().strip().splitlines()[-1])
+            wall, canary = summary["wall_s"], summary.get("canary")
+            if isinstance(canary, list):  # one canary a stage: the demo builds ingest's
+                canary = canary[0]
+        results[where] = dict(replay(Path(where), wall, canary))
         cells = " ".join(f"{s}: {e:+.1%}" for s, e in results[where].items())
-        print(f"{where}: {cells}")
+        print(f"{where}: in-run forecast {cells}")
+        if canary:
+            c = results[where]["canary"] = canary_against_measured(canary)
+            print(
+                f"{where}: canary forecast wall {c['forecast_wall_s']} s vs {c['measured_wall_s']}"
+                f" s ({_pct(c['error_wall_s'])}), pods {c['forecast_pods']} vs"
+                f" {c['measured_pods']}, cost ${c['forecast_cost_usd']} vs"
+                f" ${c['measured_cost_usd']} ({_pct(c['error_cost_usd'])})"
+            )
     print(json.dumps(results))
+
+
+def _pct(error: float | None) -> str:
+    return "n/a" if error is None else f"{error:+.1%}"
 
 
 if __name__ == "__main__":

@@ -392,6 +392,11 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
                 "pods": c.get("pods", c.get("chunks")),  # records before two chunks a pod
                 "runtime_p50_s": c.get("runtime_p50_s"),
                 "runtime_p95_s": c.get("runtime_p95_s"),
+                # what the forecasts were fed: a chunk in a running pod, a pod's start-up
+                # and its wait for a place
+                "chunk_p50_s": c.get("chunk_p50_s"),
+                "pod_overhead_p50_s": c.get("pod_overhead_p50_s"),
+                "start_p50_s": c.get("start_p50_s"),
                 "peak_memory_mib": None if peak is None else round(peak * 1024, 1),
                 "cpu_p95": c.get("cpu_p95"),
                 "planned": c.get("planned"),

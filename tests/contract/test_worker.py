@@ -63,6 +63,9 @@ def test_demo_build_matches_oracle_rerun_skips_and_a_chunk_built_twice_fails(big
         summaries = [r.summary() for r in layer_runs]
         assert sum(s["processed"] for s in summaries) == int(np.prod(layer_shape(L2_SHAPE, layer)))
         assert all(s["skipped"] == 0 and s["chunk_compute_s"] > 0 for s in summaries)
+        # the first chunk's compute apart (the canary's forecast separates a pod's cold
+        # start from its chunks by it): one of the pod's chunks, never more than all of them
+        assert all(0 < s["first_chunk_s"] <= s["chunk_compute_s"] for s in summaries)
         first = layer_runs[0].lines[0]
         assert first["message"] == f"layer {layer} batch 0: {first['chunks']} chunks"
         assert {"severity", "run", "stage", "layer", "index"} <= first.keys()
@@ -71,6 +74,7 @@ def test_demo_build_matches_oracle_rerun_skips_and_a_chunk_built_twice_fails(big
     again = _run(_env(table_id, demo, 2, 1))
     assert again.code == 0, again.messages()
     assert again.summary()["processed"] == 0 and again.summary()["skipped"] == BATCH
+    assert again.summary()["first_chunk_s"] is None  # no chunk computed: none to report
     assert _oracle(client, demo).ok
 
     # Without its done marker a chunk is built again: orphan nodes, and the oracle fails.
