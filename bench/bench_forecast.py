@@ -157,8 +157,10 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     for arg in args.runs:
         where, _, tail = arg.partition(":")
-        wall, canary = (float(tail) if tail else None), None
-        if tail.endswith(".json"):
+        wall, canary = None, None
+        if tail and not tail.endswith(".json"):
+            wall = float(tail)
+        elif tail:
             summary = json.loads(Path(tail).read_text().strip().splitlines()[-1])
             wall, canary = summary["wall_s"], summary.get("canary")
             if isinstance(canary, list):  # one canary a stage: the demo builds ingest's

@@ -117,16 +117,23 @@ def _pod_seconds(
 
 
 def observed_advance_s(run: RunState) -> float | None:
-    """Median seconds from a layer's dependencies being done to its Job's submission, over
-    the layers that waited on another layer (None before any did)."""
+    """Median seconds from a layer's dependencies being done (and its canary, where it had
+    one: the canary's run is not an advance) to its Job's submission, over the layers that
+    waited on another layer (None before any did)."""
     waits = sorted(
-        (ls.timing.submitted_at - ready).total_seconds()
+        (ls.timing.submitted_at - max(ready, _canary_done(ls) or ready)).total_seconds()
         for ls in run.layers.values()
         if ls.timing.submitted_at is not None
         and (ready := run.ready_since(ls)) is not None
         and ready != run.created_at
     )
     return max(0.0, waits[len(waits) // 2]) if waits else None
+
+
+def _canary_done(ls: LayerState) -> datetime | None:
+    """When the reconcile found the layer's canary done (None: it had none)."""
+    done = ls.canary.record.get("finished_at") if ls.canary.phase == "done" else None
+    return datetime.fromisoformat(done) if isinstance(done, str) else None
 
 
 def forecast(

@@ -192,6 +192,26 @@ def test_forecast_uses_the_observed_advance_latency():
     assert after.remaining_s - before.remaining_s == pytest.approx(2 * (7.0 - 2.5) - 2.5)
 
 
+def test_a_canarys_run_is_not_taken_for_an_advance():
+    """Layer 2 waited 11 s after its setup, 10 s of them for its canary: the advance observed
+    is the 1 s after the canary was done, not the 11 s."""
+    from shared.model.state import SetupState
+
+    cfg = _demo()
+    run = new_run(cfg, "f", ["ingest"], "auto", T0)
+    run.setups["ingest"] = SetupState(
+        "ingest", phase="succeeded", finished_at=T0 + timedelta(seconds=2)
+    )
+    l2 = run.layers["ingest-L2"]
+    l2.phase, l2.timing.submitted_at = "running", T0 + timedelta(seconds=13)
+    assert observed_advance_s(run) == pytest.approx(11.0)  # no canary: all of it
+    l2.canary.phase = "done"
+    l2.canary.record = {"finished_at": (T0 + timedelta(seconds=12)).isoformat()}
+    assert observed_advance_s(run) == pytest.approx(1.0)
+    l2.canary.phase = "failed"  # a failed canary's record says nothing of when it ended
+    assert observed_advance_s(run) == pytest.approx(11.0)
+
+
 def test_observed_runtimes_beat_the_default():
     cfg = _demo()
     run = new_run(cfg, "f", ["ingest"], "auto", T0)
