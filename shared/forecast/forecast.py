@@ -31,7 +31,12 @@ from shared.model.stages import dependencies_in
 from shared.model.state import LayerState, RunState
 from shared.money.pricing import Rate, load_rates, pod_cost, rate_for
 from shared.reconcile.build_plan import layer_plan
-from shared.reconcile.canary import canary_chunk_s, canary_pod_overhead_s, canary_pod_wait_s
+from shared.reconcile.canary import (
+    canary_chunk_s,
+    canary_completion_s,
+    canary_pod_overhead_s,
+    canary_pod_wait_s,
+)
 from shared.reconcile.decision import LayerPlan
 
 DEFAULT_CHUNK_S = 30.0  # per chunk, before the run has finished a pod
@@ -146,11 +151,14 @@ def forecast(
     advance_s: float = 30.0,
     pod_overhead_s: float = POD_OVERHEAD_S,
     pod_wait_s: float = 0.0,
+    completion_s: float = 0.0,
 ) -> RunForecast:
     """ETA and projected cost of every unfinished layer and of the rest of the run.
     `batch_chunks` maps each layer key to the chunks one of its pods processes, `rates` each
     stage to its price; `advance_s` is used until the run has advanced once; `pod_wait_s`
-    is each pod's wait from its creation to its start (its place taken, not billed)."""
+    is each pod's wait from its creation to its start (its place taken, not billed);
+    `completion_s` the time from a layer's last pod done to the controller seeing its Job
+    done, after which the next layer's advance begins."""
     observed = observed_advance_s(run)
     advance_s = advance_s if observed is None else observed
     done_at: dict[str, float] = {}  # layer key -> seconds from now until it is done
@@ -177,6 +185,7 @@ def forecast(
         else:
             start += advance_s
             remaining = drain_seconds(left, slot_s, plan.ramp, 0.0)
+        remaining += completion_s  # done once the controller sees its Job done
         done_at[ls.key] = start + remaining
         rate = rates[ls.stage]
         usd = pod_cost(rate, plan.cpu, plan.memory_gib, left * pod_s)
@@ -206,6 +215,7 @@ def run_forecast(cfg: PipelineConfig, run: RunState, now: datetime) -> RunForeca
         advance,
         POD_OVERHEAD_S if overhead is None else overhead,
         wait,
+        canary_completion_s(run) or 0.0,
     )
 
 

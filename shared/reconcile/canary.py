@@ -306,6 +306,9 @@ def canary_holds(
         "sized": {"cpu": sized.cpu, "memory_gib": sized.memory_gib},
         "finished_at": now.isoformat(),
     }
+    ended = [p.finished for p in pods if p.finished is not None]
+    if ended:  # its last pod's end -> this reconcile: the Job's completion, as a layer's
+        record["completion_s"] = round(max(0.0, (now - max(ended)).total_seconds()), 4)
     record.update(problems)
     if plan.forecaster is not None:
         try:
@@ -397,6 +400,7 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
                 "chunk_p50_s": c.get("chunk_p50_s"),
                 "pod_overhead_p50_s": c.get("pod_overhead_p50_s"),
                 "start_p50_s": c.get("start_p50_s"),
+                "completion_s": c.get("completion_s"),
                 "peak_memory_mib": None if peak is None else round(peak * 1024, 1),
                 "cpu_p95": c.get("cpu_p95"),
                 "planned": c.get("planned"),
@@ -439,6 +443,18 @@ def canary_pod_overhead_s(run: RunState) -> float | None:
         float(ls.canary.record["pod_overhead_p50_s"])
         for ls in run.layers.values()
         if ls.canary.phase == "done" and ls.canary.record.get("pod_overhead_p50_s") is not None
+    ]
+    return max(times) if times else None
+
+
+def canary_completion_s(run: RunState) -> float | None:
+    """A Job's last pod done -> the controller seeing the Job done (the Job controller's
+    status update, the watch), as the run's canaries measured it (`completion_s`); None
+    without a finished canary that recorded it."""
+    times = [
+        float(ls.canary.record["completion_s"])
+        for ls in run.layers.values()
+        if ls.canary.phase == "done" and ls.canary.record.get("completion_s") is not None
     ]
     return max(times) if times else None
 

@@ -171,6 +171,20 @@ def test_each_pod_waits_for_its_place_unbilled(wait_s, want_l2, want_l3):
     assert pods_usd == pytest.approx(sum(lf.projected_usd for lf in unwaited.layers))
 
 
+def test_each_layer_ends_when_its_job_is_seen_done():
+    """`completion_s` (a canary's last pod done -> its Job seen done) ends every layer left
+    after its last pod, so the run ends that much later per layer; no pod costs more."""
+    cfg = _demo(ramp=DEMO_RAMP)
+    run = new_run(cfg, "f", ["ingest"], "auto", T0)
+    inputs = forecast_inputs(cfg, run)
+    base = forecast(run, *inputs, T0, 1.0, 2.5, 10.0)
+    late = forecast(run, *inputs, T0, 1.0, 2.5, 10.0, 0.0, 1.5)
+    assert late.remaining_s == pytest.approx(base.remaining_s + 4 * 1.5)  # L2-L5 of 128^3
+    for a, b in zip(base.layers, late.layers, strict=True):
+        assert b.remaining_s == pytest.approx(a.remaining_s + 1.5)
+        assert b.projected_usd == pytest.approx(a.projected_usd)
+
+
 def test_forecast_uses_the_observed_advance_latency():
     cfg = _demo()
     run = new_run(cfg, "f", ["ingest"], "auto", T0)

@@ -246,6 +246,7 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     assert ls3.canary.record["sized"] == {"cpu": 0.75, "memory_gib": 1.25}
     assert ls3.canary.record["forecast"] == {"wall_s": 99.0} and ls3.canary.record["pods"] == 4
     assert ls3.canary.record["chunks"] == 8
+    assert ls3.canary.record["completion_s"] == 15.0  # its last pod ended at 15 s, seen at 30 s
     assert ls3.pods.cpu_seconds == pytest.approx(4 * 10 * 1.0)  # its pods billed to the layer
     # next reconcile: the config carries the sized requests; the layer goes on
     d4 = decide(Snapshot(d3.state), _plan(d3.state, None), None, later)
@@ -393,15 +394,23 @@ def test_the_in_run_forecast_takes_the_canarys_start_up_and_wait() -> None:
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
     ls = run.layers["ingest-L2"]
     ls.canary.phase = "done"
-    ls.canary.record = {"chunk_p50_s": 0.1, "pod_overhead_p50_s": 4.0, "start_p50_s": 2.0}
+    ls.canary.record = {
+        "chunk_p50_s": 0.1,
+        "pod_overhead_p50_s": 4.0,
+        "start_p50_s": 2.0,
+        "completion_s": 1.5,
+    }
     inputs, advance = forecast_inputs(cfg, run), cfg.controller.tick_period_s / 2
     got = run_forecast(cfg, run, T0).remaining_s
-    assert got == pytest.approx(forecast(run, *inputs, T0, 0.1, advance, 4.0, 2.0).remaining_s)
+    want = forecast(run, *inputs, T0, 0.1, advance, 4.0, 2.0, 1.5).remaining_s
+    assert got == pytest.approx(want)
+    assert got != pytest.approx(forecast(run, *inputs, T0, 0.1, advance, 4.0, 2.0).remaining_s)
     assert got != pytest.approx(
         forecast(run, *inputs, T0, 0.1, advance, POD_OVERHEAD_S).remaining_s
     )
     assert got != pytest.approx(forecast(run, *inputs, T0, 0.1, advance, 4.0).remaining_s)
-    del ls.canary.record["pod_overhead_p50_s"], ls.canary.record["start_p50_s"]  # an old canary
+    for key in ("pod_overhead_p50_s", "start_p50_s", "completion_s"):  # an older canary
+        del ls.canary.record[key]
     assert run_forecast(cfg, run, T0).remaining_s == pytest.approx(
         forecast(run, *inputs, T0, 0.1, advance, POD_OVERHEAD_S).remaining_s
     )
