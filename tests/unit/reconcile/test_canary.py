@@ -156,7 +156,7 @@ def test_canary_figures() -> None:
     f = canary_figures(pods, logs)
     assert f is not None and f.pods == 4 and f.chunks == 1 + 1 + 2 + 2  # unlogged: two a pod
     assert (f.runtime_p50_s, f.runtime_p95_s) == (11.0, 13.0)
-    assert (f.start_p50_s, f.start_max_s) == (3.0, 5.0)
+    assert (f.start_p50_s, f.start_max_s, f.start_mean_s) == (3.0, 5.0, 3.5)
     assert f.peak_memory_gib == pytest.approx(0.8) and f.cpu_p95 == 0.2
     assert f.pod_seconds == 10 + 11 + 12 + 13 + 5  # the failed attempt is billed too
     assert (f.chunk_p50_s, f.chunk_p95_s, f.startup_p50_s) == (2.0, 4.0, 7.0)
@@ -397,7 +397,8 @@ def test_the_in_run_forecast_takes_the_canarys_start_up_and_wait() -> None:
     ls.canary.record = {
         "chunk_p50_s": 0.1,
         "pod_overhead_p50_s": 4.0,
-        "start_p50_s": 2.0,
+        "start_p50_s": 1.0,  # whole seconds: the mean below is taken
+        "start_mean_s": 2.0,
         "completion_s": 1.5,
     }
     inputs, advance = forecast_inputs(cfg, run), cfg.controller.tick_period_s / 2
@@ -409,7 +410,7 @@ def test_the_in_run_forecast_takes_the_canarys_start_up_and_wait() -> None:
         forecast(run, *inputs, T0, 0.1, advance, POD_OVERHEAD_S).remaining_s
     )
     assert got != pytest.approx(forecast(run, *inputs, T0, 0.1, advance, 4.0).remaining_s)
-    for key in ("pod_overhead_p50_s", "start_p50_s", "completion_s"):  # an older canary
+    for key in ("pod_overhead_p50_s", "start_p50_s", "start_mean_s", "completion_s"):  # older
         del ls.canary.record[key]
     assert run_forecast(cfg, run, T0).remaining_s == pytest.approx(
         forecast(run, *inputs, T0, 0.1, advance, POD_OVERHEAD_S).remaining_s
