@@ -1,6 +1,6 @@
 """A canary through the controller on the local stack (Firestore emulator, local Kubernetes):
-before layer 2 runs, a Job of one chunk per index (PCG_BATCH_SIZE=1, the layer's own seed and
-grid) runs N pods; the process kubelet measures their peak memory from /proc (Cloud
+before layer 2 runs, a Job of two chunks per index (PCG_BATCH_SIZE=2, the layer's own seed and
+grid) runs N/2 pods; the process kubelet measures their peak memory from /proc (Cloud
 Monitoring's part, read through the pod-usage port); the layer is
 sized from it (job.canary_margin), the approval it then waits for carries the simulator's
 forecast of the build, and once approved the layer's Job asks the canary's size."""
@@ -19,15 +19,17 @@ from tests.builders.kube_cluster import unique
 from tests.builders.local_jobs import wait_for
 from tests.builders.stored_runs import DEMO
 
-CHUNKS = 2
-# A pod that holds ~300 MiB for a moment and reports as our worker does (its batch summary).
+CHUNKS = 4
+PODS = 2  # two chunks a pod
+# A pod that holds ~300 MiB for a moment and reports as our worker does (its batch summary:
+# two chunks, the first 0.4 s of their 0.5 s).
 WORKER = (
     "import json, os, time\n"
     "block = bytearray(300 * 1024 * 1024)\n"
     "time.sleep(0.5)\n"
     "print('env', os.environ['PCG_BATCH_SIZE'], os.environ['JOB_COMPLETION_INDEX'])\n"
-    "print(json.dumps({'message': 'batch summary: 1 processed', 'startup_s': 0.2,"
-    " 'chunk_compute_s': 0.4}))\n"
+    "print(json.dumps({'message': 'batch summary: 2 processed', 'startup_s': 0.2,"
+    " 'processed': 2, 'chunk_compute_s': 0.5, 'first_chunk_s': 0.4}))\n"
 )
 
 
@@ -58,12 +60,12 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
         timeout=120,
         what="the canary Job to complete",
     )
-    assert status.completions == CHUNKS
+    assert status.completions == PODS
     pods = cluster.list_pods(ls.canary.job)
     logs = sorted(cluster.pod_log(p.name).splitlines()[0] for p in pods)
-    assert logs == [f"env 1 {i}" for i in range(CHUNKS)]  # one chunk per index, as asked
+    assert logs == [f"env 2 {i}" for i in range(PODS)]  # two chunks per index, as asked
     peaks = usage.life_usage(ls.canary.job, pods)  # the kubelet's, from /proc
-    assert len(peaks) == CHUNKS and all(u.peak_memory_gib > 0.29 for u in peaks.values())
+    assert len(peaks) == PODS and all(u.peak_memory_gib > 0.29 for u in peaks.values())
 
     ctrl.reconcile(run.run_id)  # the canary's figures, size and forecast are recorded
     ctrl.reconcile(run.run_id)  # the layer, planned at that size, awaits approval
@@ -71,8 +73,10 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
     assert ls.canary.phase == "done" and ls.phase == "waiting"
     assert ls.canary.record["sized"]["memory_gib"] >= 0.75  # 2 x ~0.3 GiB, above the planned 0.5
     assert ls.canary.record["planned"]["memory_gib"] == 0.5
-    # the chunk and start-up times the worker logged (read from the pods' logs)
-    assert (ls.canary.record["chunk_p50_s"], ls.canary.record["startup_p50_s"]) == (0.4, 0.2)
+    # the times the worker logged (read from the pods' logs): the second chunk's 0.1 s, the
+    # process's start-up, and the pod's start-up apart from its chunks
+    assert ls.canary.record["chunk_p50_s"] == 0.1 and ls.canary.record["startup_p50_s"] == 0.2
+    assert ls.canary.record["pod_overhead_p50_s"] is not None
     forecast = ls.canary.record["forecast"]
     assert forecast["wall_s"] > 0 and forecast["cost_usd"] > 0 and forecast["pods"] > CHUNKS
     (body,) = [b for kind, b in published if kind == "approval_needed"]
