@@ -8,6 +8,8 @@ import pytest
 
 from shared.control.controller import Controller
 from shared.control.job_events import JobEvent
+from shared.control.reconciler import ReconcileResult
+from shared.control.triggers import Reconciles
 from shared.ports.coalesce import Verdict
 from shared.ports.run_store import RunExistsError, RunNotFoundError, StaleStateError
 from tests.builders.fakes import RecordingCluster
@@ -98,12 +100,24 @@ def test_job_events_are_coalesced_by_the_controller(store, run):
     """An event older than the last completed reconcile's read is acknowledged without a
     reconcile; a newer one reconciles; one arriving while a holder runs marks it instead."""
     clock = [NOW]
-    controller = Controller(store, RecordingCluster(), lambda *a: None, clock=lambda: clock[0])
+    calls: list[str] = []
+    counting = False  # the first reconcile below is the set-up, not one the triggers ran
+
+    class Counted:
+        def __init__(self, inner: Reconciles) -> None:
+            self.inner = inner
+
+        def reconcile(self, run_id: str) -> ReconcileResult:
+            if counting:
+                calls.append(run_id)
+            return self.inner.reconcile(run_id)
+
+    controller = Controller(
+        store, RecordingCluster(), lambda *a: None, clock=lambda: clock[0], wrap_reconciler=Counted
+    )
     controller.reconcile("r1")  # creates the layer-2 Job
     job = store.load_run("r1").layers["ingest-L2"].job.name
-    calls: list[str] = []
-    inner = controller.reconcile
-    controller.reconcile = lambda run_id: calls.append(run_id) or inner(run_id)
+    counting = True
 
     def event(at_s: float, insert_id: str) -> JobEvent:
         stamp = NOW + timedelta(seconds=at_s)
