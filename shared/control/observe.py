@@ -20,13 +20,12 @@ from shared.config.config import PipelineConfig
 from shared.config.config_files import config_from_dict
 from shared.control.alerts import LOG_TAIL_BYTES, LOG_TAIL_LINES
 from shared.control.controller_log import log_json
-from shared.forecast.rightsize_run import with_run_sizes
 from shared.model.state import LayerState, RunState
 from shared.ports.bigtable_monitor import BigtableMonitor
-from shared.ports.cluster import Cluster, ClusterError, JobStatus, PodInfo
+from shared.ports.cluster import ClusterError, ClusterReader, JobStatus, PodInfo
 from shared.ports.graph_table import GraphTableReader, NoGraphTableReader
 from shared.ports.pod_usage import PodUsageReader, needs_usage, with_usage
-from shared.ports.run_store import RunNotFoundError, RunStore
+from shared.ports.run_store import RunNotFoundError, RunRecords
 from shared.reconcile.completeness import (
     DoneMarkerScan,
     LayerVerdict,
@@ -47,6 +46,7 @@ from shared.reconcile.hung_pods import (
 from shared.reconcile.node_oom import may_be_node_oom, node_oom_victims, parse_node_oom
 from shared.reconcile.oom import with_memory_factors
 from shared.reconcile.root_check import runs_root_check
+from shared.reconcile.run_sizes import with_run_sizes
 from shared.reconcile.setup_step import needs_graph_table
 from shared.reconcile.vcpu_budget import running_vcpus
 
@@ -65,19 +65,19 @@ class Observation:
 
 
 class Observer:
-    """Observes runs through the store and the cluster. `graph_tables` reads a graph's table
-    around its setup passes (docs/setup-passes.md); `done_times` the graph table's done
-    markers for the hung-pod check (None: pod logs only); `done_markers` a stage's done
-    markers for a completed layer's check (None: the Job's Complete condition is trusted);
-    `bigtable_monitor` the graph's Bigtable instance load, the ramp's gate (None: no gate;
-    docs/bigtable-ramp-and-bill.md); `pod_usage` the lifetime usage of a finished Job's pods
-    where the cluster does not report it (None: the cluster's own figures only;
+    """Observes runs through the run records and the cluster (read only). `graph_tables`
+    reads a graph's table around its setup passes (docs/setup-passes.md); `done_times` the
+    graph table's done markers for the hung-pod check (None: pod logs only); `done_markers` a
+    stage's done markers for a completed layer's check (None: the Job's Complete condition is
+    trusted); `bigtable_monitor` the graph's Bigtable instance load, the ramp's gate (None: no
+    gate; docs/bigtable-ramp-and-bill.md); `pod_usage` the lifetime usage of a finished Job's
+    pods where the cluster does not report it (None: the cluster's own figures only;
     docs/canary-and-rightsize.md)."""
 
     def __init__(
         self,
-        store: RunStore,
-        cluster: Cluster,
+        runs: RunRecords,
+        cluster: ClusterReader,
         clock: Callable[[], datetime],
         graph_tables: GraphTableReader | None = None,
         done_times: DoneMarkerTimes | None = None,
@@ -85,7 +85,7 @@ class Observer:
         bigtable_monitor: BigtableMonitor | None = None,
         pod_usage: PodUsageReader | None = None,
     ) -> None:
-        self.store, self.cluster, self.clock = store, cluster, clock
+        self.runs, self.cluster, self.clock = runs, cluster, clock
         self.pod_usage = pod_usage
         self.bigtable_monitor = bigtable_monitor
         self.graph_tables = graph_tables or NoGraphTableReader()
@@ -94,9 +94,9 @@ class Observer:
 
     def observe(self, run_id: str) -> Observation:
         """The run, its config snapshot, its running layers' Jobs and their pods."""
-        run = self.store.load_run(run_id)
+        run = self.runs.load_run(run_id)
         # The run's current config (`pipeline apply` replaces it), with the requests sized
-        # from a canary or right-sized (shared.forecast.rightsize_run) and the memory its layers'
+        # from a canary or right-sized (shared.reconcile.run_sizes) and the memory its layers'
         # current attempts ask for after OOM kills on top (shared.reconcile.oom).
         cfg = with_memory_factors(
             with_run_sizes(config_from_dict(run.config, run.dataset), run), run
@@ -134,7 +134,7 @@ class Observer:
         others = 0.0
         if cfg.controller.max_vcpus is not None:
             # The cap is the project's: what the other running runs hold counts against it.
-            ids = [r for r in self.store.active_runs() if r != run_id]
+            ids = [r for r in self.runs.active_runs() if r != run_id]
             others = running_vcpus([o for o in map(self._load_if_any, ids) if o is not None])
         setups = [s.job_name for s in run.setups.values() if s.phase == "running"]
         setup_jobs = {name: self.cluster.get_job(name) for name in setups}
@@ -296,7 +296,7 @@ class Observer:
 
     def _load_if_any(self, run_id: str) -> RunState | None:
         try:
-            return self.store.load_run(run_id)
+            return self.runs.load_run(run_id)
         except RunNotFoundError:
             return None  # purged since the query
 

@@ -188,5 +188,5 @@ class Decision:
     at: datetime  # the `now` it was decided at
     pod_records: dict[str, list[PodRecord]] = field(default_factory=dict)
     changed: bool = False
-    # Config versions to record with the commit (shared.control.rightsize_version).
+    # Config versions to record with the commit (shared.reconcile.rightsize_version).
     config_versions: list[dict[str, Any]] = field(default_factory=list)
