@@ -1,5 +1,5 @@
-"""The reconcile loop: observe -> plan -> decide -> dry-run -> reject -> commit -> act ->
-publish, for one run (docs/controller.md).
+"""The reconcile loop: observe -> plan -> decide (and forecast an ended canary) -> dry-run ->
+finish -> commit -> act -> publish, for one run (docs/controller.md).
 
 `Reconciler.reconcile(run_id)` is idempotent and safe to run concurrently for one run: the
 new state is committed under a precondition on the run's version before any side effect, Job
@@ -8,8 +8,10 @@ alerts go through the outbox in the same commit, so none is lost and none is sen
 
 I/O happens in observe (store and cluster reads, shared.control.observe), dry-run (the API server's
 check of each Job to create), the commit's one conditional write, act (the cluster) and
-publish (the outbox, shared.control.outbox). Plan (shared.reconcile.build_plan), decide and reject
-(shared.reconcile.decide) and the commit record (shared.control.commit_record) are pure.
+publish (the outbox, shared.control.outbox). Plan (shared.reconcile.build_plan), decide
+(shared.reconcile.decide), the canary's forecast (shared.forecast.canary_forecast), finish (the
+refusals taken back, the right-size version, the reconcile's usage: shared.reconcile.finish) and
+the commit record (shared.control.commit_record) are pure.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from shared.control.commit_record import CommitRecord, commit_record
 from shared.control.controller_log import log_json, take_log_bytes
 from shared.control.observe import Observation, Observer
 from shared.control.outbox import Outbox
-from shared.forecast.canary_forecast import forecast_build
+from shared.forecast.canary_forecast import with_canary_forecasts
 from shared.jobs.manifest import for_create, graph_scope
 from shared.model.state import SETUP_LAYER, layer_key
 from shared.money.controller_usage import ControllerUsage
@@ -86,8 +88,10 @@ class Reconciler:
             started = time.monotonic()  # the reconcile's wall time, for its own bill
             obs = self.observer.observe(run_id)
             observed = time.monotonic()
-            plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table, forecast_build)
+            plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table)
             decision = decide(obs.seen, plan, self.rates, obs.now)
+            # The simulator drives decide, so it forecasts an ended canary's build here.
+            decision = with_canary_forecasts(obs.cfg, obs.seen, decision)
             manifests, refusals = self.dry_run(decision, plan)
             pending = self._usage_pending.get(run_id, ControllerUsage())
             busy_s = time.monotonic() - started  # docs/bigtable-ramp-and-bill.md

@@ -27,7 +27,6 @@ from shared.model.layers import layer_count
 from shared.model.state import LayerState, RunState, SetupState, build_layers
 from shared.money.costs import billing_for
 from shared.ports.graph_table import GraphTable
-from shared.reconcile.canary import BuildForecaster
 from shared.reconcile.canary_plan import with_canary
 from shared.reconcile.decision import LayerPlan, Plan, SetupPlan
 from shared.reconcile.root_check import runs_root_check
@@ -122,17 +121,13 @@ def plan_for(
     cfg: PipelineConfig,
     run: RunState,
     table: GraphTable | None = None,
-    canary_forecast: BuildForecaster | None = None,
 ) -> Plan:
     """The plan of every layer of a run, with the controller settings and billing. Only the
     layers a reconcile may create get a rendered manifest (rendering is the costly part).
-    `table`: the graph's table as observed for its setup passes (None: not read);
-    `canary_forecast`: what forecasts the build from a canary (None: canaries forecast nothing)."""
+    `table`: the graph's table as observed for its setup passes (None: not read)."""
     return Plan(
         layers={
-            key: with_canary(
-                cfg, run, ls, layer_plan(cfg, run.run_id, ls, may_create(ls)), canary_forecast
-            )
+            key: with_canary(cfg, ls, layer_plan(cfg, run.run_id, ls, may_create(ls)))
             for key, ls in run.layers.items()
         },
         stall_after_s=cfg.controller.stall_after_s,

@@ -13,14 +13,16 @@ the full layer finds their done markers and skips them. Nothing new is asked of 
 (where the cluster measures them: shared.ports.cluster.PodInfo). The layer's requests are then
 sized from them (`size_layer`: peak memory x `job.canary_margin`, CPU p95 x the same
 margin, snapped to Autopilot) unless `job.resources.overrides[2]` pins them, and the whole
-build is forecast by the simulator fed with these runtimes (shared.forecast.canary_forecast).
+build is forecast by the simulator fed with these runtimes (shared.forecast.canary_forecast,
+once the decision that ended the canary is made: the simulator drives the decision, so it sits
+above it and is never called from it).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -159,20 +161,10 @@ def size_layer(figures: CanaryFigures, job: JobSettings, layer: int, margin: flo
     return snap_requests(cpu, memory, job.compute_class)
 
 
-# The build forecast from canary figures and the layer's sized requests (set by the plan:
-# shared.forecast.canary_forecast.forecast_build over the run's config).
-# Called with the figures, the requests the canary ran at, the layer's sized requests and now.
-Forecaster = Callable[[CanaryFigures, Requests, Requests, datetime], dict[str, float]]
-# What makes a layer's Forecaster: called with the config, the run, the stage and the layer
-# first. The controller hands shared.forecast.canary_forecast.forecast_build to the plan, so the
-# plan (below the simulator in the house) never imports the simulator.
-BuildForecaster = Callable[..., dict[str, float]]
-
-
 @dataclass(frozen=True)
 class CanaryPlan:
     """What the config says about a layer's canary: its Job (name, manifest or refusal), its
-    chunks, the margin and settings it sizes the layer with, and the forecaster."""
+    chunks, and the margin and settings it sizes the layer with."""
 
     job_name: str
     chunks: int
@@ -180,7 +172,6 @@ class CanaryPlan:
     job: JobSettings
     manifest: dict[str, Any] | None = field(default=None, compare=False)
     refusal: str = ""
-    forecaster: Forecaster | None = field(default=None, compare=False)
 
 
 def canary_holds(
@@ -197,11 +188,13 @@ def canary_holds(
     what to do: ("create", (job name, parallelism)) or ("alert", (kind, details)).
 
     A canary is created once the layer may start (before its approval); while it runs the
-    layer waits. When it ends the layer keeps its figures, sized requests and forecast in
-    `ls.canary.record`; the layer then waits one more reconcile if the size changed (the next one
-    plans its Job at the new size), else goes on. A canary with no succeeded pod is recorded
-    as failed and alerted; the layer goes on as configured. `parallelism`: the pods the new
-    canary Job may run at once (controller.max_vcpus; default all its chunks)."""
+    layer waits. When it ends the layer keeps its figures and sized requests in
+    `ls.canary.record` (the build's forecast from them is added to it after the decision:
+    shared.forecast.canary_forecast.with_canary_forecasts); the layer then waits one more
+    reconcile if the size changed (the next one plans its Job at the new size), else goes on.
+    A canary with no succeeded pod is recorded as failed and alerted; the layer goes on as
+    configured. `parallelism`: the pods the new canary Job may run at once
+    (controller.max_vcpus; default all its chunks)."""
     if parallelism is None and plan is not None:
         parallelism = plan.chunks
     if plan is None or ls.canary.phase in ("done", "failed"):
@@ -246,11 +239,6 @@ def canary_holds(
         "finished_at": now.isoformat(),
     }
     record.update(problems)
-    if plan.forecaster is not None:
-        try:
-            record["forecast"] = plan.forecaster(figures, planned, sized, now)
-        except ValueError as e:  # e.g. a region the rate table lacks: no forecast, no stop
-            record["forecast_error"] = str(e).splitlines()[0]
     ls.canary.record, ls.canary.phase = record, "done"
     return (sized.cpu, sized.memory_gib) != (planned.cpu, planned.memory_gib), []
 

@@ -1,19 +1,16 @@
 """The canary's plan for a layer, from the run's config (shared.reconcile.canary): its Job, rendered
-from the layer's own, its size, margin and forecaster (made from the build forecaster the
-controller hands the plan). Pure."""
+from the layer's own, its size and margin. Pure."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import partial
 
 from shared.config.config import PipelineConfig
 from shared.model.layers import layer_shape
 from shared.model.stages import FIRST_LAYER
-from shared.model.state import LayerState, RunState
+from shared.model.state import LayerState
 from shared.reconcile.canary import (
-    BuildForecaster,
     CanaryPlan,
     canary_job_name,
     canary_manifest,
@@ -24,14 +21,11 @@ from shared.reconcile.decision import LayerPlan
 
 def with_canary(
     cfg: PipelineConfig,
-    run: RunState,
     ls: LayerState,
     lp: LayerPlan,
-    build_forecaster: BuildForecaster | None = None,
 ) -> LayerPlan:
     """`lp` with its canary's plan when the config asks for one (controller.canary_chunks)
-    and the layer is a stage's layer 2 still to be built whose canary has not ended.
-    `build_forecaster` forecasts the build from the canary's figures (None: no forecast)."""
+    and the layer is a stage's layer 2 still to be built whose canary has not ended."""
     wanted = cfg.controller.canary_chunks
     if (
         not wanted
@@ -52,8 +46,5 @@ def with_canary(
         job=job,
         manifest=manifest,
         refusal=lp.refusal,
-        forecaster=(
-            partial(build_forecaster, cfg, run, ls.stage, ls.layer) if build_forecaster else None
-        ),
     )
     return replace(lp, canary=plan)

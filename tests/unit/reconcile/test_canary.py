@@ -6,14 +6,14 @@ forecast fed with its runtimes."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from shared.config.config import LayerOverride
 from shared.config.config_files import load_config
-from shared.forecast.canary_forecast import chunk_runtime, forecast_build
+from shared.forecast.canary_forecast import chunk_runtime, forecast_build, with_canary_forecasts
 from shared.jobs.autopilot import Requests
 from shared.jobs.layer_spec import layer_spec
 from shared.model.grid import batch_coords
@@ -169,11 +169,18 @@ def _plan(run, lp_canary: CanaryPlan | None) -> Plan:
     return Plan(layers)
 
 
-def _canary_plan(forecast: dict | None = None) -> CanaryPlan:
-    def forecaster(figures, planned, sized, now):
-        return forecast or {"wall_s": 99.0}
+def _canary_plan() -> CanaryPlan:
+    return CanaryPlan("job-ingest-2-0-canary", 4, 1.25, _demo().job)
 
-    return CanaryPlan("job-ingest-2-0-canary", 4, 1.25, _demo().job, forecaster=forecaster)
+
+def _stub_forecast(cfg, run, stage, layer, figures, planned, sized, now) -> dict:
+    return {"wall_s": 99.0}
+
+
+def _decided(seen: Snapshot, plan: Plan, now: datetime):
+    """The decision as the reconcile finishes it: the ended canary's forecast added (the
+    simulator stubbed)."""
+    return with_canary_forecasts(_demo(), seen, decide(seen, plan, None, now), _stub_forecast)
 
 
 @pytest.mark.parametrize("advance", ["auto", "approve"])
@@ -192,7 +199,7 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     # done: figures kept, layer sized (0.75 vCPU / 1.25 GiB): held one reconcile for the size
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.9, cpu_used=0.5) for i in range(4)]}
-    d3 = decide(Snapshot(d2.state, done, pods), plan, None, later)
+    d3 = _decided(Snapshot(d2.state, done, pods), plan, later)
     ls3 = d3.state.layers["ingest-L2"]
     assert ls3.canary.phase == "done" and ls3.phase == "waiting" and d3.actions == []
     assert ls3.canary.record["sized"] == {"cpu": 0.75, "memory_gib": 1.25}
@@ -217,6 +224,40 @@ def test_a_canary_of_the_planned_size_does_not_hold_the_layer() -> None:
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
     d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
     assert d.state.layers["ingest-L2"].phase == "running"  # 0.25/0.5 as planned: no wait
+
+
+def test_an_approval_asked_as_the_canary_ends_carries_its_forecast() -> None:
+    """A canary of the planned size lets the layer go on in the reconcile that ends it: under
+    `approve` that reconcile's approval_needed alert carries the canary's record with the
+    forecast, as the record the layer keeps does."""
+    run = make_run("approve")
+    ls = run.layers["ingest-L2"]
+    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
+    pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
+    d = _decided(Snapshot(run, done, pods), _plan(run, _canary_plan()), T0)
+    (alert,) = d.actions
+    assert isinstance(alert, Alert) and alert.kind == "approval_needed"
+    record = d.state.layers["ingest-L2"].canary.record
+    assert record["forecast"] == {"wall_s": 99.0} and alert.details["canary"] == record
+
+
+def test_a_forecast_that_cannot_price_the_run_is_recorded_as_its_error() -> None:
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
+    pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
+    seen = Snapshot(run, done, pods)
+
+    def unpriced(*args) -> dict:
+        raise ValueError("no rate for region mars-north1\nsee the rate table")
+
+    d = with_canary_forecasts(
+        _demo(), seen, decide(seen, _plan(run, _canary_plan()), None, T0), unpriced
+    )
+    record = d.state.layers["ingest-L2"].canary.record
+    assert "forecast" not in record and record["forecast_error"] == "no rate for region mars-north1"
 
 
 def test_a_failed_canary_alerts_and_the_layer_goes_on_as_configured() -> None:
