@@ -47,9 +47,13 @@ def _wait(cond: Any, timeout: float = 5.0) -> bool:
     return False
 
 
-def _ledger(bigtable_table, bigtable_client) -> BigtableChunkLedger:
+def _ledger(
+    bigtable_table, bigtable_client, kind: type[BigtableChunkLedger] = BigtableChunkLedger
+) -> BigtableChunkLedger:
+    """The ledger on the emulator's table; `kind`: a subclass whose renewals fail (a fault
+    injected by subclassing, not by replacing a method)."""
     _, table_id = bigtable_table
-    return BigtableChunkLedger(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY)))
+    return kind(bigtable_client(table_id, lock_expiry=timedelta(seconds=EXPIRY)))
 
 
 def test_renewals_keep_the_claim_past_its_expiry(bigtable_table, bigtable_client):
@@ -73,15 +77,15 @@ def test_renewals_keep_the_claim_past_its_expiry(bigtable_table, bigtable_client
 def test_renewals_that_raise_end_the_attempt_before_the_claim_lapses(
     bigtable_table, bigtable_client
 ):
-    ledger = _ledger(bigtable_table, bigtable_client)
-    keeper, out, calls = _keeper(ledger)
     renewed: list[float] = []
 
-    def unreachable(cid: int, token: int) -> bool:
-        renewed.append(time.monotonic())
-        raise ConnectionError("Bigtable unreachable")
+    class Unreachable(BigtableChunkLedger):
+        def renew(self, chunk_id: int, token: int) -> bool:
+            renewed.append(time.monotonic())
+            raise ConnectionError("Bigtable unreachable")
 
-    ledger.renew = unreachable  # type: ignore[method-assign]
+    ledger = _ledger(bigtable_table, bigtable_client, Unreachable)
+    keeper, out, calls = _keeper(ledger)
     sent = time.monotonic()
     assert ledger.claim(2, A) is ClaimResult.ACQUIRED
     cancel = keeper.hold(2, sent)
@@ -113,9 +117,12 @@ def test_renewals_that_raise_end_the_attempt_before_the_claim_lapses(
 
 
 def test_a_chunk_that_returns_after_the_cancel_is_not_ended(bigtable_table, bigtable_client):
-    ledger = _ledger(bigtable_table, bigtable_client)
+    class TimingOut(BigtableChunkLedger):
+        def renew(self, chunk_id: int, token: int) -> bool:
+            raise TimeoutError()
+
+    ledger = _ledger(bigtable_table, bigtable_client, TimingOut)
     keeper, _, calls = _keeper(ledger)
-    ledger.renew = lambda cid, token: (_ for _ in ()).throw(TimeoutError())  # type: ignore
     assert ledger.claim(3, A) is ClaimResult.ACQUIRED
     cancel = keeper.hold(3, time.monotonic())
     keeper.start()
