@@ -19,6 +19,7 @@ from shared.jobs.manifest import ManifestError, render_job
 from shared.jobs.setup_job import (
     dataset_config_map_manifest,
     has_setup,
+    probes_graph,
     render_setup_job,
     setup_job_name,
 )
@@ -95,6 +96,8 @@ def setup_plan(
         "project": cfg.bigtable.project,
         "instance": cfg.bigtable.instance,
         "pcg_ingest": runs_pcg_ingest_setup(cfg, setup.stage),
+        "probes_graph": probes_graph(cfg, setup.stage),
+        "fanout": cfg.ds.graph_config.FANOUT,
     }
     if setup.phase not in ("waiting", "running"):
         return SetupPlan(name, layer2_shape=grid, layer_count=layers, **where)

@@ -107,7 +107,9 @@ def _create(setup: SetupState, sp: SetupPlan, out: list[Action]) -> None:
 def completed_setup_problem(sp: SetupPlan, table: GraphTable, log_text: str) -> str:
     """Why a completed setup did not set the graph up, or "" if it did: the graph's metadata
     must be in its table (whatever the setup printed), and fit the planned grid where it can
-    be read (this project's record in the table, else a `graph_meta` line in the log)."""
+    be read: this project's record in the table (what our workers read), else a
+    `graph_meta` line in the pod's log (an image's own reading, which the graph probe of an
+    image's setup must print)."""
     if not table.has_metadata:
         return (
             f"the setup completed but {describe(table, sp.project, sp.instance)}: the stage's "
@@ -119,7 +121,12 @@ def completed_setup_problem(sp: SetupPlan, table: GraphTable, log_text: str) -> 
             meta = parse_report(log_text)
         except GraphMetaError as e:
             return f"the setup reported malformed graph metadata: {e}"
-    return mismatch(meta, sp.layer2_shape, sp.layer_count) if meta else ""
+        if meta is None and sp.probes_graph:
+            return (
+                "the setup completed but its graph probe reported no graph metadata (no "
+                "graph_meta line in the pod's log), so the grid the image iterates is unknown"
+            )
+    return mismatch(meta, sp.layer2_shape, sp.layer_count, sp.fanout) if meta else ""
 
 
 def refuse_empty_table(
