@@ -25,6 +25,7 @@ from shared.model.state import LayerState, RunState
 from shared.ports.bigtable_monitor import BigtableMonitor
 from shared.ports.cluster import Cluster, ClusterError, JobStatus, PodInfo
 from shared.ports.graph_table import GraphTableReader, NoGraphTableReader
+from shared.ports.partial_answer import PartialAnswer
 from shared.ports.pod_usage import PodUsageReader, needs_usage, with_usage
 from shared.ports.run_store import RunNotFoundError, RunStore
 from shared.reconcile.completeness import (
@@ -196,12 +197,17 @@ class Observer:
     def _with_life_usage(self, job_name: str, pods: list[PodInfo]) -> tuple[list[PodInfo], bool]:
         """A finished Job's pods with their lifetime usage filled in by the reader, and
         whether it was read. Unreadable usage leaves the fields empty: the sizing then keeps
-        the config's requests (never a build stopped for a figure)."""
+        the config's requests (never a build stopped for a figure). So does a partial answer
+        (PartialAnswer): its peaks are lower bounds, and sizing memory down from them would
+        invite OOM kills."""
         missing = needs_usage(pods)
         if self.pod_usage is None or not missing:
             return pods, False
         try:
             usage = self.pod_usage.life_usage(job_name, missing)
+        except PartialAnswer as e:
+            _log("WARNING", "pod usage partial", job=job_name, reason=e.reason)
+            return pods, False
         except Exception as e:  # noqa: BLE001 - Monitoring down must not stop a build
             _log("WARNING", "pod usage not read", job=job_name, error=f"{type(e).__name__}: {e}")
             return pods, False
@@ -209,11 +215,15 @@ class Observer:
 
     def _bigtable_load(self, cfg: PipelineConfig) -> float | None:
         """The graph's instance CPU load; None when there is no monitor or it cannot answer
-        (an unknown load never holds the ramp)."""
+        (an unknown load never holds the ramp). A partial answer's load is a lower bound:
+        the true load is at least that, so holding the ramp on it is never wrong."""
         if self.bigtable_monitor is None:
             return None
         try:
             return self.bigtable_monitor.cpu_load(cfg.bigtable.project, cfg.bigtable.instance)
+        except PartialAnswer as e:
+            _log("WARNING", "bigtable load partial", reason=e.reason)
+            return e.value if isinstance(e.value, float) else None
         except Exception as e:  # noqa: BLE001 - Monitoring down must not stop a build
             _log("WARNING", "bigtable load not read", error=f"{type(e).__name__}: {e}")
             return None
