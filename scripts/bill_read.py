@@ -12,6 +12,7 @@ from typing import Any
 from scripts.views.money import usd
 from shared.config.config import PipelineConfig
 from shared.forecast.forecast import run_forecast
+from shared.model.phase import RunStatus
 from shared.model.state import RunState
 from shared.money.bill import (
     Bill,
@@ -82,7 +83,7 @@ def run_projected_bill(
 ) -> Bill | None:
     """The whole bill at the run's end by the forecast (shared.forecast.forecast); None once the run
     ended or when the forecast cannot price it."""
-    if run.status in ("succeeded", "failed") or run.created_at is None:
+    if run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED) or run.created_at is None:
         return None
     try:
         fc = run_forecast(cfg, run, now)

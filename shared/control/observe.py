@@ -21,6 +21,7 @@ from shared.config.config_files import config_from_dict
 from shared.control.alerts import LOG_TAIL_BYTES, LOG_TAIL_LINES
 from shared.control.controller_log import log_json
 from shared.forecast.rightsize_run import with_run_sizes
+from shared.model.phase import Phase
 from shared.model.state import LayerState, RunState
 from shared.ports.bigtable_monitor import BigtableMonitor
 from shared.ports.cluster import Cluster, ClusterError, JobStatus, PodInfo
@@ -103,7 +104,7 @@ class Observer:
             with_run_sizes(config_from_dict(run.config, run.dataset), run), run
         )
         now = self.clock()
-        running = [ls.job.name for ls in run.layers.values() if ls.phase == "running"]
+        running = [ls.job.name for ls in run.layers.values() if ls.phase == Phase.RUNNING]
         jobs = {name: self.cluster.get_job(name) for name in running}
         # Each Job just read: its pods by its uid, without reading it again.
         pods = {
@@ -116,7 +117,9 @@ class Observer:
         # A layer's canary Job and its pods while it runs, and once it ended the log tails of
         # its succeeded pods: their per-chunk times (shared.reconcile.canary).
         canary_logs: dict[str, str] = {}
-        for name in {ls.canary.job for ls in run.layers.values() if ls.canary.phase == "running"}:
+        for name in {
+            ls.canary.job for ls in run.layers.values() if ls.canary.phase == Phase.RUNNING
+        }:
             jobs[name] = self.cluster.get_job(name)
             pods[name] = self.cluster.list_pods(name)
             if (job := jobs[name]) is not None and job.finished:
@@ -127,7 +130,7 @@ class Observer:
         # report it (GKE): right-sizing keeps it on the layer as it closes.
         usage_read = set()
         for ls in run.layers.values():
-            job = jobs.get(ls.job.name) if ls.phase == "running" else None
+            job = jobs.get(ls.job.name) if ls.phase == Phase.RUNNING else None
             if job is not None and job.finished and ls.job.name in pods:
                 pods[ls.job.name], read = self._with_life_usage(ls.job.name, pods[ls.job.name])
                 if read:
@@ -137,7 +140,7 @@ class Observer:
             # The cap is the project's: what the other running runs hold counts against it.
             ids = [r for r in self.store.active_runs() if r != run_id]
             others = running_vcpus([o for o in map(self._load_if_any, ids) if o is not None])
-        setups = [s.job_name for s in run.setups.values() if s.phase == "running"]
+        setups = [s.job_name for s in run.setups.values() if s.phase == Phase.RUNNING]
         setup_jobs = {name: self.cluster.get_job(name) for name in setups}
         logs = {
             name: self._setup_log(name)
@@ -155,7 +158,7 @@ class Observer:
         hung = {
             ls.key: found
             for ls in run.layers.values()
-            if ls.phase == "running" and ls.job.name in pods
+            if ls.phase == Phase.RUNNING and ls.job.name in pods
             for found in [self._hung(cfg, ls, pods[ls.job.name], now)]
             if found
         }
@@ -277,7 +280,7 @@ class Observer:
         due = [
             ls
             for ls in run.layers.values()
-            if ls.phase == "running"
+            if ls.phase == Phase.RUNNING
             and (job := jobs.get(ls.job.name)) is not None
             and (
                 job.condition == "Complete"

@@ -16,6 +16,7 @@ from adapters.google.pod_usage import CPU_USAGE, MEMORY_USED, CloudPodUsage
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
 from shared.control.observe import Observer
+from shared.model.phase import Phase
 from shared.ports.cluster import PodInfo
 from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
@@ -90,7 +91,7 @@ def test_a_finished_canarys_pods_are_observed_with_their_usage(firestore_project
     store, cluster = FirestoreRunStore(firestore_project), GkeLikeCluster()
     run = new_run(load_config(DEMO), "run1", ["ingest"], "auto", NOW - timedelta(minutes=10))
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", CANARY
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, CANARY
     ls.canary.record = {"chunks": 1, "parallelism": 1, "cpu": 0.25}
     store.create_run(run)
     cluster.create_job({"metadata": {"name": CANARY}, "spec": {"completions": 1, "parallelism": 1}})
