@@ -112,8 +112,8 @@ def mounts(
     cfg: PipelineConfig, run_id: str, stage: str
 ) -> tuple[list[dict], list[dict], dict[str, str]]:
     """(volumes, volumeMounts, env) every worker and setup pod of `stage` gets
-    (docs/job-and-worker-contract.md#mounts): the credential files of Secret `secret_name` in the image user's
-    ~/.cloudvolume/secrets (`secrets_dir`), readable by any user, with
+    (docs/job-and-worker-contract.md#mounts): the credential files of Secret `secret_name` in
+    the image user's ~/.cloudvolume/secrets (`secrets_dir`), readable by any user, with
     GOOGLE_APPLICATION_CREDENTIALS when `secret_files` has google-secret.json (Workload
     Identity otherwise); and the run's dataset file as the one file
     /app/datasets/dataset.yml (PCG_DATASET; `subPath`, so whatever the image ships in
