@@ -1,4 +1,4 @@
-"""The one-shot Job of a stage's setup pass (contract section 4), rendered from the config.
+"""The one-shot Job of a stage's setup pass (docs/setup-passes.md), rendered from the config.
 Pure.
 
 A setup pass runs once before a stage's first layer: PyChunkedGraph's ingest setup creates the
