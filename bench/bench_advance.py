@@ -38,6 +38,7 @@ from adapters.google.pubsub_bus import PubSubBus
 from adapters.local.stack import LocalStack
 from adapters.local.termination import run_script
 from shared.config.config_files import load_config
+from shared.model.phase import RunStatus
 from shared.model.state import RunState
 from shared.reconcile.build_plan import new_run
 
@@ -148,7 +149,7 @@ def measure(
             time.sleep(stagger_s)
         deadline = time.monotonic() + 600 + 10 * tick_s
         for run_id in ids:
-            while (state := store.load_run(run_id)).status != "succeeded":
+            while (state := store.load_run(run_id)).status != RunStatus.SUCCEEDED:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{run_id} stuck: {state.status}")
                 time.sleep(0.5)

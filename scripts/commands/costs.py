@@ -20,6 +20,7 @@ from scripts.views.money import usd
 from scripts.views.terminal import console, titled_table
 from shared.config.config import PipelineConfig
 from shared.jobs.setup_job import setup_requests
+from shared.model.phase import Phase
 from shared.model.state import LayerState, RunState, SetupState
 from shared.money.costs import LayerCost, estimate
 from shared.money.pricing import load_rates
@@ -173,7 +174,7 @@ def runs_table(services: Services, graph: str | None, now: datetime) -> Table:
             run = services.store.load_run(summary.run_id)
         except RunNotFoundError:  # purged meanwhile
             continue
-        done = sum(ls.phase == "succeeded" for ls in run.layers.values())
+        done = sum(ls.phase == Phase.SUCCEEDED for ls in run.layers.values())
         created = f"{run.created_at:%Y-%m-%d %H:%M}" if run.created_at else ""
         table.add_row(
             run.run_id,

@@ -28,6 +28,7 @@ from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from scripts.views.timeline import timeline_table
 from shared.model import intervals
+from shared.model.phase import Phase
 from shared.model.state import SETUP_LAYER, RunState
 from shared.ports.cluster import ClusterReader, PodInfo
 from shared.views.build_timeline import build_timeline
@@ -159,7 +160,7 @@ def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
             size = layer_size(cfg, ls.stage, ls.layer)
             done = (
                 size.chunks
-                if ls.phase == "succeeded"
+                if ls.phase == Phase.SUCCEEDED
                 else chunks_done(ls.progress.completed_indexes, size)
             )
             wall = None

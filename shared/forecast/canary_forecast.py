@@ -19,6 +19,7 @@ from shared.forecast.simulation.cluster import ClusterParams
 from shared.forecast.simulation.engine import T0, SimSettings, simulate
 from shared.forecast.simulation.runtimes import Runtimes
 from shared.jobs.autopilot import Requests
+from shared.model.phase import Phase
 from shared.model.state import RunState
 from shared.money.pricing import load_rates, pod_cost, rate_for
 from shared.reconcile.build_plan import new_run
@@ -105,14 +106,16 @@ def with_canary_forecasts(
     forecast: BuildForecast = forecast_build,
 ) -> Decision:
     """`decision` (decided from `seen` under `cfg`) with the build's forecast in the record of
-    each canary it ended (`forecast`; `forecast_error` where it cannot price the run, e.g. a
-    region the rate table lacks: no forecast, no stop), and in the `approval_needed` alert
-    that carries that record. The forecast is made from the figures of the canary's pods as
-    observed, the requests it ran at and the layer's sized ones, at the decision's time."""
+    each canary that succeeded in it (`forecast`; `forecast_error` where it cannot price the
+    run, e.g. a region the rate table lacks: no forecast, no stop), and in the
+    `approval_needed` alert that carries that record. The forecast is made from the figures of
+    the canary's pods as observed, the requests it ran at and the layer's sized ones, at the
+    decision's time."""
     ended = [
         key
         for key, ls in decision.state.layers.items()
-        if ls.canary.phase == "done" and seen.run.layers[key].canary.phase != "done"
+        if ls.canary.phase == Phase.SUCCEEDED
+        and seen.run.layers[key].canary.phase != Phase.SUCCEEDED
     ]
     if not ended:
         return decision
@@ -121,7 +124,7 @@ def with_canary_forecasts(
     for key in ended:
         ls = state.layers[key]
         figures = canary_figures(seen.pods.get(ls.canary.job, []), seen.canary_logs)
-        if figures is None:  # a canary ends done only with a succeeded pod
+        if figures is None:  # a canary succeeds only with a succeeded pod
             continue
         record = ls.canary.record
         planned = Requests(record["planned"]["cpu"], record["planned"]["memory_gib"])

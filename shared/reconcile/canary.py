@@ -29,6 +29,7 @@ from typing import Any
 
 from shared.config.config import JobOverride, JobSettings, LayerOverride, PipelineConfig
 from shared.jobs.autopilot import Requests, ResourceLimitError, layer_requests, snap_requests
+from shared.model.phase import Phase, canary_phase_to_doc
 from shared.model.state import LayerState, RunState
 from shared.model.worker_contract import BATCH_SIZE
 from shared.ports.cluster import JobStatus, PodInfo
@@ -36,7 +37,6 @@ from shared.reconcile.rightsize import percentile
 
 CANARY_LABEL = "cave-pipeline/canary"
 BATCH_ANNOTATION = "cave-pipeline/batch-size"
-CANARY_PHASES = ("", "running", "done", "failed")
 # A pod's start-up as the forecasts assume it (shared.forecast.simulation.runtimes.Runtimes).
 POD_START_UP_S = 10.0
 
@@ -197,10 +197,10 @@ def canary_holds(
     (controller.max_vcpus; default all its chunks)."""
     if parallelism is None and plan is not None:
         parallelism = plan.chunks
-    if plan is None or ls.canary.phase in ("done", "failed"):
+    if plan is None or ls.canary.phase in (Phase.SUCCEEDED, Phase.FAILED):
         return False, []
-    if not ls.canary.phase:
-        ls.canary.phase, ls.canary.job = "running", plan.job_name
+    if ls.canary.phase == Phase.WAITING:
+        ls.canary.phase, ls.canary.job = Phase.RUNNING, plan.job_name
         # Its pods' vCPU, counted against controller.max_vcpus while it runs (canary_vcpus).
         ls.canary.record = {
             "chunks": plan.chunks,
@@ -221,7 +221,7 @@ def canary_holds(
             ls.pods.cpu_seconds += p.cpu_request * seconds
             ls.pods.memory_gib_seconds += p.memory_request_gib * seconds
     if figures is None:
-        ls.canary.phase = "failed"
+        ls.canary.phase = Phase.FAILED
         reason = job.reason or "no canary pod succeeded"
         ls.canary.record = {**ls.canary.record, "failed": reason}
         fix = f"see `pipeline inspect` of Job {ls.canary.job}; the layer goes on as configured"
@@ -239,14 +239,14 @@ def canary_holds(
         "finished_at": now.isoformat(),
     }
     record.update(problems)
-    ls.canary.record, ls.canary.phase = record, "done"
+    ls.canary.record, ls.canary.phase = record, Phase.SUCCEEDED
     return (sized.cpu, sized.memory_gib) != (planned.cpu, planned.memory_gib), []
 
 
 def canary_vcpus(ls: LayerState) -> float:
     """The vCPUs a layer's running canary requests (its parallelism x its pods' vCPU),
     counted against controller.max_vcpus like a running layer's (shared.reconcile.vcpu_budget)."""
-    if ls.canary.phase != "running":
+    if ls.canary.phase != Phase.RUNNING:
         return 0.0
     c = ls.canary.record
     return float(c.get("parallelism", c.get("chunks", 0))) * float(c.get("cpu", 0.0))
@@ -254,7 +254,7 @@ def canary_vcpus(ls: LayerState) -> float:
 
 def canary_details(ls: LayerState) -> dict[str, Any]:
     """What a layer's `approval_needed` alert adds: its canary's record, if it ran."""
-    return {"canary": ls.canary.record} if ls.canary.phase == "done" else {}
+    return {"canary": ls.canary.record} if ls.canary.phase == Phase.SUCCEEDED else {}
 
 
 def with_canary_sizes(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
@@ -263,7 +263,7 @@ def with_canary_sizes(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
     sized = [
         ls
         for ls in run.layers.values()
-        if ls.canary.phase == "done" and "sized" in ls.canary.record
+        if ls.canary.phase == Phase.SUCCEEDED and "sized" in ls.canary.record
     ]
     if not sized:
         return cfg
@@ -303,7 +303,7 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
     cost: shared.money.costs, added by the caller that prices the run)."""
     out = []
     for ls in run.ordered_layers():
-        if not ls.canary.phase:
+        if ls.canary.phase == Phase.WAITING:
             continue
         c, fc = ls.canary.record, ls.canary.record.get("forecast") or {}
         peak = c.get("peak_memory_gib")
@@ -314,7 +314,7 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
             {
                 "stage": ls.stage,
                 "layer": ls.layer,
-                "phase": ls.canary.phase,
+                "phase": canary_phase_to_doc(ls.canary.phase),  # as stored: "done", not succeeded
                 "chunks": c.get("chunks"),
                 "runtime_p50_s": c.get("runtime_p50_s"),
                 "runtime_p95_s": c.get("runtime_p95_s"),
@@ -339,7 +339,7 @@ def canary_chunk_s(run: RunState) -> float | None:
     times = []
     for ls in run.layers.values():
         c = ls.canary.record
-        if ls.canary.phase != "done":
+        if ls.canary.phase != Phase.SUCCEEDED:
             continue
         if c.get("chunk_p50_s") is not None:
             times.append(float(c["chunk_p50_s"]))

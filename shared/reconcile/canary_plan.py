@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from shared.config.config import PipelineConfig
 from shared.model.layers import layer_shape
+from shared.model.phase import Phase
 from shared.model.stages import FIRST_LAYER
 from shared.model.state import LayerState
 from shared.reconcile.canary import (
@@ -31,8 +32,8 @@ def with_canary(
         not wanted
         or ls.layer != FIRST_LAYER
         or ls.done_before
-        or ls.phase != "waiting"
-        or ls.canary.phase in ("done", "failed")
+        or ls.phase != Phase.WAITING
+        or ls.canary.phase in (Phase.SUCCEEDED, Phase.FAILED)
     ):
         return lp
     name = ls.canary.job or canary_job_name(lp.job_name)

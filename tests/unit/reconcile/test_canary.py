@@ -17,6 +17,7 @@ from shared.forecast.canary_forecast import chunk_runtime, forecast_build, with_
 from shared.jobs.autopilot import Requests
 from shared.jobs.layer_spec import layer_spec
 from shared.model.grid import batch_coords
+from shared.model.phase import Phase
 from shared.model.worker_contract import BATCH_SIZE
 from shared.money.pricing import RateRow
 from shared.reconcile.build_plan import new_run, plan_for
@@ -190,7 +191,7 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     d = decide(Snapshot(run), plan, None, T0)
     ls = d.state.layers["ingest-L2"]
     assert d.actions == [CreateJob("ingest", 2, "job-ingest-2-0-canary", 4)]
-    assert ls.phase == "waiting" and ls.canary.phase == "running"
+    assert ls.phase == "waiting" and ls.canary.phase == Phase.RUNNING
     # running: the layer waits, no approval asked yet
     later = T0 + timedelta(seconds=30)
     running = {ls.canary.job: job(ls.canary.job, completions=4)}
@@ -201,7 +202,7 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.9, cpu_used=0.5) for i in range(4)]}
     d3 = _decided(Snapshot(d2.state, done, pods), plan, later)
     ls3 = d3.state.layers["ingest-L2"]
-    assert ls3.canary.phase == "done" and ls3.phase == "waiting" and d3.actions == []
+    assert ls3.canary.phase == Phase.SUCCEEDED and ls3.phase == "waiting" and d3.actions == []
     assert ls3.canary.record["sized"] == {"cpu": 0.75, "memory_gib": 1.25}
     assert ls3.canary.record["forecast"] == {"wall_s": 99.0} and ls3.canary.record["chunks"] == 4
     assert ls3.pods.cpu_seconds == pytest.approx(4 * 10 * 1.0)  # its pods billed to the layer
@@ -219,7 +220,7 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
 def test_a_canary_of_the_planned_size_does_not_hold_the_layer() -> None:
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
     d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
@@ -232,7 +233,7 @@ def test_an_approval_asked_as_the_canary_ends_carries_its_forecast() -> None:
     forecast, as the record the layer keeps does."""
     run = make_run("approve")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
     d = _decided(Snapshot(run, done, pods), _plan(run, _canary_plan()), T0)
@@ -245,7 +246,7 @@ def test_an_approval_asked_as_the_canary_ends_carries_its_forecast() -> None:
 def test_a_forecast_that_cannot_price_the_run_is_recorded_as_its_error() -> None:
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
     seen = Snapshot(run, done, pods)
@@ -263,12 +264,12 @@ def test_a_forecast_that_cannot_price_the_run_is_recorded_as_its_error() -> None
 def test_a_failed_canary_alerts_and_the_layer_goes_on_as_configured() -> None:
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     failed = {ls.canary.job: job(ls.canary.job, condition="Failed", reason="FailedIndexes")}
     d = decide(Snapshot(run, failed, {ls.canary.job: []}), _plan(run, _canary_plan()), None, T0)
     kinds = [a.kind for a in d.actions if isinstance(a, Alert)]
     assert kinds == ["canary_failed"]
-    assert d.state.layers["ingest-L2"].canary.phase == "failed"
+    assert d.state.layers["ingest-L2"].canary.phase == Phase.FAILED
     assert d.state.layers["ingest-L2"].phase == "running"
 
 
@@ -276,7 +277,10 @@ def test_with_canary_sizes_overrides_only_the_measured_layer() -> None:
     cfg = _demo()
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.record = "done", {"sized": {"cpu": 0.75, "memory_gib": 1.25}}
+    ls.canary.phase, ls.canary.record = (
+        Phase.SUCCEEDED,
+        {"sized": {"cpu": 0.75, "memory_gib": 1.25}},
+    )
     sized = with_canary_sizes(cfg, run)
     assert layer_spec(sized, "ingest", 2).requests == Requests(0.75, 1.25)
     assert layer_spec(sized, "ingest", 3).requests == layer_spec(cfg, "ingest", 3).requests
@@ -316,7 +320,7 @@ def test_status_shows_the_canary_and_the_right_size_lines() -> None:
 
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase = "done"
+    ls.canary.phase = Phase.SUCCEEDED
     ls.canary.record = {
         "chunks": 8,
         "runtime_p50_s": 13.3,
@@ -362,14 +366,14 @@ def test_the_in_run_forecast_assumes_the_canarys_chunk_time(record: dict, expect
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
     assert run_forecast(cfg, run, T0).assumed_chunk_s == DEFAULT_CHUNK_S
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.record = "done", record
+    ls.canary.phase, ls.canary.record = Phase.SUCCEEDED, record
     assert run_forecast(cfg, run, T0).assumed_chunk_s == expected
 
 
 def test_a_canary_past_the_class_ceiling_keeps_the_plan_and_says_why() -> None:
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=200.0, cpu_used=0.5) for i in range(4)]}
     d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
@@ -385,7 +389,7 @@ def _canary_running(status: str, **job_kw):
     run = make_run("auto")
     run.status = status
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     ls.canary.record = {"chunks": 4, "parallelism": 4, "cpu": 0.25}
     jobs = {ls.canary.job: job(ls.canary.job, completions=4, parallelism=4, **job_kw)}
     return run, jobs
@@ -441,7 +445,7 @@ def test_a_canary_starts_within_max_vcpus(max_vcpus, others, expected) -> None:
     ls = d.state.layers["ingest-L2"]
     assert d.actions == ([expected] if expected else [])
     assert ls.timing.held_by_vcpu_cap == (expected is None)
-    assert ls.canary.phase == ("running" if expected else "")
+    assert ls.canary.phase == (Phase.RUNNING if expected else Phase.WAITING)
 
 
 def test_a_running_canary_counts_against_max_vcpus() -> None:
@@ -449,5 +453,5 @@ def test_a_running_canary_counts_against_max_vcpus() -> None:
     assert running_vcpus([run]) == 1.0
     budget = VcpuBudget.of(10.0, run, others=2.0)
     assert budget is not None and budget.free == 7.0
-    run.layers["ingest-L2"].canary.phase = "done"
+    run.layers["ingest-L2"].canary.phase = Phase.SUCCEEDED
     assert running_vcpus([run]) == 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+from shared.model.phase import Phase
 from shared.money.controller_usage import ControllerUsage
 from shared.reconcile.decision import Alert, CreateJob, Decision
 from shared.reconcile.finish import finish
@@ -27,7 +28,7 @@ def test_a_changing_decision_carries_the_pending_usage_onto_the_run() -> None:
     run = make_run()
     run.controller_usage = ControllerUsage(reconciles=5).to_doc()
     state = copy.deepcopy(run)
-    state.layers["ingest-L2"].phase = "running"
+    state.layers["ingest-L2"].phase = Phase.RUNNING
     decision = Decision(state, [Alert("approval_needed", "ingest", 2)], T0, changed=True)
     finished = finish(run, decision, {}, EARLIER, 0.5, 7)
     stored = ControllerUsage.from_doc(finished.decision.state.controller_usage)
@@ -39,10 +40,10 @@ def test_a_refused_creation_is_taken_back_before_the_usage_is_counted() -> None:
     run = make_run()
     state = copy.deepcopy(run)
     ls = state.layers["ingest-L2"]
-    ls.phase, ls.job.name = "running", "job-l2"
+    ls.phase, ls.job.name = Phase.RUNNING, "job-l2"
     decision = Decision(state, [CreateJob("ingest", 2, "job-l2", 1)], T0, changed=True)
     finished = finish(run, decision, {"job-l2": "image: Required value"}, ControllerUsage(), 0, 0)
-    assert finished.decision.state.layers["ingest-L2"].phase == "failed"
+    assert finished.decision.state.layers["ingest-L2"].phase is Phase.FAILED
     (alert,) = finished.decision.actions
     assert isinstance(alert, Alert) and alert.kind == "layer_failed"
     assert finished.pending_usage.messages == 1 + 1  # the trigger and the layer_failed alert
