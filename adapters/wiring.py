@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from adapters.google.firestore_runs import FirestoreRuns
 from shared.ports.cluster import Cluster
@@ -31,6 +31,7 @@ from shared.reconcile.completeness import DoneMarkerScan
 if TYPE_CHECKING:  # loaded by the entries that build them (approve.py needs only Firestore)
     from adapters.google.firestore_store import FirestoreRunStore
     from adapters.google.pubsub_bus import PubSubBus
+    from adapters.local.stack import LocalStack
     from shared.control.controller import Controller
     from shared.ports.bigtable_monitor import BigtableMonitor
     from shared.ports.cave_auth import CaveAuth
@@ -137,6 +138,15 @@ def in_process_functions(
             (_cluster, _done_markers, _bigtable_monitor, _pod_usage), _controller = saved, None
 
 
+def local_stack(*args: Any, **kwargs: Any) -> LocalStack:
+    """The local stack (`pipeline local up`, the demo, benches, end-to-end tests), whose
+    functions run in this process through `in_process_functions`; the arguments are
+    `LocalStack`'s."""
+    from adapters.local.stack import LocalStack
+
+    return LocalStack(*args, host_functions=in_process_functions, **kwargs)
+
+
 def price_catalog(api_key: str = "", root: str = "") -> PriceCatalog:
     """`pipeline rates update`'s catalog: the Cloud Billing Catalog API with an API key when
     one is given (a plain session), else Application Default Credentials; `root` another
@@ -147,7 +157,7 @@ def price_catalog(api_key: str = "", root: str = "") -> PriceCatalog:
         import requests
 
         return BillingCatalog(requests.Session(), root or ROOT, api_key)
-    from adapters.doctor.rest import default_sessions
+    from adapters.common.rest import default_sessions
 
     session, _, _ = default_sessions()
     return BillingCatalog(session)

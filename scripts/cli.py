@@ -14,8 +14,8 @@ from typing import Any, NoReturn
 
 import click
 
+from adapters.common.termination import leave_now, unwind_on_termination
 from adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
-from adapters.local.termination import leave_now, unwind_on_termination
 from scripts import exits
 from scripts.commands import (
     admin,

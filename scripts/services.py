@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapters.local.emulator_probe import check_emulators
+from adapters.common.emulator_probe import check_emulators
 
 if TYPE_CHECKING:  # the Google clients load when a command connects (`controller` extra)
     from adapters.google.firestore_store import FirestoreRunStore

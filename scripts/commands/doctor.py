@@ -142,8 +142,8 @@ def _local_fetchers(cfg: PipelineConfig, dep: Deployment, env: Mapping[str, str]
 
 
 def _cloud_fetchers(cfg: PipelineConfig, dep: Deployment) -> dict:
+    from adapters.common.rest import RestApi, default_sessions
     from adapters.doctor.cloud import CloudFacts
-    from adapters.doctor.rest import RestApi, default_sessions
 
     session, public, who = default_sessions()
 
@@ -216,7 +216,7 @@ def doctor(
     its DNS endpoint and RBAC, images, Spot quota, the dataset's paths. Against a local stack
     only what it has. Exit 0 all pass, 1 a check failed or warns, 2 config error, 3 a service
     or the credentials cannot be reached."""
-    from adapters.doctor.rest import ServiceUnreachable
+    from adapters.common.rest import ServiceUnreachable
 
     cfg = load_config(config_path)
     selected = doctor_checks.select(list(only) or None, cheap_only=cheap)
@@ -240,7 +240,7 @@ def preflight(
     reported and the start goes on (its own calls then tell a service that is down); no usable
     credential is a ConnectionError (exit 3). `run`: diagnose (the default) or a stand-in
     giving the diagnosis."""
-    from adapters.doctor.rest import ServiceUnreachable
+    from adapters.common.rest import ServiceUnreachable
 
     if run is None:
 
