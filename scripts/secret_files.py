@@ -39,8 +39,7 @@ def apply_secret(cfg: PipelineConfig) -> str:
     files = ", ".join(manifest["data"])
     placeholder = "" if CAVE_SECRET in cfg.secret_files else f" ({CAVE_SECRET}: a placeholder)"
     try:
-        cluster = cluster_access.read_cluster(cfg.namespace)
-        cluster.apply_secret(manifest)  # type: ignore[attr-defined]
+        cluster_access.secret_writer(cfg.namespace).apply_secret(manifest)
         where = f"namespace {cfg.namespace}"
     except ClusterError as e:
         raise click.ClickException(f"Secret {cfg.secret_name}: {e}") from None

@@ -94,3 +94,8 @@ def test_every_room_but_gke_is_kept_from_kubernetes():
     sources = set(_contract("only-gke-talks-to-kubernetes")["source_modules"])
     rooms = {f"adapters.{room}" for room in _adapter_rooms() - {"gke"}}
     assert sources == rooms | (set(CONFIG["root_packages"]) - {"adapters"})
+
+
+def test_the_cli_is_kept_from_every_adapter_room_but_the_wiring():
+    forbidden = set(_contract("cli-through-the-wiring")["forbidden_modules"])
+    assert forbidden == {f"adapters.{room}" for room in _adapter_rooms() - {"wiring"}}
