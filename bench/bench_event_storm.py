@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+from adapters.common.termination import run_script
 from adapters.google.firestore_store import FirestoreRunStore
 from adapters.local.emulators import EmulatorSet
-from adapters.local.termination import run_script
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
 from shared.control.job_events import JobEvent

@@ -55,9 +55,9 @@ from pathlib import Path
 import numpy as np
 from google.cloud.firestore_v1 import base_batch, collection, document, query
 
+from adapters.common.termination import run_script
 from adapters.google.firestore_store import FirestoreRunStore
 from adapters.local.emulators import EmulatorSet
-from adapters.local.termination import run_script
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
 from shared.ports.cluster import JobStatus, PodInfo

@@ -35,9 +35,9 @@ def default_monitor() -> BigtableMonitor | None:
     from another process: the demo passes the local stack's meter)."""
     if os.environ.get("BIGTABLE_EMULATOR_HOST"):
         return None
-    from adapters.google.monitoring import CloudMonitoring
+    from adapters.wiring import cli_services
 
-    return CloudMonitoring()
+    return cli_services().bigtable_monitor()
 
 
 def _read(read: Any) -> tuple[list[Sample] | None, str, str]:

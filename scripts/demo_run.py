@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from adapters import wiring
 from adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
 from adapters.bigtable.ledger_scan import done_chunk_ids
 from adapters.google.firestore_store import FirestoreRunStore
@@ -226,7 +227,7 @@ def run_demo(
     n_layers = layer_count(cfg.layer2_shape())
     passes = [s for s in stages if s in STAGE_TABLE_SUFFIX]
     stack_started = time.monotonic()
-    with LocalStack(
+    with wiring.local_stack(
         cfg.project,
         workdir / "stack",
         cfg.controller.tick_period_s,

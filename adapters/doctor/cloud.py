@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode, urlparse
 
-from adapters.doctor.rest import RestApi, ServiceUnreachable
+from adapters.common.rest import RestApi, ServiceUnreachable
 from shared.config.config import PipelineConfig
 from shared.doctor import needs
 from shared.doctor.checks import expected_subscriptions

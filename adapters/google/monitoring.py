@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from adapters.doctor.rest import HttpSession, RestApi, ServiceUnreachable
+from adapters.common.rest import HttpSession, RestApi, ServiceUnreachable
 from shared.ports.bigtable_monitor import Sample
 from shared.ports.partial_answer import PartialAnswer
 

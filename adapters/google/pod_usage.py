@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from adapters.doctor.rest import HttpSession
+from adapters.common.rest import HttpSession
 from adapters.google.monitoring import (
     CloudMonitoring,
     partial_reason,

@@ -40,8 +40,9 @@ class PurgeRefusedError(ValueError):
 
 
 def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
-    from adapters.google.firestore_admin import purge_run, run_job_names
+    from adapters.wiring import cli_services
 
+    purge_run, run_job_names = cli_services().purge_run, cli_services().run_job_names
     db = services.store.db
     try:
         run: RunState | None = services.store.load_run(run_id)

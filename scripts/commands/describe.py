@@ -11,7 +11,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from adapters.gke.wire import event_time
+from adapters.wiring import cli_services
 from scripts import cluster_access
 from scripts.bill_read import bill_table, default_monitor, run_bill, run_projected_bill
 from scripts.cluster_access import cluster_errors
@@ -33,6 +33,8 @@ from shared.model.state import SETUP_LAYER, RunState
 from shared.ports.cluster import ClusterReader, PodInfo
 from shared.views.build_timeline import build_timeline
 from shared.views.progress import chunks_done
+
+event_time = cli_services().event_time  # Kubernetes events' time, through the wiring
 
 LAST_WARNINGS = 5
 MAX_PODS = 12  # unfinished pods listed (the rest are counted)

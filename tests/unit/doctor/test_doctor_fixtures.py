@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from adapters.common.rest import RestApi
 from adapters.doctor.cloud import CloudFacts
-from adapters.doctor.rest import RestApi
 from adapters.doctor.runner import run_checks
 from scripts.cli import main
 from scripts.commands.doctor import Diagnosis, render
