@@ -9,7 +9,7 @@ import os
 from datetime import datetime
 from typing import Any
 
-from scripts.views.money import usd
+from scripts.money_format import usd
 from shared.config.config import PipelineConfig
 from shared.forecast.forecast import run_forecast
 from shared.model.phase import RunStatus
@@ -92,22 +92,6 @@ def run_projected_bill(
     pods = sum(lf.projected_usd for lf in fc.layers)
     spent = max(0.0, (now - run.created_at).total_seconds())
     return projected_bill(bill, spent, fc.remaining_s, pods, fc.projected_usd - pods)
-
-
-def bill_table(run_id: str, bill: Bill, projected: Bill | None = None) -> Any:
-    """The whole bill as a table: line, USD, measured or estimated, and what it rests on."""
-    from scripts.views.terminal import titled_table
-
-    table = titled_table(f"run {run_id} · the whole bill", ("line", "USD", "how", "basis"))
-    for line in bill.lines:
-        how = "measured" if line.measured else "estimated"
-        table.add_row(line.key, usd(line.usd), how, line.basis)
-    table.add_row("[bold]total[/]", f"[bold]{usd(bill.total_usd)}[/]", "", "")
-    if projected is not None:
-        lines = ", ".join(f"{line.key} ${usd(line.usd)}" for line in projected.lines)
-        table.caption = f"forecast at the end: ${usd(projected.total_usd)} ({lines})"
-        table.caption_justify = "left"
-    return table
 
 
 def bill_facts(bill: Bill) -> dict[str, str]:

@@ -13,17 +13,18 @@ from rich.console import Console
 
 from adapters.wiring import cli_services
 from scripts import cluster_access
-from scripts.bill_read import bill_table, default_monitor, run_bill, run_projected_bill
+from scripts.bill_read import default_monitor, run_bill, run_projected_bill
 from scripts.cluster_access import cluster_errors
-from scripts.commands.costs import SETUP, cost_report
 from scripts.commands.pods import EPOCH, all_events, pod_runtime, scheduling_messages
+from scripts.cost_report import SETUP, cost_report
 from scripts.layer_target import Target, resolve_target, run_config
+from scripts.money_format import usd
 from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
 from scripts.report_data import pod_records_by_layer
 from scripts.run_progress import gather, layer_size
 from scripts.services import connect
 from scripts.setup_view import layer_alerts, setup_error, setup_fix
-from scripts.views.money import usd
+from scripts.views.bill_table import bill_table
 from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from scripts.views.timeline import timeline_table

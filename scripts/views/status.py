@@ -12,7 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from scripts.views.money import saving, usd
+from scripts.money_format import saving, usd
 from scripts.views.terminal import span
 from shared.model.phase import Phase, RunStatus, canary_phase_to_doc
 from shared.reconcile.bigtable_load import brief
