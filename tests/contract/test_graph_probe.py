@@ -6,50 +6,29 @@ offset, a size typed as the upper bound is refused naming both grids."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
-import numpy as np
-import yaml
 from kvdbclient import BigTableClient, BigTableConfig
 
 from adapters.bigtable.chunk_ledger import ensure_table
 from adapters.bigtable.graph_meta_store import write_graph_meta
 from shared.jobs.graph_probe import PROBE_FAILED, with_graph_probe
 from shared.model.graph_meta import GraphMeta, mismatch, parse_report
+from tests.builders.pcg_image_env import image_env
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGE = ROOT / "tests" / "builders" / "pcg_image"
 SETUP = ["python", "-m", "pychunkedgraph.pipeline.ingest.setup"]
 
 
 def probe(tmp_path: Path, graph: str, setup: list[str]) -> subprocess.CompletedProcess:
     """The setup pod's command (the probe around `setup`), with the image's environment."""
-    volume = tmp_path / "volume.npy"
-    np.save(volume, np.arange(16**3, dtype=np.uint64).reshape(16, 16, 16))
-    dataset = tmp_path / "dataset.yml"
-    dataset.write_text(
-        yaml.safe_dump(
-            {
-                "data_source": {"WATERSHED": str(volume)},
-                "graph_config": {"CHUNK_SIZE": [8, 8, 8], "FANOUT": 2},
-                "backend_client": {"TYPE": "bigtable", "CONFIG": {"ADMIN": True}},
-            }
-        )
-    )
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT}{os.pathsep}{IMAGE}",
-        "PCG_DATASET": str(dataset),
-        "BIGTABLE_PROJECT": BIGTABLE_PROJECT,
-        "BIGTABLE_INSTANCE": BIGTABLE_INSTANCE,
-    }
     argv = [sys.executable if a == "python" else a for a in with_graph_probe(setup, graph)]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    return subprocess.run(
+        argv, env=image_env(tmp_path), capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
 
 
 def test_the_probe_runs_the_setup_then_reports_the_grids_the_image_iterates(emulators, tmp_path):
