@@ -7,8 +7,12 @@ per use (docs/ports-and-wiring.md).
 - In-process functions (the local stack, and tests of the functions): `in_process_functions`,
   for as long as it is open, makes `controller()` talk to a cluster of this process (and read
   the graph's Bigtable load from the local stack's meter).
-- The operator CLI: `cli_store` and `cli_bus` (the CLI reads the cluster through
-  `scripts.cluster_access.read_cluster`, a `ClusterReader`, never a `JobWriter`).
+- The operator CLI: `cli_services()`, a `CliServices` bundle, each member a port of
+  `shared/ports` (or the doctor's facts) built on first use: the run records, the kick, a
+  `ClusterReader` (never a `JobWriter`), the Secret writer of `pipeline setup`, the ledger's
+  reads, the graph tables, the doctor's facts. `scripts` imports no other adapter module
+  (pyproject's `cli-through-the-wiring` contract; the local-stack commands are its named
+  exceptions). `local_stack` builds the local stack with its functions hosted here.
 - `scripts/approve.py`: `approval_store`, the runs role only.
 - `pipeline rates update`: `price_catalog`, the Cloud Billing Catalog API.
 - `pipeline start`'s CAVE registration: `cave_auth`, sticky_auth.
@@ -20,22 +24,37 @@ import functools
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from adapters.google.firestore_runs import FirestoreRuns
-from shared.ports.cluster import Cluster
+# Errors and the probe the CLI uses through this module (its exit codes: scripts/exits.py).
+from adapters.common.emulator_probe import EmulatorUnreachableError, check_emulators  # noqa: F401
+from adapters.common.rest import ServiceUnreachable  # noqa: F401
+from shared.ports.cluster import Cluster, ClusterReader
 from shared.reconcile.completeness import DoneMarkerScan
 
-if TYPE_CHECKING:  # loaded by the entries that build them (approve.py needs only Firestore)
+if TYPE_CHECKING:  # loaded by the entries that build them (the CLI's --help needs no client)
+    from adapters.google.firestore_runs import FirestoreRuns
     from adapters.google.firestore_store import FirestoreRunStore
     from adapters.google.pubsub_bus import PubSubBus
+    from adapters.local.rate_table import RateTableFiles
+    from adapters.local.stack import LocalStack
+    from shared.config.config import PipelineConfig
     from shared.control.controller import Controller
+    from shared.doctor.checks import Check
+    from shared.doctor.deployment import Deployment
+    from shared.doctor.verdicts import CheckResult
     from shared.ports.bigtable_monitor import BigtableMonitor
     from shared.ports.cave_auth import CaveAuth
+    from shared.ports.graph_table import GraphTableReader
+    from shared.ports.message_bus import JsonPublisher
     from shared.ports.pod_usage import PodUsageReader
     from shared.ports.price_catalog import PriceCatalog
+    from shared.ports.secret_writer import SecretWriter
     from shared.reconcile.hung_pods import DoneMarkerTimes
 
 # The default ledger read of a completed layer's check: the graph table's done markers.
@@ -137,6 +156,15 @@ def in_process_functions(
             (_cluster, _done_markers, _bigtable_monitor, _pod_usage), _controller = saved, None
 
 
+def local_stack(*args: Any, **kwargs: Any) -> LocalStack:
+    """The local stack (`pipeline local up`, the demo, benches, end-to-end tests), whose
+    functions run in this process through `in_process_functions`; the arguments are
+    `LocalStack`'s."""
+    from adapters.local.stack import LocalStack
+
+    return LocalStack(*args, host_functions=in_process_functions, **kwargs)
+
+
 def price_catalog(api_key: str = "", root: str = "") -> PriceCatalog:
     """`pipeline rates update`'s catalog: the Cloud Billing Catalog API with an API key when
     one is given (a plain session), else Application Default Credentials; `root` another
@@ -147,7 +175,7 @@ def price_catalog(api_key: str = "", root: str = "") -> PriceCatalog:
         import requests
 
         return BillingCatalog(requests.Session(), root or ROOT, api_key)
-    from adapters.doctor.rest import default_sessions
+    from adapters.common.rest import default_sessions
 
     session, _, _ = default_sessions()
     return BillingCatalog(session)
@@ -178,6 +206,8 @@ def cli_bus(project: str) -> PubSubBus:
 
 def approval_store(project: str) -> FirestoreRuns:
     """`scripts/approve.py`'s store: the runs role, which `pipeline approve` writes too."""
+    from adapters.google.firestore_runs import FirestoreRuns
+
     return FirestoreRuns(project)
 
 
@@ -236,3 +266,215 @@ def alerts_bus() -> PubSubBus:
     """The Pub/Sub client alerts are published with (one per project; warm instances reuse
     it)."""
     return _bus(project_from_env())
+
+
+# -- the operator CLI ----------------------------------------------------------------------
+
+Fetchers = Mapping[str, Callable[[], dict]]
+Env = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class CliServices:
+    """The operator CLI's seams, one per port: every member builds its adapter when called,
+    so a command loads only the clients it uses (the Google clients are the `controller`
+    extra). Tests hand the commands a bundle of fakes instead."""
+
+    # The run records (runs, their history, the alerts they raised) of a project.
+    run_store: Callable[[str], FirestoreRunStore]
+    # The kick's publisher of a project (the controller acts on a kick).
+    kick_bus: Callable[[str], JsonPublisher]
+    # When an event the cluster reader handed out last happened (Kubernetes' event fields).
+    event_time: Callable[[Mapping[str, Any]], datetime]
+    # The cluster the CLI reads: (namespace, kubeconfig) of a local stack, or (None, None,
+    # env) for GKE from the environment (`GkeCluster.from_env`).
+    cluster_reader: Callable[..., ClusterReader]
+    # `pipeline setup`'s Secret, written to the cluster chosen as for `cluster_reader`.
+    secret_writer: Callable[..., SecretWriter]
+    # The ledger's reads: the chunks of (cfg, stage, chunk ids) marked done; the done-marker
+    # scan of a completed layer's check (docs/verify.md).
+    done_among: Callable[[PipelineConfig, str, Iterable[int]], set[int]]
+    done_markers: DoneMarkerScan
+    # The graph's tables: create one if missing (table id, project, instance); read one.
+    ensure_table: Callable[[str, str, str], None]
+    graph_tables: Callable[[], GraphTableReader]
+    # The doctor's facts: (cfg, deployment, env, stack env) -> the fetchers of its checks,
+    # the emulators' when `is_local(env)`; `run_checks` runs checks on them.
+    is_local: Callable[[Mapping[str, str]], bool]
+    doctor_facts: Callable[
+        [PipelineConfig, Deployment, Mapping[str, str], Mapping[str, str]], Fetchers
+    ]
+    run_checks: Callable[..., list[CheckResult]]
+    local_path_facts: Callable[..., dict]
+    # `pipeline bill`'s Bigtable load (None against an emulator), `pipeline rates`' files and
+    # catalog, `pipeline start`'s CAVE registration, `pipeline purge`'s Firestore admin.
+    bigtable_monitor: Callable[[], BigtableMonitor | None]
+    rate_tables: Callable[[Path | None], RateTableFiles]
+    price_catalog: Callable[..., PriceCatalog]
+    cave_auth: Callable[[], CaveAuth]
+    purge_run: Callable[..., object]
+    run_job_names: Callable[..., list[str]]
+
+
+def cli_services() -> CliServices:
+    """The operator CLI's entry: the bundle on Firestore, Pub/Sub, GKE's API (a local stack's
+    Kubernetes through the same adapter), Bigtable and Google's REST APIs."""
+    return CliServices(
+        run_store=cli_store,
+        kick_bus=cli_bus,
+        event_time=_event_time,
+        cluster_reader=_cli_cluster,
+        secret_writer=_cli_cluster,
+        done_among=_done_among,
+        done_markers=_scan_done_markers,
+        ensure_table=_ensure_table,
+        graph_tables=_graph_tables,
+        is_local=_is_local,
+        doctor_facts=_doctor_facts,
+        run_checks=_run_checks,
+        local_path_facts=_local_path_facts,
+        bigtable_monitor=_bigtable_monitor_from_env,
+        rate_tables=_rate_tables,
+        price_catalog=price_catalog,
+        cave_auth=cave_auth,
+        purge_run=_purge_run,
+        run_job_names=_run_job_names,
+    )
+
+
+def register_config_readers() -> None:
+    """Let the config loader read a precomputed volume's gs:// `info` (the CLI's configs)."""
+    from adapters.google import info_reader  # noqa: F401 - importing it registers it
+
+
+def _cli_cluster(
+    namespace: str | None = None,
+    config_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+):  # noqa: ANN202 - a GkeCluster: a ClusterReader and a SecretWriter
+    """A local stack's Kubernetes by its kubeconfig, else GKE from `env`; ImportError when
+    the kubernetes client is not installed (the CLI names the extra)."""
+    from adapters.gke.cluster import GkeCluster
+
+    if config_file is not None:
+        return GkeCluster.from_kubeconfig(namespace=namespace, config_file=config_file)
+    return GkeCluster.from_env(env)
+
+
+def _event_time(event: Mapping[str, Any]) -> datetime:
+    from adapters.gke.wire import event_time
+
+    return event_time(event)
+
+
+def _done_among(cfg: PipelineConfig, stage: str, chunk_ids: Iterable[int]) -> set[int]:
+    from datetime import timedelta
+
+    from adapters.bigtable.chunk_ledger import (
+        BigtableChunkLedger,
+        close_bigtable_client,
+        open_bigtable_client,
+    )
+
+    client = open_bigtable_client(
+        cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
+    )
+    try:
+        return BigtableChunkLedger(client, stage).done_among(chunk_ids)
+    finally:
+        close_bigtable_client(client)
+
+
+def _scan_done_markers(*args: Any, **kwargs: Any) -> Any:
+    from adapters.bigtable.ledger_scan import scan_done_markers
+
+    return scan_done_markers(*args, **kwargs)
+
+
+def _ensure_table(table_id: str, project: str, instance: str) -> None:
+    from adapters.bigtable.chunk_ledger import ensure_table
+
+    ensure_table(table_id, project, instance)
+
+
+def _graph_tables() -> GraphTableReader:
+    from adapters.bigtable.graph_meta_store import BigtableGraphTables
+
+    return BigtableGraphTables()
+
+
+def _is_local(env: Mapping[str, str]) -> bool:
+    from adapters.doctor.local import is_local
+
+    return is_local(env)
+
+
+def _doctor_facts(
+    cfg: PipelineConfig, dep: Deployment, env: Mapping[str, str], stack: Mapping[str, str]
+) -> Fetchers:
+    """The fetchers of the doctor's checks: the emulators' when `env` names them (with the
+    topics and subscriptions of the stack `stack` describes, if it is the one `env` names),
+    else Google's REST APIs and the graph table's metadata."""
+    if _is_local(env):
+        from adapters.doctor.local import LocalFacts
+
+        if stack and stack.get("PIPELINE_PROJECT") == env.get("PIPELINE_PROJECT"):
+            # a stack runs here: it has its topics and its functions' subscriptions
+            from adapters.google.pubsub_bus import TOPICS
+            from adapters.local.stack import ROUTES
+
+            topics = tuple(TOPICS)
+            # job-events has no function on a stack started without Job events
+            subscriptions = tuple(s for s, (_, fn) in ROUTES.items() if fn != "on_job_event")
+        else:  # emulators only: what the CLI itself publishes to
+            topics, subscriptions = ("kick",), ()
+        return LocalFacts(cfg, dep, env, topics, subscriptions).fetchers()
+    from adapters.common.rest import RestApi, default_sessions
+    from adapters.doctor.cloud import CloudFacts
+
+    session, public, who = default_sessions()
+
+    def read_meta() -> object:
+        from datetime import timedelta
+
+        from adapters.bigtable.client import close_bigtable_client, open_bigtable_client
+
+        client = open_bigtable_client(
+            cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
+        )
+        try:
+            return client.read_table_meta()
+        finally:
+            close_bigtable_client(client)
+
+    return CloudFacts(cfg, dep, RestApi(session), RestApi(public), who, read_meta).fetchers()
+
+
+def _run_checks(checks: list[Check], *args: Any, **kwargs: Any) -> list[CheckResult]:
+    from adapters.doctor.runner import run_checks
+
+    return run_checks(checks, *args, **kwargs)
+
+
+def _local_path_facts(*args: Any, **kwargs: Any) -> dict:
+    from adapters.doctor.cloud import local_path_facts
+
+    return local_path_facts(*args, **kwargs)
+
+
+def _rate_tables(folder: Path | None) -> RateTableFiles:
+    from adapters.local.rate_table import RateTableFiles, packaged_folder
+
+    return RateTableFiles(folder or packaged_folder())
+
+
+def _purge_run(*args: Any, **kwargs: Any) -> object:
+    from adapters.google.firestore_admin import purge_run
+
+    return purge_run(*args, **kwargs)
+
+
+def _run_job_names(*args: Any, **kwargs: Any) -> list[str]:
+    from adapters.google.firestore_admin import run_job_names
+
+    return run_job_names(*args, **kwargs)

@@ -32,12 +32,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from adapters import wiring
 from adapters.bigtable.chunk_ledger import ensure_table
+from adapters.common.termination import run_script
 from adapters.google.firestore_store import FirestoreRunStore
 from adapters.google.pubsub_bus import PubSubBus
 from adapters.local.stack import LocalStack
-from adapters.local.termination import run_script
 from shared.config.config_files import load_config
+from shared.model.phase import RunStatus
 from shared.model.state import RunState
 from shared.reconcile.build_plan import new_run
 
@@ -134,7 +136,9 @@ def measure(
     out: list[tuple[int, float, float, str, float]] = []
     created_by = CreatedBy()
     logging.getLogger("cave_pipeline").addHandler(created_by)
-    stack = LocalStack(cfg.project, workdir, tick_s, capacity_cpu=16.0, capacity_memory_gib=32.0)
+    stack = wiring.local_stack(
+        cfg.project, workdir, tick_s, capacity_cpu=16.0, capacity_memory_gib=32.0
+    )
     with stack:
         ensure_table(cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance)
         store, bus = FirestoreRunStore(cfg.project), PubSubBus(cfg.project)
@@ -148,7 +152,7 @@ def measure(
             time.sleep(stagger_s)
         deadline = time.monotonic() + 600 + 10 * tick_s
         for run_id in ids:
-            while (state := store.load_run(run_id)).status != "succeeded":
+            while (state := store.load_run(run_id)).status != RunStatus.SUCCEEDED:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{run_id} stuck: {state.status}")
                 time.sleep(0.5)

@@ -31,12 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+from adapters.common.termination import run_script
 from adapters.google.firestore_store import FirestoreRunStore
 from adapters.local.emulators import EmulatorSet
-from adapters.local.termination import run_script
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
 from shared.control.job_events import JobEvent
+from shared.control.reconciler import ReconcileResult
+from shared.control.triggers import Reconciles
 from shared.ports.cluster import JobStatus, PodInfo
 from shared.ports.run_store import StaleStateError
 from shared.reconcile.build_plan import new_run
@@ -117,28 +119,36 @@ def storm(project: str, mode: str, args: argparse.Namespace) -> dict[str, float]
     stats_lock = threading.Lock()
     local = threading.local()
 
+    class CountedReconciler:
+        """The controller's reconciler, counting its reconciles and their stale retries."""
+
+        def __init__(self, inner: Reconciles) -> None:
+            self.inner = inner
+
+        def reconcile(self, run_id: str) -> ReconcileResult:
+            result = self.inner.reconcile(run_id)
+            with stats_lock:
+                stats["reconciles"] += 1
+                stats["stale_retries"] += result.stale_retries
+            return result
+
+    class CountedLeases(FirestoreRunStore):
+        """The run store, counting the reconcile lease's verdicts."""
+
+        def lease_for_event(self, *a, **kw):
+            verdict, seen = super().lease_for_event(*a, **kw)
+            with stats_lock:
+                stats[verdict.value] = stats.get(verdict.value, 0) + 1
+            return verdict, seen
+
     def controller() -> Controller:
         if not hasattr(local, "c"):  # one store client per deliverer, like one per instance
-            local.c = Controller(FirestoreRunStore(project), cluster, lambda *a: None)
-            inner = local.c.reconcile
-
-            def counted(run_id):
-                result = inner(run_id)
-                with stats_lock:
-                    stats["reconciles"] += 1
-                    stats["stale_retries"] += result.stale_retries
-                return result
-
-            local.c.reconcile = counted
-            lease = local.c.store.lease_for_event
-
-            def counted_lease(*a, **kw):
-                verdict, seen = lease(*a, **kw)
-                with stats_lock:
-                    stats[verdict.value] = stats.get(verdict.value, 0) + 1
-                return verdict, seen
-
-            local.c.store.lease_for_event = counted_lease
+            local.c = Controller(
+                CountedLeases(project),
+                cluster,
+                lambda *a: None,
+                wrap_reconciler=CountedReconciler,
+            )
         return local.c
 
     waiting = [0, 0]  # queued now, peak

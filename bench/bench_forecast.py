@@ -37,6 +37,7 @@ from shared.config.config import PipelineConfig
 from shared.config.config_files import load_config
 from shared.forecast.forecast import run_forecast
 from shared.model import intervals
+from shared.model.phase import Phase
 from shared.model.state import RunState, layer_key
 from shared.reconcile.build_plan import new_run
 from shared.reconcile.canary import CANARY_LABEL
@@ -95,7 +96,11 @@ def state_at(
         assert created is not None
         if created > t:
             continue
-        ls.phase, ls.timing.submitted_at, ls.timing.ramp_started_at = "running", created, created
+        ls.phase, ls.timing.submitted_at, ls.timing.ramp_started_at = (
+            Phase.RUNNING,
+            created,
+            created,
+        )
         ls.timing.eligible_at, ls.job.completions = created, status["completions"]
         pods = job["pods"]
         done = [p for p in pods if p["phase"] == "Succeeded" and _at(p["finished"]) <= t]
@@ -113,7 +118,7 @@ def state_at(
         )
         finished = _at(status.get("completion_time"))
         if finished is not None and finished <= t:
-            ls.phase, ls.timing.finished_at = "succeeded", finished
+            ls.phase, ls.timing.finished_at = Phase.SUCCEEDED, finished
     return run
 
 

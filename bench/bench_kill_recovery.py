@@ -42,10 +42,10 @@ from adapters.bigtable.chunk_ledger import (  # noqa: E402
     close_bigtable_client,
     open_bigtable_client,
 )
+from adapters.common.termination import run_script  # noqa: E402
 from adapters.gke.cluster import GkeCluster  # noqa: E402
 from adapters.local.emulators import EmulatorSet  # noqa: E402
 from adapters.local.kubernetes import LocalKubernetes  # noqa: E402
-from adapters.local.termination import run_script  # noqa: E402
 from demo.graph_table import read_all_nodes  # noqa: E402
 from demo.ingest import process_chunk  # noqa: E402
 from demo.oracle import compare, expected_stats, observed_stats  # noqa: E402

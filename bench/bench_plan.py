@@ -15,6 +15,7 @@ from pathlib import Path
 
 from shared.config.config import PipelineConfig
 from shared.config.config_files import config_from_dict, load_config
+from shared.model.phase import Phase
 from shared.reconcile.build_plan import new_run, plan_for
 from shared.reconcile.decide import decide
 from shared.reconcile.decision import Snapshot
@@ -48,7 +49,7 @@ def main() -> None:
             run = new_run(cfg, "r1", ["ingest", "l2cache", "meshing"], "auto", T0)
             for ls in run.layers.values():
                 if state == "ingest done" and ls.stage == "ingest":
-                    ls.phase = "succeeded"
+                    ls.phase = Phase.SUCCEEDED
             plan = plan_for(cfg, run)
             rows.append(
                 {

@@ -16,7 +16,7 @@ The last line is JSON: pods, batches, reconcile_median_s, peak_rss_mib, firestor
 firestore_writes, cluster_calls (reads/writes/calls are per reconcile, mean over the steps).
 
 `--decode` measures instead what the GKE adapter spends reading a running layer once per
-reconcile (its Job, then its pods in pages of 500) from recorded Autopilot JSON
+reconcile (its Job, then its pods in pages of 500) from hand-written Autopilot JSON
 (tests/fixtures/gke_api, multiplied to 1,000 and 5,000 pods; no emulator): CPU-seconds and
 peak Python memory, before (the client's model classes, then `sanitize_for_serialization`,
 as the adapter read lists until it took the JSON) and after (`GkeCluster` as it is), both
@@ -55,9 +55,9 @@ from pathlib import Path
 import numpy as np
 from google.cloud.firestore_v1 import base_batch, collection, document, query
 
+from adapters.common.termination import run_script
 from adapters.google.firestore_store import FirestoreRunStore
 from adapters.local.emulators import EmulatorSet
-from adapters.local.termination import run_script
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
 from shared.ports.cluster import JobStatus, PodInfo
@@ -393,16 +393,16 @@ def read_as_json(gke) -> list[PodInfo]:
 
 def measure_decode(pods: int, repeats: int) -> dict[str, float]:
     """CPU-seconds (median of `repeats`) of one reconcile's reads of a `pods`-pod layer,
-    before and after, answered from pre-encoded recorded JSON; then the peak of traced Python
+    before and after, answered from pre-encoded hand-written JSON; then the peak of traced Python
     memory during the reads as they are (the pages' JSON included) and what they keep (the
     PodInfos). The model classes' memory is not traced: that takes minutes at 5,000 pods."""
-    sys.path.insert(0, str(ROOT))  # the recorded shapes and the transport stand-in
+    sys.path.insert(0, str(ROOT))  # the fixture shapes and the transport stand-in
     from kubernetes.client import ApiClient, Configuration
 
     from adapters.gke.cluster import PAGE, GkeCluster
-    from tests.builders.gke_api import ENDPOINT, FakeServer, pod_list_pages, recorded
+    from tests.builders.gke_api import ENDPOINT, FakeServer, api_object, pod_list_pages
 
-    job_text = json.dumps(recorded("job_indexed_autopilot"))
+    job_text = json.dumps(api_object("job_indexed_autopilot"))
     pages = [json.dumps(p) for p in pod_list_pages(pods, page=PAGE)]
     server = FakeServer()
     api = ApiClient(Configuration(host=ENDPOINT))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import LayerState, RunState
 from shared.operate import operator_actions as ops
 
@@ -38,7 +39,7 @@ class AutoApprover:
     def step(self, run: RunState) -> float | None:
         """Approve the layers that are due; returns the seconds until the next one is due
         (None: no eligible layer is waiting for approval)."""
-        if run.status != "running":
+        if run.status != RunStatus.RUNNING:
             return None
         now = self.clock()
         due, wait = self._due(run, now)
@@ -52,7 +53,7 @@ class AutoApprover:
         due: list[LayerState] = []
         wait: float | None = None
         for ls in run.ordered_layers():
-            if ls.phase != "waiting" or ls.approval.granted or not run.dependencies_met(ls):
+            if ls.phase != Phase.WAITING or ls.approval.granted or not run.dependencies_met(ls):
                 continue
             since = run.ready_since(ls) or self.first_seen.setdefault(ls.key, now)
             left = (since - now).total_seconds() + self.after_s

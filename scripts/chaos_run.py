@@ -39,6 +39,7 @@ from shared.config.config import PipelineConfig
 from shared.jobs.layer_spec import layer_spec
 from shared.model.chunk_keys import chunk_id_from_row_key
 from shared.model.layers import chunk_coord, chunk_id, segment_bits
+from shared.model.phase import Phase
 from shared.model.state import RunState, layer_key
 from shared.operate import operator_actions as ops
 
@@ -140,7 +141,7 @@ class ChaosSession:
                 begun.setdefault(key, set()).add(int(r["chunk_id"]))
         counts = {key: len(ids) for key, ids in begun.items()}
         for ls in run.ordered_layers():
-            if ls.phase == "succeeded" or ls.done_before:
+            if ls.phase == Phase.SUCCEEDED or ls.done_before:
                 counts[ls.key] = self._totals[ls.key]
         self._progress = cp.build_progress(counts, self._totals)
 
@@ -148,7 +149,7 @@ class ChaosSession:
         """A layer failed: once its alert is out, re-submit it as an operator would (the
         injected fatal chunk is fixed: it fires once). False if no layer failed (the run
         failed for another reason: the demo stops)."""
-        failed = [ls for ls in run.ordered_layers() if ls.phase == "failed"]
+        failed = [ls for ls in run.ordered_layers() if ls.phase == Phase.FAILED]
         if not failed:
             return False
         alerts = self.store.all_alerts(run.run_id)

@@ -14,8 +14,8 @@ from typing import Any, NoReturn
 
 import click
 
-from adapters.google import info_reader  # noqa: F401 - load_config reads gs:// info
-from adapters.local.termination import leave_now, unwind_on_termination
+from adapters import wiring
+from adapters.common.termination import leave_now, unwind_on_termination
 from scripts import exits
 from scripts.commands import (
     admin,
@@ -36,6 +36,8 @@ from scripts.commands import (
     simulate,
     verify,
 )
+
+wiring.register_config_readers()  # load_config reads a precomputed volume's gs:// info
 
 
 def _leave(code: int, message: str, interrupted: bool) -> NoReturn:

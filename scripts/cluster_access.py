@@ -22,8 +22,10 @@ from pathlib import Path
 
 import click
 
+from adapters import wiring
 from scripts.services import DEFAULT_STACK_DIR
 from shared.ports.cluster import ClusterError, ClusterReader, ClusterUnreachableError
+from shared.ports.secret_writer import SecretWriter
 
 NAMESPACE_ENV = "PIPELINE_NAMESPACE"
 
@@ -56,20 +58,22 @@ def reads_local_cluster() -> bool:
         return False
 
 
-def _gke() -> type:
+def _open(factory, *args: object, **kwargs: object):  # noqa: ANN001, ANN202 - a cluster seam
+    """`factory(...)` of the CLI's wiring; ClusterAccessError naming the extra when the
+    kubernetes client is not installed."""
     try:
-        from adapters.gke.cluster import GkeCluster
+        return factory(*args, **kwargs)
     except ImportError as e:  # the kubernetes client is in the `controller` extra
         raise ClusterAccessError(
             f"reading a cluster needs the kubernetes client ({e}): "
             "pip install 'cave-pipeline[controller]'"
         ) from e
-    return GkeCluster
 
 
-def stack_cluster(doc: dict) -> ClusterReader:
+def stack_cluster(doc: dict, services: wiring.CliServices | None = None) -> ClusterReader:
     """A local stack's Kubernetes as the operators' service account reads it."""
-    return _gke().from_kubeconfig(namespace=doc["namespace"], config_file=doc["kubeconfig"])
+    services = services or wiring.cli_services()
+    return _open(services.cluster_reader, doc["namespace"], doc["kubeconfig"])
 
 
 class StackClusterReader:
@@ -94,17 +98,35 @@ def read_cluster(
     *,
     stack_dir: str | Path = DEFAULT_STACK_DIR,
     env: Mapping[str, str] | None = None,
+    services: wiring.CliServices | None = None,
 ) -> ClusterReader:
-    """The cluster to read from (see the module doc); ClusterAccessError names what to set."""
+    """The cluster to read from (see the module doc); ClusterAccessError names what to set.
+    `services`: the CLI's wiring (default `wiring.cli_services()`)."""
+    services = services or wiring.cli_services()
+    return _resolve(services.cluster_reader, namespace, stack_dir, env)
+
+
+def secret_writer(
+    namespace: str | None = None,
+    *,
+    stack_dir: str | Path = DEFAULT_STACK_DIR,
+    env: Mapping[str, str] | None = None,
+    services: wiring.CliServices | None = None,
+) -> SecretWriter:
+    """`pipeline setup`'s Secret writer, on the cluster `read_cluster` would read."""
+    services = services or wiring.cli_services()
+    return _resolve(services.secret_writer, namespace, stack_dir, env)
+
+
+def _resolve(factory, namespace, stack_dir, env):  # noqa: ANN001, ANN202 - see read_cluster
     env = dict(os.environ if env is None else env)
     doc = local_stack(stack_dir)
     if doc is not None:
-        return stack_cluster(doc)
-    GkeCluster = _gke()  # noqa: N806
+        return _open(factory, doc["namespace"], doc["kubeconfig"])
     if not env.get(NAMESPACE_ENV) and namespace:
         env[NAMESPACE_ENV] = namespace
     try:
-        return GkeCluster.from_env(env)
+        return _open(factory, env=env)
     except ClusterError as e:
         if "no cluster configured" not in str(e):
             raise

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from adapters import wiring
 from adapters.bigtable.chunk_ledger import close_bigtable_client, open_bigtable_client
 from adapters.bigtable.ledger_scan import done_chunk_ids
 from adapters.google.firestore_store import FirestoreRunStore
@@ -47,8 +48,9 @@ from shared.jobs.layer_spec import layer_spec
 from shared.jobs.render_check import validate_config_renders
 from shared.model import intervals
 from shared.model.layers import layer_count
+from shared.model.phase import Phase, RunStatus
 from shared.model.stages import dependencies
-from shared.model.state import RunState
+from shared.model.state import JobKind, RunState
 from shared.money.costs import spend
 from shared.money.pricing import load_rates
 from shared.reconcile.build_plan import new_run
@@ -225,7 +227,7 @@ def run_demo(
     n_layers = layer_count(cfg.layer2_shape())
     passes = [s for s in stages if s in STAGE_TABLE_SUFFIX]
     stack_started = time.monotonic()
-    with LocalStack(
+    with wiring.local_stack(
         cfg.project,
         workdir / "stack",
         cfg.controller.tick_period_s,
@@ -279,7 +281,7 @@ def run_demo(
                 chaos.end()
             for client in tables.values():
                 close_bigtable_client(client)
-        jobs = [ls.job.name for ls in run.layers.values() if ls.job.name]
+        jobs = run.job_names(JobKind.LAYER)
         pods, retries, compute = _worker_compute_seconds(stack, jobs)
         # The whole bill, with what the stack's Bigtable meter saw (docs/bigtable-ramp-and-bill.md).
         assert stack.bigtable_meter is not None
@@ -290,7 +292,7 @@ def run_demo(
         cluster = stack.kube.summary()  # which Kubernetes ran it, and who wrote the Jobs' status
     oracle = check_all(cfg, run, volume, n_layers, nodes, rows)
     verify = verify_summary(run, verdicts)
-    ok = oracle["ok"] and run.status == "succeeded" and run_complete(run, verdicts)
+    ok = oracle["ok"] and run.status == RunStatus.SUCCEEDED and run_complete(run, verdicts)
     cost = spend(cfg, run, load_rates(), run.finished_at or datetime.now(UTC))
     chunks = sum(layer_spec(cfg, ls.stage, ls.layer).chunks for ls in run.layers.values())
     result = DemoResult(ok, oracle, run, wall, pods, retries, compute, alerts, cost, chunks)
@@ -334,7 +336,7 @@ class RampWatch:
     def wrap(self, on_progress: Callable[[RunState], None]) -> Callable[[RunState], None]:
         def progress(run: RunState) -> None:
             on_progress(run)
-            running = [ls for ls in run.layers.values() if ls.phase == "running"]
+            running = [ls for ls in run.layers.values() if ls.phase == Phase.RUNNING]
             now = [sum(ls.job.parallelism for ls in running), run.ramp_hold]
             if running and (not self.entries or self.entries[-1][1:] != now):
                 self.entries.append([round(time.monotonic() - self.started, 1), *now])
@@ -365,14 +367,14 @@ class EtaRecorder:
     def observe(self, run: RunState) -> None:
         """Record a forecast if a layer finished, or a running layer moved on enough."""
         elapsed = time.monotonic() - self.started
-        done = {k for k, ls in run.layers.items() if ls.phase == "succeeded"}
+        done = {k for k, ls in run.layers.items() if ls.phase == Phase.SUCCEEDED}
         new = done - self.finished
         if new:
             self.finished |= done
             entry = self._entry(run, elapsed)
             self.entries.extend([list(entry) for _ in new])  # one per finished layer
             return
-        running = [ls for ls in run.layers.values() if ls.phase == "running"]
+        running = [ls for ls in run.layers.values() if ls.phase == Phase.RUNNING]
         moved = any(
             intervals.count(ls.progress.completed_indexes) - self.seen.get(ls.key, 0)
             >= self.step * max(1, ls.job.completions)
@@ -417,22 +419,24 @@ def _watch(
     while True:
         run = store.load_run(run_id)
         on_progress(run)
-        failed = [ls.key for ls in run.ordered_layers() if ls.phase == "failed"]
-        failed += [f"{s} setup" for s, st in run.setups.items() if st.phase == "failed"]
-        ended = run.status in ("succeeded", "failed") or failed
-        if ended and not (run.status != "succeeded" and on_failed and on_failed(run)):
+        failed = [ls.key for ls in run.ordered_layers() if ls.phase == Phase.FAILED]
+        failed += [f"{s} setup" for s, st in run.setups.items() if st.phase == Phase.FAILED]
+        ended = run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED) or failed
+        if ended and not (run.status != RunStatus.SUCCEEDED and on_failed and on_failed(run)):
             return run
         if time.monotonic() > deadline:
             where = [
                 f"{ls.key} {ls.phase} "
                 f"{intervals.count(ls.progress.completed_indexes)}/{ls.job.completions}"
                 for ls in run.ordered_layers()
-                if ls.phase == "running"
+                if ls.phase == Phase.RUNNING
             ]
             waiting = [
                 ls.key
                 for ls in run.ordered_layers()
-                if ls.phase == "waiting" and not ls.approval.granted and run.dependencies_met(ls)
+                if ls.phase == Phase.WAITING
+                and not ls.approval.granted
+                and run.dependencies_met(ls)
             ]
             if waiting and run.advance != "auto":
                 where.append(f"awaiting approval: {', '.join(waiting)}")

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import click
 
-from adapters.local.emulator_probe import EmulatorUnreachableError
+from adapters.common.termination import Terminated
 from adapters.local.emulators import EmulatorMissingError, EmulatorStartError
-from adapters.local.termination import Terminated
+from adapters.wiring import EmulatorUnreachableError
 from shared.config.config import ConfigError, ConfigSourceUnreachable
 from shared.doctor.verdicts import PreflightFailedError
 from shared.operate.operator_actions import ActionError

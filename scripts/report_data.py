@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from scripts.bill_read import bill_facts, default_monitor, run_bill
-from scripts.commands.costs import cost_report
+from scripts.cost_report import cost_report
 from scripts.layer_target import batch_chunks, layer_geometry, run_config
+from scripts.money_format import usd
 from scripts.run_progress import layer_size
-from scripts.views.money import usd
 from shared.forecast.rightsize_run import run_suggestions
 from shared.jobs.layer_spec import layer_spec
 from shared.model import intervals

@@ -18,6 +18,7 @@ from shared.forecast.rightsize_run import run_suggestions
 from shared.jobs.layer_spec import layer_spec
 from shared.model.grid import layer_batch_size
 from shared.model.layers import layer_shape
+from shared.model.phase import Phase
 from shared.model.state import LayerState, RunState
 from shared.money.costs import estimate
 from shared.money.pricing import load_rates
@@ -109,7 +110,7 @@ def gather(run: RunState, now: datetime, cluster: ClusterReader | None) -> tuple
 
 
 def _target(cfg: PipelineConfig, ls: LayerState, now: datetime) -> int | None:
-    if ls.phase != "running":
+    if ls.phase != Phase.RUNNING:
         return None
     ramp, completions = (
         cfg.job.for_stage(ls.stage).ramp,
@@ -126,7 +127,7 @@ def _target(cfg: PipelineConfig, ls: LayerState, now: datetime) -> int | None:
 
 
 def _pods_of(cluster: ClusterReader | None, ls: LayerState, notes: list[str]) -> LayerPods | None:
-    if cluster is None or ls.phase != "running" or not ls.job.name:
+    if cluster is None or ls.phase != Phase.RUNNING or not ls.job.name:
         return None
     try:
         return observe_pods(cluster, ls.job.name)

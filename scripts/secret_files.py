@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from adapters import wiring
 from scripts import cluster_access
 from shared.config.config import PipelineConfig
 from shared.jobs.setup_job import secret_manifest
@@ -33,14 +34,14 @@ def read_secret_files(cfg: PipelineConfig) -> dict[str, bytes]:
     return out
 
 
-def apply_secret(cfg: PipelineConfig) -> str:
-    """Create or replace the Secret; returns what was done, for the operator."""
+def apply_secret(cfg: PipelineConfig, services: wiring.CliServices | None = None) -> str:
+    """Create or replace the Secret through the CLI's Secret writer (`services`, default
+    `wiring.cli_services()`); returns what was done, for the operator."""
     manifest = secret_manifest(cfg, read_secret_files(cfg))
     files = ", ".join(manifest["data"])
     placeholder = "" if CAVE_SECRET in cfg.secret_files else f" ({CAVE_SECRET}: a placeholder)"
     try:
-        cluster = cluster_access.read_cluster(cfg.namespace)
-        cluster.apply_secret(manifest)  # type: ignore[attr-defined]
+        cluster_access.secret_writer(cfg.namespace, services=services).apply_secret(manifest)
         where = f"namespace {cfg.namespace}"
     except ClusterError as e:
         raise click.ClickException(f"Secret {cfg.secret_name}: {e}") from None

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapters.local.emulator_probe import check_emulators
+from adapters import wiring
 
 if TYPE_CHECKING:  # the Google clients load when a command connects (`controller` extra)
-    from adapters.google.firestore_store import FirestoreRunStore
-    from adapters.google.pubsub_bus import PubSubBus
+    from adapters.wiring import FirestoreRunStore
+    from shared.ports.message_bus import JsonPublisher
 
 DEFAULT_STACK_DIR = ".local-stack"
 # What the probe's error says when the addresses came from this folder's stack file.
@@ -27,7 +27,7 @@ STALE_STACK_FILE = (
 class Services:
     project: str
     store: FirestoreRunStore
-    bus: PubSubBus
+    bus: JsonPublisher
 
     def kick(self, run_id: str, action: str, by: str = "") -> None:
         """Ask the controller to reconcile now (the action is already in Firestore)."""
@@ -51,21 +51,21 @@ def load_stack_env(state_dir: str | Path = DEFAULT_STACK_DIR) -> dict[str, str]:
     return json.loads(path.read_text())["env"]
 
 
-def connect() -> Services:
+def connect(services: wiring.CliServices | None = None) -> Services:
     """Services from PIPELINE_PROJECT (and the emulator variables, if set), else from a
     local stack running in this folder. Every emulator named must accept a connection
     first (EmulatorUnreachableError within seconds, naming the address, rather than the
-    clients' silent minutes of retries)."""
-    from adapters.wiring import WiringError, cli_bus, cli_store, project_from_env
-
+    clients' silent minutes of retries). `services`: the CLI's wiring (default
+    `wiring.cli_services()`)."""
+    services = services or wiring.cli_services()
     stack = {} if os.environ.get("PIPELINE_PROJECT") else load_stack_env()
     os.environ.update(stack)
     try:
-        project = project_from_env()
-    except WiringError as e:
-        raise WiringError(f"{e}, or start `pipeline local up` in this folder") from None
-    check_emulators(cause=STALE_STACK_FILE if stack else None)
-    return Services(project, cli_store(project), cli_bus(project))
+        project = wiring.project_from_env()
+    except wiring.WiringError as e:
+        raise wiring.WiringError(f"{e}, or start `pipeline local up` in this folder") from None
+    wiring.check_emulators(cause=STALE_STACK_FILE if stack else None)
+    return Services(project, services.run_store(project), services.kick_bus(project))
 
 
 def operator_name() -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from scripts.services import connect
 from scripts.worker_logs import last_error
+from shared.model.phase import Phase
 from shared.model.state import SETUP_LAYER, RunState, SetupState
 
 
@@ -28,7 +29,7 @@ def setup_heading(run: RunState, setup: SetupState) -> str:
 def setup_fix(run: RunState, setup: SetupState, alerts: list[Any]) -> str:
     """A failed setup's fix: its latest `setup_failed` alert's (the controller's word, e.g.
     the table to delete), else the re-submit; "" unless it failed."""
-    if setup.phase != "failed":
+    if setup.phase != Phase.FAILED:
         return ""
     for alert in reversed(alerts):
         if alert.kind == "setup_failed" and alert.body.get("fix"):

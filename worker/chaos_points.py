@@ -8,12 +8,14 @@ to explain what it finds in the tables), and :func:`before_plugin` takes the old
 chunk-level fault, if any, and plays it on this chunk:
 
 - ``chunk_transient`` / ``chunk_fatal``: raise (exit 1, retried / exit 42, the index fails);
-- ``bigtable_cut_off``: the lock keeper's renewals fail from now on and the chunk waits,
+- ``bigtable_cut_off``: the lock keeper's renewals fail from now on (the renewal cut,
+  ``worker.fault_points.RENEWALS``) and the chunk waits,
   so the claim nears its expiry, the keeper cancels it and the harness ends the attempt
   (exit 1); the chunk is redone by the next attempt.
 
 Pod-level faults (``pod_sigkill``, ``pod_preempted``, ``node_lost``) strike *inside the
-workload's writes*: :func:`before_plugin` wraps the table client's ``write`` for the attempt,
+workload's writes*: the harness hands its plugin a :class:`ChaosClient` (:func:`client_for`),
+whose ``write`` :func:`before_plugin` arms for the attempt,
 and the first write that put rows in the table takes the oldest armed pod-level fault and
 holds there, rows written and no done marker, while the injector acts on the pod:
 
@@ -48,6 +50,7 @@ from typing import Any
 from adapters import chaos_mailbox as mb
 from adapters.bigtable.chunk_ledger import ClaimResult
 from worker.errors import EXIT_TRANSIENT, FatalChunkError
+from worker.fault_points import RENEWALS
 
 __all__ = ["ChaosTransientError", "after_done", "after_plugin", "before_plugin", "claim"]
 
@@ -164,11 +167,7 @@ def before_plugin(ctx: Any, ledger: Any, log: Any) -> None:
 
 def _cut_off(ledger: Any, ctx: Any) -> None:
     """Renewals fail from now on; wait until the lock keeper cancels the claim."""
-
-    def unreachable(chunk_id: int, token: int) -> bool:
-        raise ConnectionError("chaos: Bigtable unreachable from this worker")
-
-    ledger.renew = unreachable
+    RENEWALS.cut("chaos: Bigtable unreachable from this worker")
     expiry = ledger.lock_expiry.total_seconds()
     if ctx.cancelled is not None:
         ctx.cancelled.wait(expiry * 1.5)
@@ -230,17 +229,42 @@ def _only_deletes(row: Any) -> bool:
     return bool(mutations) and all(type(m).__name__ == "DeleteAllFromRow" for m in mutations)
 
 
+class ChaosClient:
+    """The table client a chunk's plugin gets in chaos mode (:func:`client_for`): while an
+    attempt is armed (:func:`before_plugin` to :func:`after_plugin`) its ``write`` passes the
+    attempt's fault point (:class:`_ChaosWrites`); everything else is the client's own."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._writes: _ChaosWrites | None = None
+
+    def arm(self, root: Path, ctx: Any, log: Any) -> None:
+        """Record this attempt's writes and hold the first one that puts rows, if asked."""
+        self._writes = _ChaosWrites(self._client.write, root, ctx, log)
+
+    def disarm(self) -> None:
+        self._writes = None
+
+    def write(self, rows: Any, *args: Any, **kwargs: Any) -> Any:
+        writes = self._writes
+        if writes is None:
+            return self._client.write(rows, *args, **kwargs)
+        return writes(rows, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def client_for(client: Any) -> Any:
+    """The table client the harness hands its plugin: `client` itself unless chaos is on
+    (``PCG_CHAOS_DIR``), then a :class:`ChaosClient` around it."""
+    return ChaosClient(client) if _root() is not None else client
+
+
 def _wrap_writes(root: Path, ctx: Any, log: Any) -> None:
     client = getattr(ctx, "client", None)
-    if client is None or not hasattr(client, "write"):
-        return
-    _unwrap(client)
-    client.write = _ChaosWrites(client.write, root, ctx, log)
-
-
-def _unwrap(client: Any) -> None:
-    if isinstance(client.__dict__.get("write"), _ChaosWrites):
-        del client.write
+    if isinstance(client, ChaosClient):
+        client.arm(root, ctx, log)
 
 
 def after_plugin(ctx: Any) -> None:
@@ -248,8 +272,8 @@ def after_plugin(ctx: Any) -> None:
     root = _root()
     if root is not None:
         client = getattr(ctx, "client", None)
-        if client is not None and hasattr(client, "__dict__"):
-            _unwrap(client)
+        if isinstance(client, ChaosClient):
+            client.disarm()
         _record(root, "returned", ctx)
 
 

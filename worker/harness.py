@@ -47,7 +47,7 @@ from worker.errors import (
     EXIT_TRANSIENT,
     FatalChunkError,
 )
-from worker.fault_points import pause_point
+from worker.fault_points import GatedLedger, pause_point
 from worker.lock_keeper import CLAIM_LOST, LockKeeper
 from worker.logs import JsonLogger
 from worker.plugins import ChunkContext
@@ -108,9 +108,11 @@ class BatchRunner:
         lineage: tuple[int, int] | None = None,
         hard_exit: Callable[[int], None] | None = None,
     ) -> None:
-        self.env, self.client, self.fn, self.log, self.token = env, client, fn, log, token
+        self.env, self.fn, self.log, self.token = env, fn, log, token
+        self.client = chaos_points.client_for(client)  # the plugin's (chaos: its faults)
         self.lineage = lineage
-        self.ledger: ChunkLedger = BigtableChunkLedger(client, env.stage)
+        # Renewals pass the renewal cut (worker.fault_points): Bigtable cut off in tests/chaos.
+        self.ledger: ChunkLedger = GatedLedger(BigtableChunkLedger(client, env.stage))
         self.stop = stop if stop is not None else threading.Event()
         self.clock = clock
         self.stats = BatchStats()

@@ -1,5 +1,6 @@
 """The facts of a Google Cloud project, fetched from each API's REST endpoint (the shapes of
-Google's REST reference; tests replay recorded answers through the injected session).
+Google's REST reference; tests answer from hand-written fixtures through the injected
+session).
 
 One method per check (`fetchers()` maps check ids to them); each returns the facts dict the
 check of the same id in shared.doctor.checks judges. The cluster is read once and shared by the
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode, urlparse
 
-from adapters.doctor.rest import RestApi, ServiceUnreachable
+from adapters.common.rest import RestApi, ServiceUnreachable
 from shared.config.config import PipelineConfig
 from shared.doctor import needs
 from shared.doctor.checks import expected_subscriptions

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from adapters.common.emulator_probe import EMULATOR_VARS, probe
+from adapters.common.rest import ServiceUnreachable
 from adapters.doctor.cloud import empty_input_facts, local_path_facts, table_meta_facts
-from adapters.doctor.rest import ServiceUnreachable
-from adapters.local.emulator_probe import EMULATOR_VARS, probe
 from shared.config.config import PipelineConfig
 from shared.doctor import needs
 from shared.doctor.deployment import Deployment

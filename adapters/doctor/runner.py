@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from adapters.doctor.rest import ServiceUnreachable, UnexpectedAnswer
+from adapters.common.rest import ServiceUnreachable, UnexpectedAnswer
 from shared.doctor.checks import CLOUD_UNREACHABLE_FIX, Check
 from shared.doctor.deployment import Deployment
 from shared.doctor.verdicts import CheckResult, Verdict

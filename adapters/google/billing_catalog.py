@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
-from adapters.doctor.rest import HttpSession, RestApi, ServiceUnreachable, UnexpectedAnswer
+from adapters.common.rest import HttpSession, RestApi, ServiceUnreachable, UnexpectedAnswer
 from shared.doctor.facts import Denied
 from shared.ports.price_catalog import CatalogUnavailableError
 

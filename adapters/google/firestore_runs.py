@@ -27,6 +27,7 @@ from adapters.google.firestore_layout import (
     FirestoreDocs,
 )
 from adapters.google.firestore_outbox import outbox_doc
+from shared.model.phase import RunStatus
 from shared.model.state import RunState
 from shared.ports.run_store import RunExistsError, RunNotFoundError, StaleStateError
 
@@ -91,20 +92,10 @@ class FirestoreRuns(FirestoreDocs):
             for key, ls in after.layers.items()
             if key not in before.layers or before.layers[key].to_doc() != ls.to_doc()
         ]
-        old_names = {key: ls.job.name for key, ls in before.layers.items()}
-        new_jobs = [ls.job.name for ls in changed if ls.job.name not in ("", old_names.get(ls.key))]
-        # A layer's canary Job (shared.reconcile.canary): its events reconcile the run as the
-        # layer's do.
-        old_canaries = {key: ls.canary.job for key, ls in before.layers.items()}
-        new_jobs += [
-            ls.canary.job for ls in changed if ls.canary.job not in ("", old_canaries.get(ls.key))
-        ]
-        old_setups = {k: st.job_name for k, st in before.setups.items()}
-        new_jobs += [
-            st.job_name
-            for k, st in after.setups.items()
-            if st.job_name not in ("", old_setups.get(k))
-        ]
+        # Every Job the commit names for the first time (a layer's, its canary's, a setup's):
+        # its events reconcile this run (the `jobs` map).
+        known = set(before.job_names())
+        new_jobs = [name for name in after.job_names() if name not in known]
         now = datetime.now(UTC)
         # Optimistic concurrency without a transaction: a transaction's read lock makes
         # concurrent reconciles abort each other (the emulator livelocks four of them). A
@@ -211,7 +202,7 @@ class FirestoreRuns(FirestoreDocs):
 
     def active_runs(self) -> list[str]:
         query = self.db.collection(RUNS).where(
-            filter=firestore.FieldFilter("status", "in", ["running", "paused"])
+            filter=firestore.FieldFilter("status", "in", [RunStatus.RUNNING, RunStatus.PAUSED])
         )
         return [d.id for d in query.stream()]
 

@@ -20,4 +20,5 @@ class FirestoreRunStore(
     WatchLeaseMixin,
 ):
     """RunStore on Firestore (or its emulator, found through FIRESTORE_EMULATOR_HOST): every
-    role on one client, for the controller (which takes the store whole)."""
+    role on one client, for the controller (`Controller` hands each of its parts the roles it
+    uses: docs/ports-and-wiring.md)."""

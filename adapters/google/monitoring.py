@@ -5,8 +5,12 @@ a build's span the table's stored bytes and the instance's node count, which the
 
 REST through a google-auth `AuthorizedSession`, as the doctor calls Google's APIs, rather than
 the `google-cloud-monitoring` client: google-auth is already in the functions' dependencies,
-and the response is plain JSON a test answers from recorded shapes
-(tests/fixtures/monitoring/).
+and the response is plain JSON a test answers from fixtures of the published shape
+(tests/fixtures/monitoring/, written by hand from the `ListTimeSeriesResponse` schema).
+
+An answer carrying `executionErrors` or `unreachable` regions is partial: its series may miss
+points or whole clusters. Every reader here then raises `PartialAnswer` with what it read, and
+caches nothing, so the next read asks again.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from adapters.doctor.rest import HttpSession, RestApi, ServiceUnreachable
+from adapters.common.rest import HttpSession, RestApi, ServiceUnreachable
 from shared.ports.bigtable_monitor import Sample
+from shared.ports.partial_answer import PartialAnswer
 
 API = "https://monitoring.googleapis.com/v3"
 CPU_LOAD = "bigtable.googleapis.com/cluster/cpu_load"
@@ -53,6 +58,23 @@ def point_value(point: dict[str, Any]) -> float | None:
         if key in value:
             return float(value[key])
     return None
+
+
+def partial_reason(pages: list[dict[str, Any]]) -> str:
+    """Why the `timeSeries.list` answer `pages` is partial ("" when it is complete): its
+    `executionErrors` (google.rpc.Status, by message) and `unreachable` regions."""
+    errors: list[str] = []
+    regions: list[str] = []
+    for page in pages:
+        for status in page.get("executionErrors") or []:
+            text = status.get("message") or f"code {status.get('code', '?')}"
+            if text not in errors:
+                errors.append(text)
+        regions += [r for r in page.get("unreachable") or [] if r not in regions]
+    parts = ([f"executionErrors: {'; '.join(errors)}"] if errors else []) + (
+        [f"unreachable: {', '.join(regions)}"] if regions else []
+    )
+    return "; ".join(parts)
 
 
 def samples(body: dict[str, Any]) -> list[list[Sample]]:
@@ -120,7 +142,8 @@ class CloudMonitoring:
 
     def time_series(self, project: str, query: dict[str, str]) -> list[dict[str, Any]]:
         """Every page of one `timeSeries.list` with `query` (filter, interval, aggregation):
-        the raw responses; MonitoringError names the role on a refusal."""
+        the raw responses, partial ones too (the caller checks `partial_reason`);
+        MonitoringError names the role on a refusal."""
         return self._list(project, query)
 
     def _query(
@@ -135,7 +158,8 @@ class CloudMonitoring:
         }
 
     def cpu_load(self, project: str, instance: str) -> float | None:
-        """The latest CPU load of the instance's busiest cluster (cached `cache_s`)."""
+        """The latest CPU load of the instance's busiest cluster (cached `cache_s`). A partial
+        answer raises PartialAnswer with the busiest load it holds (a lower bound), uncached."""
         key = (project, instance)
         with self._lock:
             hit = self._cached.get(key)
@@ -145,8 +169,11 @@ class CloudMonitoring:
         query = self._query(
             CPU_LOAD, {"instance": instance}, end - timedelta(seconds=LOAD_WINDOW_S), end
         )
-        latest = [s[-1].value for page in self._list(project, query) for s in samples(page) if s]
+        pages = self._list(project, query)
+        latest = [s[-1].value for page in pages for s in samples(page) if s]
         load = max(latest) if latest else None
+        if reason := partial_reason(pages):
+            raise PartialAnswer(reason, load)
         with self._lock:
             self._cached[key] = (time.monotonic(), load)
         return load
@@ -154,7 +181,8 @@ class CloudMonitoring:
     def _summed(
         self, project: str, metric: str, labels: dict[str, str], start: datetime, end: datetime
     ) -> list[Sample]:
-        """One series: 5-minute means of each series, summed over the clusters."""
+        """One series: 5-minute means of each series, summed over the clusters. A partial
+        answer raises PartialAnswer with the sums it holds (a cluster may be missing)."""
         query = {
             **self._query(metric, labels, start, end),
             "aggregation.alignmentPeriod": f"{ALIGN_S}s",
@@ -162,11 +190,15 @@ class CloudMonitoring:
             "aggregation.crossSeriesReducer": "REDUCE_SUM",
         }
         by_time: dict[datetime, float] = {}
-        for page in self._list(project, query):
+        pages = self._list(project, query)
+        for page in pages:
             for series in samples(page):
                 for s in series:
                     by_time[s.at] = by_time.get(s.at, 0.0) + s.value
-        return [Sample(at, v) for at, v in sorted(by_time.items())]
+        summed = [Sample(at, v) for at, v in sorted(by_time.items())]
+        if reason := partial_reason(pages):
+            raise PartialAnswer(reason, summed)
+        return summed
 
     def table_bytes(
         self, project: str, instance: str, table: str, start: datetime, end: datetime

@@ -9,7 +9,9 @@ minute may have one point or none, and then has no figure (the sizing keeps the 
 A pod's peak memory is the highest point of each of its containers, summed; its mean vCPU is,
 for each container, the newest cumulative point over the span it covers (its interval's start
 is the container's start), summed. Same REST pattern as the Bigtable monitor
-(adapters.google.monitoring), whose paging and errors it reuses.
+(adapters.google.monitoring), whose paging and errors it reuses. A partial answer
+(`executionErrors`, `unreachable`) raises PartialAnswer with the figures it holds and is not
+remembered: the figures are lower bounds, and a retried reconcile reads again.
 """
 
 from __future__ import annotations
@@ -19,9 +21,16 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from adapters.doctor.rest import HttpSession
-from adapters.google.monitoring import CloudMonitoring, point_value, rfc3339, stamp
+from adapters.common.rest import HttpSession
+from adapters.google.monitoring import (
+    CloudMonitoring,
+    partial_reason,
+    point_value,
+    rfc3339,
+    stamp,
+)
 from shared.ports.cluster import PodInfo
+from shared.ports.partial_answer import PartialAnswer
 from shared.ports.pod_usage import PodLifeUsage
 
 MEMORY_USED = "kubernetes.io/container/memory/used_bytes"
@@ -49,7 +58,8 @@ class CloudPodUsage:
         self._read: dict[tuple[str, frozenset[str]], dict[str, PodLifeUsage]] = {}
 
     def life_usage(self, job_name: str, pods: Sequence[PodInfo]) -> dict[str, PodLifeUsage]:
-        """Usage by pod name for `pods` of Job `job_name` that have points."""
+        """Usage by pod name for `pods` of Job `job_name` that have points; PartialAnswer
+        (with that usage, not remembered) when Monitoring answered in part."""
         names = frozenset(p.name for p in pods)
         if not names:
             return {}
@@ -60,12 +70,19 @@ class CloudPodUsage:
         stamps = [t for p in pods for t in (p.created, p.started) if t is not None]
         end = self.clock()
         start = (min(stamps) if stamps else end - timedelta(hours=1)) - timedelta(seconds=LEAD_S)
-        memory = self._per_pod(MEMORY_USED, job_name, start, end, names, _peak)
-        cpu = self._per_pod(CPU_USAGE, job_name, start, end, names, _mean_rate)
+        memory, memory_partial = self._per_pod(MEMORY_USED, job_name, start, end, names, _peak)
+        cpu, cpu_partial = self._per_pod(CPU_USAGE, job_name, start, end, names, _mean_rate)
         found = {
             name: PodLifeUsage(None if name not in memory else memory[name] / GIB, cpu.get(name))
             for name in sorted(set(memory) | set(cpu))
         }
+        partial = [
+            f"{what}: {why}"
+            for what, why in (("memory", memory_partial), ("cpu", cpu_partial))
+            if why
+        ]
+        if partial:
+            raise PartialAnswer("; ".join(partial), found)
         with self._lock:
             self._read[key] = found
         return found
@@ -78,8 +95,9 @@ class CloudPodUsage:
         end: datetime,
         names: frozenset[str],
         of_series: Callable[[list[dict[str, Any]]], float | None],
-    ) -> dict[str, float]:
-        """One figure a pod: `of_series` of each container's points, summed."""
+    ) -> tuple[dict[str, float], str]:
+        """One figure a pod: `of_series` of each container's points, summed; and why the
+        answer is partial ("" when complete)."""
         where = [
             f'metric.type="{metric}"',
             'resource.type="k8s_container"',
@@ -97,13 +115,14 @@ class CloudPodUsage:
             "view": "FULL",
         }
         out: dict[str, float] = {}
-        for page in self._monitoring.time_series(self.project, query):
+        pages = self._monitoring.time_series(self.project, query)
+        for page in pages:
             for series in page.get("timeSeries") or []:
                 pod = ((series.get("resource") or {}).get("labels") or {}).get("pod_name", "")
                 value = of_series(series.get("points") or [])
                 if pod in names and value is not None:
                     out[pod] = out.get(pod, 0.0) + value
-        return out
+        return out, partial_reason(pages)
 
 
 def _peak(points: list[dict[str, Any]]) -> float | None:

@@ -1,16 +1,15 @@
 """The reconcile lease of a run in Firestore (`leases/{run}`): shared.ports.coalesce's decisions,
-read and written with preconditions on the document's update time (never a transaction:
-contended transactions wait and abort on the emulator). Mixed into FirestoreRunStore."""
+read and written with preconditions on the document's update time (`lease_docs.LeaseDocs`).
+Mixed into FirestoreRunStore."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
 from adapters.google.firestore_layout import FirestoreDocs
+from adapters.google.lease_docs import LeaseDocs
 from shared.ports import coalesce
 from shared.ports.coalesce import Lease, Verdict
 
@@ -22,36 +21,9 @@ class ReconcileLeaseMixin:
 
     db: firestore.Client
 
-    def _lease(self, run_id: str, collection: str = LEASES) -> tuple[Lease, Any]:
-        snap = self.db.collection(collection).document(run_id).get()
-        if not snap.exists:
-            return Lease(), None
-        d = snap.to_dict()
-        lease = Lease(
-            d.get("holder"), d.get("expires_at"), d.get("requests", 0), d.get("covered_until")
-        )
-        return lease, snap.update_time
-
-    def _put_lease(
-        self, run_id: str, lease: Lease, update_time: Any, collection: str = LEASES
-    ) -> bool:
-        """Write the lease if nobody wrote it since we read it at `update_time` (None: it
-        did not exist); False if someone did (the caller reads again and decides again)."""
-        ref = self.db.collection(collection).document(run_id)
-        doc = {
-            "holder": lease.holder,
-            "expires_at": lease.expires_at,
-            "requests": lease.requests,
-            "covered_until": lease.covered_until,
-        }
-        try:
-            if update_time is None:
-                ref.create(doc)
-            else:
-                ref.update(doc, option=self.db.write_option(last_update_time=update_time))
-            return True
-        except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.Aborted):
-            return False
+    @property
+    def _reconcile_leases(self) -> LeaseDocs:
+        return LeaseDocs(self.db, LEASES)
 
     def lease_for_event(
         self, run_id: str, event_time: datetime, holder: str, now: datetime
@@ -59,21 +31,21 @@ class ReconcileLeaseMixin:
         """Covered, marked for the live holder, or acquired by `holder`; with the requests
         counter as read (the holder's starting point). A mark is an atomic increment, not a
         conditional write, so a storm of marks never starves the holder's own writes."""
-        ref = self.db.collection(LEASES).document(run_id)
+        ref = self._reconcile_leases.ref(run_id)
         while True:
-            lease, stamp = self._lease(run_id)
+            lease, stamp = self._reconcile_leases.read(run_id)
             verdict = coalesce.on_event(lease, event_time, now)
             if verdict is Verdict.COVERED:
                 return verdict, lease.requests
             if verdict is Verdict.MARK:
                 ref.update({"requests": firestore.Increment(1)})
                 # Released meanwhile? Its release missed our mark: take the lease instead.
-                after, _ = self._lease(run_id)
+                after, _ = self._reconcile_leases.read(run_id)
                 if after.live(now):
                     return verdict, after.requests
                 continue
             new = coalesce.acquired(lease, holder, now)
-            if self._put_lease(run_id, new, stamp):
+            if self._reconcile_leases.put(run_id, new, stamp):
                 return verdict, new.requests
 
     def renew_or_release_lease(
@@ -89,16 +61,16 @@ class ReconcileLeaseMixin:
         more for, or release (None). The release is conditional (a mark landing meanwhile
         fails it, and the holder runs again) until the holder has run MAX_FOLLOW_UPS times;
         then it lets go regardless and later marks fall to the next event or tick."""
-        ref = self.db.collection(LEASES).document(run_id)
+        ref = self._reconcile_leases.ref(run_id)
         while True:
-            lease, stamp = self._lease(run_id)
+            lease, stamp = self._reconcile_leases.read(run_id)
             if lease.holder != holder:
                 return None  # expired and taken over: the new holder carries on
             if coalesce.run_again(lease, holder, requests_seen, follow_ups):
                 ref.update({"expires_at": coalesce.renewed(lease, now).expires_at})
                 return lease.requests
             free = coalesce.released(lease, read_started_at)
-            if self._put_lease(run_id, free, stamp):
+            if self._reconcile_leases.put(run_id, free, stamp):
                 return None
             if follow_ups >= coalesce.MAX_FOLLOW_UPS:
                 ref.update(
@@ -109,11 +81,11 @@ class ReconcileLeaseMixin:
     def abandon_lease(self, run_id: str, holder: str) -> None:
         """Let go of the lease after a failed reconcile, covering nothing new."""
         while True:
-            lease, stamp = self._lease(run_id)
+            lease, stamp = self._reconcile_leases.read(run_id)
             if lease.holder != holder:
                 return
             free = Lease(None, None, lease.requests, lease.covered_until)
-            if self._put_lease(run_id, free, stamp):
+            if self._reconcile_leases.put(run_id, free, stamp):
                 return
 
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from adapters.common.termination import unwind_on_termination
 from adapters.local.process_groups import HOST, free_port, kill_group, log_tail
-from adapters.local.termination import unwind_on_termination
 
 __all__ = [
     "ALL_EMULATORS",

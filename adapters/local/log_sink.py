@@ -1,8 +1,8 @@
 """The log sink of the local stack, what Google adds to Kubernetes: the API server's Job Events,
-written as GKE's event exporter writes them (`cluster.log_export.exported_log_entry`), stored as
-Cloud Logging stores them (`insertId`, `receiveTimestamp`), and handed to `publish` (the
-`job-events` topic) after the sink's delay, drawn per entry (entries may arrive out of order,
-as on GKE).
+written as GKE's event exporter writes them (`adapters.local.log_export.exported_log_entry`),
+stored as Cloud Logging stores them (`insertId`, `receiveTimestamp`), and handed to `publish`
+(the `job-events` topic) after the sink's delay, drawn per entry (entries may arrive out of
+order, as on GKE).
 
 The Events are the real ones: the Job controller's recorder aggregates and rate-limits them
 (a burst of 25 per Job, then one per 5 minutes), so a Job of more than 25 pods loses its later

@@ -17,13 +17,13 @@ import json
 import logging
 import os
 import tempfile
-from contextlib import ExitStack
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from adapters import wiring
 from adapters.google.pubsub_bus import TOPICS, PubSubBus
 from adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
 from adapters.local.emulators import EmulatorSet
@@ -38,6 +38,11 @@ from adapters.local.write_gate import WriteGate
 from shared.ports.cluster import Cluster
 
 log = logging.getLogger("cave_pipeline.local_stack")
+
+# What hosts the functions in this process on the stack's cluster, with its Bigtable load and
+# pods' usage (`adapters.wiring.in_process_functions`): handed in by the wiring, which sits
+# above the local stack (`adapters.wiring.local_stack` builds one).
+HostFunctions = Callable[..., AbstractContextManager[None]]
 
 # The trigger subscriptions' retry policy as terraform/functions.tf deploys it: a function that
 # answers 5xx (an API outage, a crash) gets the message again after 10 s, doubling to 600 s, not
@@ -86,12 +91,17 @@ class LocalStack:
         job_events: bool = True,
         sink_delay_s: tuple[float, float] | None = None,
         namespace: str = DEFAULT_NAMESPACE,
+        *,
+        host_functions: HostFunctions,
     ) -> None:
-        """`job_events=False` leaves the job-events topic without a function (as if the log
-        sink were missing): the controller then advances on ticks alone. `sink_delay_s`: the
-        log sink's delay, (low, high) seconds per entry; by default GKE's (5-60 s), or what
-        `PIPELINE_LOCAL_SINK_DELAY_S` ("LOW-HIGH" or one number of seconds) says."""
+        """`host_functions`: what makes the functions of this process talk to the stack
+        (`adapters.wiring.in_process_functions`). `job_events=False` leaves the job-events
+        topic without a function (as if the log sink were missing): the controller then
+        advances on ticks alone. `sink_delay_s`: the log sink's delay, (low, high) seconds
+        per entry; by default GKE's (5-60 s), or what `PIPELINE_LOCAL_SINK_DELAY_S`
+        ("LOW-HIGH" or one number of seconds) says."""
         self.project, self.tick_period_s = project, tick_period_s
+        self._host_functions = host_functions
         self.routes = {s: r for s, r in ROUTES.items() if job_events or r[1] != "on_job_event"}
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="cave-local-")
         self.state_dir = Path(state_dir or self._tmp.name)  # type: ignore[union-attr]
@@ -171,7 +181,7 @@ class LocalStack:
         assert self.kube.kubelet is not None
         self.write_gate = WriteGate(self.cluster)
         self._wiring.enter_context(
-            wiring.in_process_functions(
+            self._host_functions(
                 cast(Cluster, self.write_gate),  # a Cluster by delegation
                 bigtable_monitor=LocalBigtableMonitor(self.bigtable_meter),
                 pod_usage=KubeletPodUsage(self.kube.kubelet),

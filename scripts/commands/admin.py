@@ -24,6 +24,7 @@ from scripts.views.terminal import console, titled_table
 from shared.config.config import JobOverride, PipelineConfig
 from shared.config.config_files import load_config
 from shared.jobs.manifest import MANAGED_BY, PREFIX, render_job
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import RunState, layer_key
 from shared.operate import operator_actions as ops
 from shared.ports.run_store import RunNotFoundError
@@ -39,8 +40,9 @@ class PurgeRefusedError(ValueError):
 
 
 def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
-    from adapters.google.firestore_admin import purge_run, run_job_names
+    from adapters.wiring import cli_services
 
+    purge_run, run_job_names = cli_services().purge_run, cli_services().run_job_names
     db = services.store.db
     try:
         run: RunState | None = services.store.load_run(run_id)
@@ -48,7 +50,7 @@ def _purge(services: Services, run_id: str, yes: bool, force: bool) -> None:
         if not run_job_names(db, run_id):
             raise
         run = None  # a half-finished purge: finish it
-    if run is not None and run.status == "running" and not force:
+    if run is not None and run.status == RunStatus.RUNNING and not force:
         raise PurgeRefusedError(
             f"run {run_id} is running: `pipeline pause {run_id}` (or `pipeline delete "
             f"{run_id} STAGE LAYER`) first, or purge with --force (its Jobs keep running, "
@@ -88,7 +90,7 @@ def remove_jobs_hint(names: list[str], namespace: str) -> str:
 
 
 def _running_layers(run: RunState) -> list[str]:
-    return [ls.key for ls in run.ordered_layers() if ls.phase == "running" and ls.job.name]
+    return [ls.key for ls in run.ordered_layers() if ls.phase == Phase.RUNNING and ls.job.name]
 
 
 def _stop_runs(services: Services, active: list[RunState], yes: bool) -> dict[str, list[str]]:
@@ -96,7 +98,7 @@ def _stop_runs(services: Services, active: list[RunState], yes: bool) -> dict[st
     of every running layer: the layers stop as failed, `pipeline submit` redoes one).
     Returns the deleted layers by run."""
     jobs = {r.run_id: _running_layers(r) for r in active}
-    running = [r.run_id for r in active if r.status == "running"]
+    running = [r.run_id for r in active if r.status == RunStatus.RUNNING]
     n_jobs = sum(len(v) for v in jobs.values())
     if (n_jobs or running) and not yes:
         click.confirm(
@@ -108,7 +110,7 @@ def _stop_runs(services: Services, active: list[RunState], yes: bool) -> dict[st
     by, now = operator_name(), datetime.now(UTC)
 
     def stop(run: RunState) -> None:
-        if run.status == "running":
+        if run.status == RunStatus.RUNNING:
             ops.pause(run)
         keys = _running_layers(run)
         for key in keys:
@@ -135,7 +137,7 @@ def _active_runs_table(active: list[RunState], deleted: dict[str, list[str]]) ->
         ("run", "graph", "status", "Jobs deleted (layers stop as failed)"),
     )
     for r in active:
-        table.add_row(r.run_id, r.graph_id, "paused", ", ".join(deleted.get(r.run_id, [])))
+        table.add_row(r.run_id, r.graph_id, RunStatus.PAUSED, ", ".join(deleted.get(r.run_id, [])))
     return table
 
 

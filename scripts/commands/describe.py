@@ -11,27 +11,31 @@ from typing import Any
 import click
 from rich.console import Console
 
-from adapters.gke.wire import event_time
+from adapters.wiring import cli_services
 from scripts import cluster_access
-from scripts.bill_read import bill_table, default_monitor, run_bill, run_projected_bill
+from scripts.bill_read import default_monitor, run_bill, run_projected_bill
 from scripts.cluster_access import cluster_errors
-from scripts.commands.costs import SETUP, cost_report
 from scripts.commands.pods import EPOCH, all_events, pod_runtime, scheduling_messages
+from scripts.cost_report import SETUP, cost_report
 from scripts.layer_target import Target, resolve_target, run_config
+from scripts.money_format import usd
 from scripts.options import JOB_OPTION, JSON_OPTION, TARGET
 from scripts.report_data import pod_records_by_layer
 from scripts.run_progress import gather, layer_size
 from scripts.services import connect
 from scripts.setup_view import layer_alerts, setup_error, setup_fix
-from scripts.views.money import usd
+from scripts.views.bill_table import bill_table
 from scripts.views.status import forecast_cost, forecast_eta
 from scripts.views.terminal import console, span, titled_table, when
 from scripts.views.timeline import timeline_table
 from shared.model import intervals
+from shared.model.phase import Phase
 from shared.model.state import SETUP_LAYER, RunState
 from shared.ports.cluster import ClusterReader, PodInfo
 from shared.views.build_timeline import build_timeline
 from shared.views.progress import chunks_done
+
+event_time = cli_services().event_time  # Kubernetes events' time, through the wiring
 
 LAST_WARNINGS = 5
 MAX_PODS = 12  # unfinished pods listed (the rest are counted)
@@ -159,7 +163,7 @@ def breakdown(run: RunState, now: datetime) -> list[dict[str, Any]]:
             size = layer_size(cfg, ls.stage, ls.layer)
             done = (
                 size.chunks
-                if ls.phase == "succeeded"
+                if ls.phase == Phase.SUCCEEDED
                 else chunks_done(ls.progress.completed_indexes, size)
             )
             wall = None

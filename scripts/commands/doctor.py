@@ -81,25 +81,27 @@ def diagnose(
     """Run `selected` against the local stack (when the environment names emulators) or the
     config's project, for a run of `stages` (default: the dataset's build DAG).
     ServiceUnreachable (exit 3) when no credential or network is there."""
+    env = _environment() if env is None else dict(env)
     try:
         import google.auth  # noqa: F401 - the calls' credentials
         import requests  # noqa: F401 - and their transport
 
-        from adapters.doctor.local import is_local
-        from adapters.doctor.runner import run_checks
+        from adapters import wiring
+
+        services = wiring.cli_services()
+        local = services.is_local(env)  # loads the doctor's adapters and their clients
     except ImportError as e:  # the Google clients are in the `controller` extra
         raise click.ClickException(
             f"pipeline doctor needs the Google clients ({e}): pip install "
             "'cave-pipeline[controller]'"
         ) from None
 
-    env = _environment() if env is None else dict(env)
     needs.planned_vcpus(cfg)  # a config the planner refuses is a config error (exit 2) here
     dep = _with_stage_tables(deployment_of(cfg, common_name), cfg, stages)
-    if is_local(env):
+    if local:
         dep = dataclasses.replace(dep, project=env.get("PIPELINE_PROJECT") or dep.project)
-        fetchers = _local_fetchers(cfg, dep, env)
-        results = run_checks(
+        fetchers = services.doctor_facts(cfg, dep, env, load_stack_env())
+        results = services.run_checks(
             selected,
             fetchers,
             dep,
@@ -108,8 +110,8 @@ def diagnose(
             unreachable_fix=doctor_checks.LOCAL_UNREACHABLE_FIX,
         )
         return Diagnosis("local", dep.project, results)
-    fetchers = _cloud_fetchers(cfg, dep)
-    return Diagnosis("cloud", dep.project, run_checks(selected, fetchers, dep))
+    fetchers = services.doctor_facts(cfg, dep, env, {})
+    return Diagnosis("cloud", dep.project, services.run_checks(selected, fetchers, dep))
 
 
 def _with_stage_tables(
@@ -122,46 +124,6 @@ def _with_stage_tables(
     wanted = check_stages(cfg, stages) if stages else default_stages(cfg)
     found = tuple((t.stage, t.table_id) for t in extra_tables(cfg, wanted))
     return dataclasses.replace(dep, stage_tables=found)
-
-
-def _local_fetchers(cfg: PipelineConfig, dep: Deployment, env: Mapping[str, str]) -> dict:
-    from adapters.doctor.local import LocalFacts
-
-    stack = load_stack_env()
-    if stack and stack.get("PIPELINE_PROJECT") == env.get("PIPELINE_PROJECT"):
-        # a stack runs here: it has its topics and its functions' subscriptions
-        from adapters.google.pubsub_bus import TOPICS
-        from adapters.local.stack import ROUTES
-
-        topics = tuple(TOPICS)
-        # job-events has no function on a stack started without Job events
-        subscriptions = tuple(s for s, (_, fn) in ROUTES.items() if fn != "on_job_event")
-    else:  # emulators only: what the CLI itself publishes to
-        topics, subscriptions = ("kick",), ()
-    return LocalFacts(cfg, dep, env, topics, subscriptions).fetchers()
-
-
-def _cloud_fetchers(cfg: PipelineConfig, dep: Deployment) -> dict:
-    from adapters.doctor.cloud import CloudFacts
-    from adapters.doctor.rest import RestApi, default_sessions
-
-    session, public, who = default_sessions()
-
-    def read_meta() -> object:
-        from datetime import timedelta
-
-        from adapters.bigtable.client import close_bigtable_client, open_bigtable_client
-
-        client = open_bigtable_client(
-            cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
-        )
-        try:
-            return client.read_table_meta()
-        finally:
-            close_bigtable_client(client)
-
-    facts = CloudFacts(cfg, dep, RestApi(session), RestApi(public), who, read_meta)
-    return facts.fetchers()
 
 
 def render(diagnosis: Diagnosis) -> str:
@@ -216,7 +178,7 @@ def doctor(
     its DNS endpoint and RBAC, images, Spot quota, the dataset's paths. Against a local stack
     only what it has. Exit 0 all pass, 1 a check failed or warns, 2 config error, 3 a service
     or the credentials cannot be reached."""
-    from adapters.doctor.rest import ServiceUnreachable
+    from adapters.wiring import ServiceUnreachable
 
     cfg = load_config(config_path)
     selected = doctor_checks.select(list(only) or None, cheap_only=cheap)
@@ -240,7 +202,7 @@ def preflight(
     reported and the start goes on (its own calls then tell a service that is down); no usable
     credential is a ConnectionError (exit 3). `run`: diagnose (the default) or a stand-in
     giving the diagnosis."""
-    from adapters.doctor.rest import ServiceUnreachable
+    from adapters.wiring import ServiceUnreachable
 
     if run is None:
 

@@ -70,8 +70,10 @@ def render(config_path: str, stage: str, layer: int, parallelism: int | None, ru
 def input_problems(cfg: PipelineConfig) -> list[str]:
     """What is wrong with the dataset's inputs that can be told without a service: a required
     one left empty, a local file or folder that is not there (gs:// is `pipeline doctor`'s)."""
-    from adapters.doctor.cloud import local_path_facts
+    from adapters.wiring import cli_services
     from shared.doctor import needs
+
+    local_path_facts = cli_services().local_path_facts
 
     problems = [
         f"{key} is empty: there is no input to build from; {needs.empty_input_fix(cfg)}"

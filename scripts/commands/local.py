@@ -44,8 +44,8 @@ def local() -> None:
 @click.option("--memory", type=float, default=16.0, show_default=True, help="GiB.")
 def up(state_dir: str, project: str, tick_s: float, cpu: float, memory: float) -> None:
     """Run the local stack in the foreground until Ctrl-C."""
+    from adapters import wiring
     from adapters.local.crashed_stack import StackRunningError, leftovers, stop_leftovers
-    from adapters.local.stack import LocalStack
 
     try:
         found = leftovers(Path(state_dir))
@@ -57,7 +57,7 @@ def up(state_dir: str, project: str, tick_s: float, cpu: float, memory: float) -
         stop_leftovers(Path(state_dir), found)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with LocalStack(project, Path(state_dir), tick_s, cpu, memory) as stack:
+    with wiring.local_stack(project, Path(state_dir), tick_s, cpu, memory) as stack:
         for line in ready_lines(Path(state_dir), Path.cwd(), cli_env(stack.env, state_dir)):
             click.echo(line)
         try:

@@ -15,7 +15,7 @@ import click
 from rich.console import RenderableType
 from rich.table import Table
 
-from adapters.gke.wire import event_time
+from adapters.wiring import cli_services
 from scripts import cluster_access
 from scripts.cluster_access import cluster_errors
 from scripts.layer_target import Target, resolve_target
@@ -30,6 +30,8 @@ from shared.ports.cluster import (
     PodUsage,
 )
 from shared.views.fleet import FleetSummary, PodSample, count_oom, summarize
+
+event_time = cli_services().event_time  # Kubernetes events' time, through the wiring
 
 EPOCH = datetime.min.replace(tzinfo=UTC)  # sorts pods and events of unknown time first
 

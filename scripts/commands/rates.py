@@ -32,9 +32,9 @@ FOLDER_OPTION = click.option(
 
 
 def _files(folder: Path | None):  # noqa: ANN202 - adapters.local.rate_table.RateTableFiles
-    from adapters.local.rate_table import RateTableFiles, packaged_folder
+    from adapters.wiring import cli_services
 
-    return RateTableFiles(folder or packaged_folder())
+    return cli_services().rate_tables(folder)
 
 
 def _source(text: str) -> RateSource:
@@ -92,7 +92,9 @@ def update(
     """Refresh the table's rows from the Cloud Billing Catalog API (Kubernetes Engine's
     Autopilot pod SKUs). A SKU missing for a row, or an API that cannot be read: an error,
     and the table is left as it was."""
-    from adapters.wiring import price_catalog
+    from adapters.wiring import cli_services
+
+    price_catalog = cli_services().price_catalog
 
     files = _files(folder)
     old_text, _ = files.read()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import click
 from rich.console import RenderableType
@@ -123,20 +123,10 @@ def start_run(
 def _not_done(cfg: PipelineConfig, stage: str, layer: int) -> tuple[list[int], int]:
     """The chunks of `layer` of `stage` not marked done in the graph's table, and how many
     chunks the layer has (one batched read per 10,000 chunks)."""
-    from adapters.bigtable.chunk_ledger import (
-        BigtableChunkLedger,
-        close_bigtable_client,
-        open_bigtable_client,
-    )
+    from adapters.wiring import cli_services
 
     ids = list(start_from.layer_chunk_ids(cfg, stage, layer))
-    client = open_bigtable_client(
-        cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(minutes=1)
-    )
-    try:
-        done = BigtableChunkLedger(client, stage).done_among(ids)
-    finally:
-        close_bigtable_client(client)
+    done = cli_services().done_among(cfg, stage, ids)
     return [c for c in ids if c not in done], len(ids)
 
 
@@ -176,16 +166,14 @@ def setup(config_path: str) -> None:
 def _setup_table(cfg: PipelineConfig) -> str:
     """Create the graph's table for our worker, or leave it to the image's ingest setup
     (saying what that setup will find)."""
-    from adapters.bigtable.graph_meta_store import BigtableGraphTables
+    from adapters.wiring import cli_services
     from shared.config.stage_selection import image_owns_table
 
     project, instance = cfg.bigtable.project, cfg.bigtable.instance
     if not image_owns_table(cfg):
-        from adapters.bigtable.chunk_ledger import ensure_table
-
-        ensure_table(cfg.graph_id, project, instance)
+        cli_services().ensure_table(cfg.graph_id, project, instance)
         return f"table {cfg.graph_id} ready in {project}/{instance}"
-    table = BigtableGraphTables().read(cfg.graph_id, project, instance)
+    table = cli_services().graph_tables().read(cfg.graph_id, project, instance)
     note, warning = image_table_note(table, project, instance)
     if warning:
         click.echo(f"warning: {warning}", err=True)
@@ -195,8 +183,10 @@ def _setup_table(cfg: PipelineConfig) -> str:
 def _setup_stage_tables(cfg: PipelineConfig) -> list[str]:
     """Create the tables the configured stages' plugins write besides the graph's, if
     missing; a line for each."""
-    from adapters.bigtable.chunk_ledger import ensure_table
+    from adapters.wiring import cli_services
     from scripts.run_tables import extra_tables
+
+    ensure_table = cli_services().ensure_table
 
     project, instance = cfg.bigtable.project, cfg.bigtable.instance
     lines = []

@@ -100,10 +100,10 @@ def verify(run_id: str, stage: str | None, as_json: bool) -> None:
     the ones that are not (intervals of flat grid positions, examples with coordinates).
     Stages whose images write no done markers are reported as not checked. Exit 1 when a
     built layer is incomplete."""
-    from adapters.bigtable.ledger_scan import scan_done_markers
+    from adapters.wiring import cli_services
 
     run = connect().store.load_run(run_id)
-    verdicts = verify_run(run_config(run), run, scan_done_markers, stage)
+    verdicts = verify_run(run_config(run), run, cli_services().done_markers, stage)
     if as_json:
         click.echo(json.dumps(verify_document(run, verdicts), indent=2))
     else:

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from scripts.money_format import saving, usd
 from scripts.report_data import ReportData
-from scripts.views.money import saving, usd
 from scripts.views.timeline import COLUMNS
 
 COLOURS = {

@@ -12,15 +12,26 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from scripts.views.money import saving, usd
+from scripts.money_format import saving, usd
 from scripts.views.terminal import span
+from shared.model.phase import Phase, RunStatus, canary_phase_to_doc
 from shared.reconcile.bigtable_load import brief
 from shared.views.progress import FORECAST, LayerProgress, RunProgress, blocking_waits, visible_rows
 
 MAX_ROWS = 14  # layer rows; the rest is summarised in one line
 MAX_WAITING = 3  # waiting layers named under the table
-PHASE_STYLE = {"succeeded": "green", "running": "cyan", "failed": "red", "waiting": "dim"}
-PHASE_SHORT = {"succeeded": "done", "running": "run", "failed": "FAIL", "waiting": "wait"}
+PHASE_STYLE = {
+    Phase.SUCCEEDED: "green",
+    Phase.RUNNING: "cyan",
+    Phase.FAILED: "red",
+    Phase.WAITING: "dim",
+}
+PHASE_SHORT = {
+    Phase.SUCCEEDED: "done",
+    Phase.RUNNING: "run",
+    Phase.FAILED: "FAIL",
+    Phase.WAITING: "wait",
+}
 COLUMNS = (
     # (header, justify): kept short so the table fits 100 columns
     ("layer", "left"),
@@ -61,14 +72,14 @@ def rate(per_min: float | None) -> str:
 
 
 def _row(lp: LayerProgress) -> list[str]:
-    running = lp.phase == "running"
+    running = lp.phase == Phase.RUNNING
     style = PHASE_STYLE.get(lp.phase, "")
     ready = "?" if lp.ready is None else str(lp.ready)
     return [
         lp.key,
         f"[{style}]{PHASE_SHORT.get(lp.phase, lp.phase)}[/]",
         f"{count(lp.chunks_done)}/{count(lp.chunks_total)}",
-        "" if lp.phase == "waiting" else f"{lp.percent:.0f}",
+        "" if lp.phase == Phase.WAITING else f"{lp.percent:.0f}",
         f"{lp.active}/{ready}" if running else "",
         # "37 2h": 37 retries, 2 of them pods deleted as hung (docs/hung-workers.md)
         str(lp.retries or "") + (f" [yellow]{lp.hung}h[/]" if lp.hung else ""),
@@ -78,7 +89,7 @@ def _row(lp: LayerProgress) -> list[str]:
         lp.approval,
         span(lp.elapsed_s),
         rate(lp.chunks_per_min),
-        span(lp.eta_s) if lp.phase in ("running", "waiting") else "",
+        span(lp.eta_s) if lp.phase in (Phase.RUNNING, Phase.WAITING) else "",
         usd(lp.cost_usd) if lp.elapsed_s is not None else "",
         "" if lp.projected_usd is None else usd(lp.projected_usd),
     ]
@@ -87,9 +98,13 @@ def _row(lp: LayerProgress) -> list[str]:
 def forecast_eta(p: RunProgress) -> str:
     """The first running layer's ETA and the run's, from the forecast: `ETA 12.0m
     (ingest-L3), run 41.0m` ("" without one, or once the run ended)."""
-    if p.eta_basis != FORECAST or p.eta_s is None or p.status in ("succeeded", "failed"):
+    if (
+        p.eta_basis != FORECAST
+        or p.eta_s is None
+        or p.status in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+    ):
         return ""  # (a run with failed layers has no eta_s: `failed_note` says why)
-    running = next((lp for lp in p.layers if lp.phase == "running"), None)
+    running = next((lp for lp in p.layers if lp.phase == Phase.RUNNING), None)
     # Before any pod finished the forecast rests on an assumed chunk time: say so.
     guess = "" if p.assumed_chunk_s is None else f" (guess: {p.assumed_chunk_s:g} s/chunk)"
     if running is None or running.eta_s is None:
@@ -111,9 +126,9 @@ def forecast_cost(p: RunProgress) -> str:
     """Spent plus the forecast cost of what is left, for the first running layer and the
     run: `projected $0.83 (ingest-L3), $2.10 (run)` ("" without a forecast, or once the run
     ended)."""
-    if p.projected_usd is None or p.status in ("succeeded", "failed"):
+    if p.projected_usd is None or p.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
         return ""
-    running = next((lp for lp in p.layers if lp.phase == "running"), None)
+    running = next((lp for lp in p.layers if lp.phase == Phase.RUNNING), None)
     layer = ""
     if running is not None and running.projected_usd is not None:
         layer = f"${usd(running.projected_usd)} ({running.key}), "
@@ -131,7 +146,7 @@ def header(p: RunProgress) -> Text:
     speed = f"{rate(p.chunks_per_min)} chunks/min" if p.chunks_per_min else "no rate yet"
     eta = f"ETA {span(p.eta_s)} at the run's average rate" if p.eta_s else "ETA ?"
     eta = failed_note(p) or forecast_eta(p) or eta
-    if p.status in ("succeeded", "failed"):
+    if p.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
         eta = p.status
     done = f"{count(p.chunks_done)}/{count(p.chunks_total)}"
     if p.ramp_hold:  # the rate matters less than why it is held (docs/bigtable-ramp-and-bill.md)
@@ -205,7 +220,7 @@ def canary_lines(canaries: Iterable[Mapping[str, Any]]) -> list[str]:
     lines = []
     for c in canaries:
         head = f"canary {c['stage']}-L{c['layer']}: {c['phase']}"
-        if c["phase"] != "done":
+        if c["phase"] != canary_phase_to_doc(Phase.SUCCEEDED):  # canary_summary: stored names
             lines.append(head + (f" ({c['failed']})" if c.get("failed") else ""))
             continue
         peak = "?" if c["peak_memory_mib"] is None else f"{c['peak_memory_mib']:g} MiB"

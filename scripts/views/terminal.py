@@ -23,7 +23,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from adapters.local.termination import Terminated
+from adapters.common.termination import Terminated
 
 # How wide a renderable is measured when nothing limits it; a renderable that measures this
 # wide has no width of its own (a rule, a padded block) and gets the console's.

@@ -1,6 +1,6 @@
 """Operators' files in the predecessor's shape, mapped to this project's. Pure: no I/O.
 
-The predecessor (cave-pipeline 0.0.4, reference/pcg-worker-contract.md section 5) ran one
+The predecessor (cave-pipeline 0.0.4, docs/predecessor-configs.md) ran one
 `workload` at a time from one PyChunkedGraph image (`images.pcg`), named the Kubernetes
 service account `workload_identity.service_account`, kept a persistent util pod, a cost
 database and credential files, and read PyChunkedGraph's upper-case `data_source` keys.
@@ -471,7 +471,7 @@ def _map_image_pods_since_004(out: dict[str, Any], notes: list[Note]) -> None:
                 "3-minute claim, so each preemption spent a retry",
                 f"env.{HELD_WAIT_ENV}",
                 "2 x (claim lifetime + a poll) in the ingest pods, 380 s by default "
-                "(docs/worker-contract.md#held-chunks)",
+                "(docs/images-chunk-lock.md#held-chunks)",
             )
         )
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from shared.model import intervals
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import LayerState, RunState
 from shared.ports.cluster import JobStatus
 
@@ -103,7 +104,7 @@ def watch_lease_expiry(
 def may_finish_soon(ls: LayerState, now: datetime, horizon_s: float) -> bool:
     """A running layer that may finish within `horizon_s`: in its tail (no remaining index
     without a pod), or done by then at the rate of progress since its Job was submitted."""
-    if ls.phase != "running" or not ls.job.name:
+    if ls.phase != Phase.RUNNING or not ls.job.name:
         return False
     done = intervals.count(ls.progress.completed_indexes) + intervals.count(
         ls.progress.failed_indexes
@@ -121,7 +122,7 @@ def jobs_to_watch(runs: list[RunState], now: datetime, horizon_s: float) -> dict
     """Run id -> Job names of its layers that may finish soon (running runs only)."""
     out: dict[str, list[str]] = {}
     for run in runs:
-        if run.status != "running":
+        if run.status != RunStatus.RUNNING:
             continue
         names = [ls.job.name for ls in run.layers.values() if may_finish_soon(ls, now, horizon_s)]
         if names:

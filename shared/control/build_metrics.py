@@ -16,6 +16,7 @@ from shared.config.config import PipelineConfig
 from shared.model.grid import layer_batch_size
 from shared.model.layer_size import LayerSize, chunks_done
 from shared.model.layers import layer_shape
+from shared.model.phase import Phase
 from shared.model.state import RunState, layer_key
 from shared.money.costs import run_cost
 from shared.money.pricing import RateRow
@@ -40,11 +41,11 @@ def progress_entries(
             "status": run.status,
             "spend_usd": spend,
             "budget_usd": run.budget_usd,
-            "layers_running": sum(ls.phase == "running" for ls in run.layers.values()),
+            "layers_running": sum(ls.phase == Phase.RUNNING for ls in run.layers.values()),
         }
     ]
     for ls in run.ordered_layers():
-        if ls.phase != "running":
+        if ls.phase != Phase.RUNNING:
             continue
         size = LayerSize(
             math.prod(layer_shape(cfg.layer2_shape(), ls.layer)),

@@ -21,7 +21,7 @@ class CommitRecord:
 
     alerts: list[dict[str, Any]] = field(default_factory=list)
     pod_records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    # Config history entries (shared.control.rightsize_version), as `pipeline apply` records them.
+    # Config history entries (shared.reconcile.rightsize_version), as `pipeline apply` records them.
     config_versions: list[dict[str, Any]] = field(default_factory=list)
 
 

@@ -20,13 +20,14 @@ from shared.config.config import PipelineConfig
 from shared.config.config_files import config_from_dict
 from shared.control.alerts import LOG_TAIL_BYTES, LOG_TAIL_LINES
 from shared.control.controller_log import log_json
-from shared.forecast.rightsize_run import with_run_sizes
+from shared.model.phase import Phase
 from shared.model.state import LayerState, RunState
 from shared.ports.bigtable_monitor import BigtableMonitor
-from shared.ports.cluster import Cluster, ClusterError, JobStatus, PodInfo
+from shared.ports.cluster import ClusterError, ClusterReader, JobStatus, PodInfo
 from shared.ports.graph_table import GraphTableReader, NoGraphTableReader
+from shared.ports.partial_answer import PartialAnswer
 from shared.ports.pod_usage import PodUsageReader, needs_usage, with_usage
-from shared.ports.run_store import RunNotFoundError, RunStore
+from shared.ports.run_store import RunNotFoundError, RunRecords
 from shared.reconcile.completeness import (
     DoneMarkerScan,
     LayerVerdict,
@@ -47,6 +48,7 @@ from shared.reconcile.hung_pods import (
 from shared.reconcile.node_oom import may_be_node_oom, node_oom_victims, parse_node_oom
 from shared.reconcile.oom import with_memory_factors
 from shared.reconcile.root_check import runs_root_check
+from shared.reconcile.run_sizes import with_run_sizes
 from shared.reconcile.setup_step import needs_graph_table
 from shared.reconcile.vcpu_budget import running_vcpus
 
@@ -65,19 +67,19 @@ class Observation:
 
 
 class Observer:
-    """Observes runs through the store and the cluster. `graph_tables` reads a graph's table
-    around its setup passes (docs/setup-passes.md); `done_times` the graph table's done
-    markers for the hung-pod check (None: pod logs only); `done_markers` a stage's done
-    markers for a completed layer's check (None: the Job's Complete condition is trusted);
-    `bigtable_monitor` the graph's Bigtable instance load, the ramp's gate (None: no gate;
-    docs/bigtable-ramp-and-bill.md); `pod_usage` the lifetime usage of a finished Job's pods
-    where the cluster does not report it (None: the cluster's own figures only;
+    """Observes runs through the run records and the cluster (read only). `graph_tables`
+    reads a graph's table around its setup passes (docs/setup-passes.md); `done_times` the
+    graph table's done markers for the hung-pod check (None: pod logs only); `done_markers` a
+    stage's done markers for a completed layer's check (None: the Job's Complete condition is
+    trusted); `bigtable_monitor` the graph's Bigtable instance load, the ramp's gate (None: no
+    gate; docs/bigtable-ramp-and-bill.md); `pod_usage` the lifetime usage of a finished Job's
+    pods where the cluster does not report it (None: the cluster's own figures only;
     docs/canary-and-rightsize.md)."""
 
     def __init__(
         self,
-        store: RunStore,
-        cluster: Cluster,
+        runs: RunRecords,
+        cluster: ClusterReader,
         clock: Callable[[], datetime],
         graph_tables: GraphTableReader | None = None,
         done_times: DoneMarkerTimes | None = None,
@@ -85,7 +87,7 @@ class Observer:
         bigtable_monitor: BigtableMonitor | None = None,
         pod_usage: PodUsageReader | None = None,
     ) -> None:
-        self.store, self.cluster, self.clock = store, cluster, clock
+        self.runs, self.cluster, self.clock = runs, cluster, clock
         self.pod_usage = pod_usage
         self.bigtable_monitor = bigtable_monitor
         self.graph_tables = graph_tables or NoGraphTableReader()
@@ -94,15 +96,15 @@ class Observer:
 
     def observe(self, run_id: str) -> Observation:
         """The run, its config snapshot, its running layers' Jobs and their pods."""
-        run = self.store.load_run(run_id)
+        run = self.runs.load_run(run_id)
         # The run's current config (`pipeline apply` replaces it), with the requests sized
-        # from a canary or right-sized (shared.forecast.rightsize_run) and the memory its layers'
+        # from a canary or right-sized (shared.reconcile.run_sizes) and the memory its layers'
         # current attempts ask for after OOM kills on top (shared.reconcile.oom).
         cfg = with_memory_factors(
             with_run_sizes(config_from_dict(run.config, run.dataset), run), run
         )
         now = self.clock()
-        running = [ls.job.name for ls in run.layers.values() if ls.phase == "running"]
+        running = [ls.job.name for ls in run.layers.values() if ls.phase == Phase.RUNNING]
         jobs = {name: self.cluster.get_job(name) for name in running}
         # Each Job just read: its pods by its uid, without reading it again.
         pods = {
@@ -115,7 +117,9 @@ class Observer:
         # A layer's canary Job and its pods while it runs, and once it ended the log tails of
         # its succeeded pods: their per-chunk times (shared.reconcile.canary).
         canary_logs: dict[str, str] = {}
-        for name in {ls.canary.job for ls in run.layers.values() if ls.canary.phase == "running"}:
+        for name in {
+            ls.canary.job for ls in run.layers.values() if ls.canary.phase == Phase.RUNNING
+        }:
             jobs[name] = self.cluster.get_job(name)
             pods[name] = self.cluster.list_pods(name)
             if (job := jobs[name]) is not None and job.finished:
@@ -126,7 +130,7 @@ class Observer:
         # report it (GKE): right-sizing keeps it on the layer as it closes.
         usage_read = set()
         for ls in run.layers.values():
-            job = jobs.get(ls.job.name) if ls.phase == "running" else None
+            job = jobs.get(ls.job.name) if ls.phase == Phase.RUNNING else None
             if job is not None and job.finished and ls.job.name in pods:
                 pods[ls.job.name], read = self._with_life_usage(ls.job.name, pods[ls.job.name])
                 if read:
@@ -134,9 +138,9 @@ class Observer:
         others = 0.0
         if cfg.controller.max_vcpus is not None:
             # The cap is the project's: what the other running runs hold counts against it.
-            ids = [r for r in self.store.active_runs() if r != run_id]
+            ids = [r for r in self.runs.active_runs() if r != run_id]
             others = running_vcpus([o for o in map(self._load_if_any, ids) if o is not None])
-        setups = [s.job_name for s in run.setups.values() if s.phase == "running"]
+        setups = [s.job_name for s in run.setups.values() if s.phase == Phase.RUNNING]
         setup_jobs = {name: self.cluster.get_job(name) for name in setups}
         logs = {
             name: self._setup_log(name)
@@ -154,7 +158,7 @@ class Observer:
         hung = {
             ls.key: found
             for ls in run.layers.values()
-            if ls.phase == "running" and ls.job.name in pods
+            if ls.phase == Phase.RUNNING and ls.job.name in pods
             for found in [self._hung(cfg, ls, pods[ls.job.name], now)]
             if found
         }
@@ -196,12 +200,17 @@ class Observer:
     def _with_life_usage(self, job_name: str, pods: list[PodInfo]) -> tuple[list[PodInfo], bool]:
         """A finished Job's pods with their lifetime usage filled in by the reader, and
         whether it was read. Unreadable usage leaves the fields empty: the sizing then keeps
-        the config's requests (never a build stopped for a figure)."""
+        the config's requests (never a build stopped for a figure). So does a partial answer
+        (PartialAnswer): its peaks are lower bounds, and sizing memory down from them would
+        invite OOM kills."""
         missing = needs_usage(pods)
         if self.pod_usage is None or not missing:
             return pods, False
         try:
             usage = self.pod_usage.life_usage(job_name, missing)
+        except PartialAnswer as e:
+            _log("WARNING", "pod usage partial", job=job_name, reason=e.reason)
+            return pods, False
         except Exception as e:  # noqa: BLE001 - Monitoring down must not stop a build
             _log("WARNING", "pod usage not read", job=job_name, error=f"{type(e).__name__}: {e}")
             return pods, False
@@ -209,11 +218,15 @@ class Observer:
 
     def _bigtable_load(self, cfg: PipelineConfig) -> float | None:
         """The graph's instance CPU load; None when there is no monitor or it cannot answer
-        (an unknown load never holds the ramp)."""
+        (an unknown load never holds the ramp). A partial answer's load is a lower bound:
+        the true load is at least that, so holding the ramp on it is never wrong."""
         if self.bigtable_monitor is None:
             return None
         try:
             return self.bigtable_monitor.cpu_load(cfg.bigtable.project, cfg.bigtable.instance)
+        except PartialAnswer as e:
+            _log("WARNING", "bigtable load partial", reason=e.reason)
+            return e.value if isinstance(e.value, float) else None
         except Exception as e:  # noqa: BLE001 - Monitoring down must not stop a build
             _log("WARNING", "bigtable load not read", error=f"{type(e).__name__}: {e}")
             return None
@@ -267,7 +280,7 @@ class Observer:
         due = [
             ls
             for ls in run.layers.values()
-            if ls.phase == "running"
+            if ls.phase == Phase.RUNNING
             and (job := jobs.get(ls.job.name)) is not None
             and (
                 job.condition == "Complete"
@@ -296,7 +309,7 @@ class Observer:
 
     def _load_if_any(self, run_id: str) -> RunState | None:
         try:
-            return self.store.load_run(run_id)
+            return self.runs.load_run(run_id)
         except RunNotFoundError:
             return None  # purged since the query
 

@@ -35,8 +35,8 @@ from shared.control.alerts import (
 )
 from shared.control.batch_failures import Attempt, classify
 from shared.control.controller_log import log_json, log_published_alert
-from shared.ports.cluster import Cluster, PodInfo
-from shared.ports.run_store import RunStore
+from shared.ports.cluster import ClusterReader, PodInfo
+from shared.ports.run_store import AlertOutbox
 
 log = logging.getLogger("cave_pipeline.outbox")
 
@@ -47,10 +47,12 @@ _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 class Outbox:
     """Publishes a run's outbox through `publish_alert` (kind, body); reads pod logs from
-    `cluster` to complete the entries."""
+    `cluster` to complete the entries. `alerts`: the run store's outbox role."""
 
-    def __init__(self, store: RunStore, cluster: Cluster, publish_alert: AlertPublisher) -> None:
-        self.store, self.cluster, self.publish_alert = store, cluster, publish_alert
+    def __init__(
+        self, alerts: AlertOutbox, cluster: ClusterReader, publish_alert: AlertPublisher
+    ) -> None:
+        self.alerts, self.cluster, self.publish_alert = alerts, cluster, publish_alert
 
     def publish(self, run_id: str, observed: Mapping[str, list[PodInfo]] | None = None) -> int:
         """Publish the run's unsent entries; the number published. `observed`: the pods a
@@ -60,8 +62,8 @@ class Outbox:
         sent: list[str] = []
         completed: dict[str, dict[str, Any]] = {}  # bodies the publish completed
         dropped: list[str] = []
-        for alert in self.store.unsent_alerts(run_id):
-            if not self.store.take_alert(run_id, alert, holder):
+        for alert in self.alerts.unsent_alerts(run_id):
+            if not self.alerts.take_alert(run_id, alert, holder):
                 continue  # another reconcile is publishing it
             body = self._completed(run_id, alert.body, observed or {})
             if body is None:
@@ -71,7 +73,7 @@ class Outbox:
             try:
                 self.publish_alert(alert.kind, published)
             except Exception:
-                self.store.give_back_alert(run_id, alert.alert_id)
+                self.alerts.give_back_alert(run_id, alert.alert_id)
                 raise
             # After the publish, so an entry means the alert left (a failed publish is given
             # back and logs again when retried): the log-based policies notify from it.
@@ -79,9 +81,9 @@ class Outbox:
             sent.append(alert.alert_id)
             if body != alert.body:
                 completed[alert.alert_id] = body
-        self.store.mark_alerts_sent(run_id, sent, completed)
+        self.alerts.mark_alerts_sent(run_id, sent, completed)
         if dropped:
-            self.store.discard_alerts(run_id, dropped)
+            self.alerts.discard_alerts(run_id, dropped)
         return len(sent)
 
     def _completed(

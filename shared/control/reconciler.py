@@ -1,5 +1,5 @@
-"""The reconcile loop: observe -> plan -> decide -> dry-run -> reject -> commit -> act ->
-publish, for one run (docs/controller.md).
+"""The reconcile loop: observe -> plan -> decide (and forecast an ended canary) -> dry-run ->
+finish -> commit -> act -> publish, for one run (docs/controller.md).
 
 `Reconciler.reconcile(run_id)` is idempotent and safe to run concurrently for one run: the
 new state is committed under a precondition on the run's version before any side effect, Job
@@ -8,8 +8,10 @@ alerts go through the outbox in the same commit, so none is lost and none is sen
 
 I/O happens in observe (store and cluster reads, shared.control.observe), dry-run (the API server's
 check of each Job to create), the commit's one conditional write, act (the cluster) and
-publish (the outbox, shared.control.outbox). Plan (shared.reconcile.build_plan), decide and reject
-(shared.reconcile.decide) and the commit record (shared.control.commit_record) are pure.
+publish (the outbox, shared.control.outbox). Plan (shared.reconcile.build_plan), decide
+(shared.reconcile.decide), the canary's forecast (shared.forecast.canary_forecast), finish (the
+refusals taken back, the right-size version, the reconcile's usage: shared.reconcile.finish) and
+the commit record (shared.control.commit_record) are pure.
 """
 
 from __future__ import annotations
@@ -24,18 +26,16 @@ from shared.control.commit_record import CommitRecord, commit_record
 from shared.control.controller_log import log_json, take_log_bytes
 from shared.control.observe import Observation, Observer
 from shared.control.outbox import Outbox
-from shared.control.rightsize_version import with_rightsize_version
-from shared.forecast.canary_forecast import forecast_build
+from shared.forecast.canary_forecast import with_canary_forecasts
 from shared.jobs.manifest import for_create, graph_scope
 from shared.model.state import SETUP_LAYER, layer_key
-from shared.money.controller_usage import ControllerUsage, reconcile_usage
+from shared.money.controller_usage import ControllerUsage
 from shared.money.pricing import RateRow
-from shared.ports.cluster import Cluster, ManifestRejectedError, ResizeOutcome
-from shared.ports.run_store import RunStore, StaleStateError
+from shared.ports.cluster import JobWriter, ManifestRejectedError, ResizeOutcome
+from shared.ports.run_store import RunRecords, StaleStateError
 from shared.reconcile.build_plan import plan_for
-from shared.reconcile.decide import decide, reject
+from shared.reconcile.decide import decide
 from shared.reconcile.decision import (
-    Alert,
     ApplyConfigMap,
     CreateJob,
     Decision,
@@ -45,6 +45,7 @@ from shared.reconcile.decision import (
     Plan,
     ResizePod,
 )
+from shared.reconcile.finish import finish
 from shared.reconcile.ownership import stamped
 
 log = logging.getLogger("cave_pipeline.controller")
@@ -69,13 +70,13 @@ class Reconciler:
 
     def __init__(
         self,
-        store: RunStore,
-        cluster: Cluster,
+        runs: RunRecords,
+        cluster: JobWriter,
         observer: Observer,
         outbox: Outbox,
         rates: tuple[RateRow, ...],
     ) -> None:
-        self.store, self.cluster, self.observer, self.outbox = store, cluster, observer, outbox
+        self.runs, self.cluster, self.observer, self.outbox = runs, cluster, observer, outbox
         self.rates = rates
         # Each run's usage counted since its last commit (shared.money.controller_usage).
         self._usage_pending: dict[str, ControllerUsage] = {}
@@ -87,11 +88,18 @@ class Reconciler:
             started = time.monotonic()  # the reconcile's wall time, for its own bill
             obs = self.observer.observe(run_id)
             observed = time.monotonic()
-            plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table, forecast_build)
+            plan = plan_for(obs.cfg, obs.seen.run, obs.seen.graph_table)
             decision = decide(obs.seen, plan, self.rates, obs.now)
+            # The simulator drives decide, so it forecasts an ended canary's build here.
+            decision = with_canary_forecasts(obs.cfg, obs.seen, decision)
             manifests, refusals = self.dry_run(decision, plan)
-            decision = with_rightsize_version(reject(decision, refusals))
-            self._count_usage(obs, decision, started)  # docs/bigtable-ramp-and-bill.md
+            pending = self._usage_pending.get(run_id, ControllerUsage())
+            busy_s = time.monotonic() - started  # docs/bigtable-ramp-and-bill.md
+            finished = finish(
+                obs.seen.run, decision, refusals, pending, busy_s, take_log_bytes(run_id)
+            )
+            decision = finished.decision
+            self._usage_pending[run_id] = finished.pending_usage
             decided = time.monotonic()
             if not self.commit(obs, decision, commit_record(obs.cfg, plan, decision)):
                 continue  # someone else moved the run on: decide again from fresh state
@@ -123,31 +131,6 @@ class Reconciler:
         for entry in progress_entries(obs.cfg, decision.state, plan, self.rates, obs.now):
             message = entry.pop("message")
             log_json(log, "INFO", message, **entry)
-
-    def _count_usage(self, obs: Observation, decision: Decision, started: float) -> None:
-        """Add this reconcile's use of Firestore, Pub/Sub, Logging and function time to the
-        run's pending counts; a committing decision carries them onto the run document."""
-        run, state = obs.seen.run, decision.state
-        changed = sum(
-            run.layers[k].to_doc() != ls.to_doc()
-            for k, ls in state.layers.items()
-            if k in run.layers
-        )
-        usage = reconcile_usage(
-            len(run.layers),
-            decision.changed,
-            changed,
-            sum(len(v) for v in decision.pod_records.values()),
-            sum(isinstance(a, Alert) for a in decision.actions),
-            time.monotonic() - started,
-            take_log_bytes(run.run_id),
-        )
-        pending = self._usage_pending.get(run.run_id, ControllerUsage()) + usage
-        self._usage_pending[run.run_id] = pending
-        if decision.changed:
-            state.controller_usage = (
-                ControllerUsage.from_doc(run.controller_usage) + pending
-            ).to_doc()
 
     def dry_run(
         self, decision: Decision, plan: Plan
@@ -193,9 +176,9 @@ class Reconciler:
         if not decision.changed:
             if not decision.actions:
                 return True
-            return self.store.run_version(obs.seen.run.run_id) == obs.seen.run.version
+            return self.runs.run_version(obs.seen.run.run_id) == obs.seen.run.version
         try:
-            self.store.commit(
+            self.runs.commit(
                 obs.seen.run,
                 decision.state,
                 record.alerts,

@@ -26,19 +26,27 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from shared.control import dead_letters
 from shared.control.advance_watch import WatchPolicy, watch, watch_lease_expiry, watch_window
 from shared.control.controller_log import log_json, log_published_alert
 from shared.control.job_events import JobEvent
 from shared.control.outbox import Outbox
-from shared.control.reconciler import Reconciler, ReconcileResult
+from shared.control.reconciler import ReconcileResult
 from shared.model.state import RunState
-from shared.ports.cluster import Cluster, ClusterUnreachableError
+from shared.ports.cluster import ClusterReader, ClusterUnreachableError
 from shared.ports.coalesce import Verdict
-from shared.ports.run_store import RunNotFoundError, RunStore
+from shared.ports.run_store import (
+    EventSightings,
+    ReconcileLeases,
+    RunHealthRecords,
+    RunNotFoundError,
+    RunRecords,
+    WatchLeases,
+)
 
 log = logging.getLogger("cave_pipeline.triggers")
 
@@ -52,19 +60,40 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+class Reconciles(Protocol):
+    """What the triggers run: one reconcile of a run (shared.control.reconciler.Reconciler)."""
+
+    def reconcile(self, run_id: str) -> ReconcileResult:
+        """Bring one run one step closer to done."""
+
+
+@dataclass(frozen=True)
+class TriggerStores:
+    """The run store's roles the triggers use (shared.ports.run_store): the runs they pick,
+    the reconcile lease events coalesce under, the event sightings that dedupe them, the run
+    health a failed tick reconcile counts on, and the tail watch's lease. The wiring passes
+    one store for all of them."""
+
+    runs: RunRecords
+    leases: ReconcileLeases
+    sightings: EventSightings
+    health: RunHealthRecords
+    watch_leases: WatchLeases
+
+
 class Triggers:
-    """The trigger rules around one reconciler. `reconcile` is looked up on the instance
-    each time, so a caller may wrap it (benchmarks count reconciles that way)."""
+    """The trigger rules around one reconciler (any `Reconciles`: a benchmark may hand a
+    counting wrapper of the real one), publishing through `outbox`."""
 
     def __init__(
         self,
-        store: RunStore,
-        cluster: Cluster,
-        reconciler: Reconciler,
+        stores: TriggerStores,
+        cluster: ClusterReader,
+        reconciler: Reconciles,
         outbox: Outbox,
         clock: Callable[[], datetime],
     ) -> None:
-        self.store, self.cluster, self.reconciler = store, cluster, reconciler
+        self.stores, self.cluster, self.reconciler = stores, cluster, reconciler
         self.outbox, self.clock = outbox, clock
 
     def reconcile(self, run_id: str) -> ReconcileResult:
@@ -84,18 +113,18 @@ class Triggers:
         if (now - event.timestamp).total_seconds() > max_age_s:
             _log("INFO", "stale job event dropped", job=event.job_name, reason=event.reason)
             return None
-        run_id = self.store.run_for_job(event.job_name)
+        run_id = self.stores.runs.run_for_job(event.job_name)
         if run_id is None:
             return None  # not ours (another tool's Job) or a run since purged
         # The lease first: a covered event needs no dedupe write either.
         holder = uuid.uuid4().hex
-        verdict, seen = self.store.lease_for_event(run_id, event.timestamp, holder, now)
+        verdict, seen = self.stores.leases.lease_for_event(run_id, event.timestamp, holder, now)
         duplicate = verdict is not Verdict.COVERED and bool(event.insert_id)
-        duplicate = duplicate and not self.store.first_sighting(
+        duplicate = duplicate and not self.stores.sightings.first_sighting(
             event.insert_id, now + timedelta(seconds=max_age_s)
         )
         if verdict is Verdict.ACQUIRE and duplicate:
-            self.store.abandon_lease(run_id, holder)
+            self.stores.leases.abandon_lease(run_id, holder)
         if verdict is not Verdict.ACQUIRE or duplicate:
             msg = "duplicate" if duplicate else verdict.value
             _log("INFO", f"job event {msg}", run=run_id, job=event.job_name)
@@ -104,9 +133,9 @@ class Triggers:
             result = self._reconcile_holding_lease(run_id, holder, seen)
         except Exception:
             # Not handled after all: let the redelivery through the dedupe and the lease.
-            self.store.abandon_lease(run_id, holder)
+            self.stores.leases.abandon_lease(run_id, holder)
             if event.insert_id:
-                self.store.forget_sighting(event.insert_id)
+                self.stores.sightings.forget_sighting(event.insert_id)
             raise
         log_reconciled(result, "job-event", job=event.job_name, reason=event.reason)
         return result
@@ -118,7 +147,7 @@ class Triggers:
         while True:
             read_at = self.clock()
             result = self.reconcile(run_id)
-            more = self.store.renew_or_release_lease(
+            more = self.stores.leases.renew_or_release_lease(
                 run_id, holder, seen, read_at, follow_ups, self.clock()
             )
             if more is None:
@@ -136,12 +165,12 @@ class Triggers:
         results: list[ReconcileResult] = []
         failures: list[Exception] = []
         tried = 0
-        for run_id in self.store.active_runs():
+        for run_id in self.stores.runs.active_runs():
             tried += 1
             try:
                 results.append(self.reconcile(run_id))
                 log_reconciled(results[-1], "tick")
-                self.store.record_reconcile_success(run_id)
+                self.stores.health.record_reconcile_success(run_id)
             except RunNotFoundError:
                 tried -= 1  # purged since the query
             except Exception as e:  # noqa: BLE001 - isolation: the other runs go on
@@ -162,7 +191,9 @@ class Triggers:
         try:
             # The store puts `run_unhealthy` into the outbox with the count that makes it due;
             # publishing on every failure retries a publish that failed the first time.
-            if self.store.record_reconcile_failure(run_id, text, self.clock(), UNHEALTHY_AFTER):
+            if self.stores.health.record_reconcile_failure(
+                run_id, text, self.clock(), UNHEALTHY_AFTER
+            ):
                 self.outbox.publish(run_id)
         except Exception as e:  # noqa: BLE001 - the store may be what is failing
             _log("ERROR", "reconcile failure not recorded", run=run_id, error=repr(e))
@@ -192,7 +223,7 @@ class Triggers:
         holder = uuid.uuid4().hex
         expiry = watch_lease_expiry(published, period_s, policy)
         try:
-            acquired = self.store.acquire_watch_lease(holder, expiry, now)
+            acquired = self.stores.watch_leases.acquire_watch_lease(holder, expiry, now)
         except Exception as e:  # noqa: BLE001 - the tick itself has succeeded
             _log("ERROR", "tail watch lease not acquired", tick=tick_id, error=repr(e))
             return
@@ -205,7 +236,7 @@ class Triggers:
         finally:
             _log("INFO", "tail watch ended", tick=tick_id)  # before the lease is free again
             try:
-                self.store.release_watch_lease(holder)
+                self.stores.watch_leases.release_watch_lease(holder)
             except Exception as e:  # noqa: BLE001 - the lease lapses on its own
                 _log("ERROR", "tail watch lease not released", tick=tick_id, error=repr(e))
 
@@ -222,16 +253,16 @@ class Triggers:
         def reconcile(run_id: str) -> RunState | None:
             try:
                 log_reconciled(self.reconcile(run_id), "tail-watch")
-                return self.store.load_run(run_id)
+                return self.stores.runs.load_run(run_id)
             except Exception as e:  # noqa: BLE001 - the next tick retries this run
                 _log("ERROR", "tail-watch reconcile failed", run=run_id, error=repr(e))
                 return None
 
         try:
             runs = []
-            for run_id in self.store.active_runs():
+            for run_id in self.stores.runs.active_runs():
                 try:
-                    runs.append(self.store.load_run(run_id))
+                    runs.append(self.stores.runs.load_run(run_id))
                 except RunNotFoundError:  # purged since the query
                     continue
             watch(

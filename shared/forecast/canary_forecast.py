@@ -1,10 +1,17 @@
 """The build's forecast from a canary: the simulator (shared.forecast.simulation), which drives the
 real decision code, fed with the canary's pod runtimes and start-up waits and the layer's
-canary-sized requests (docs/canary-and-rightsize.md). Pure (the rate table is packaged)."""
+canary-sized requests (docs/canary-and-rightsize.md). Pure (the rate table is packaged).
+
+Because the simulator drives `decide`, the decision never calls it: `decide` records an ended
+canary's figures and sizes, and `with_canary_forecasts` adds the forecast to that decision
+before it is committed (the reconcile's one commit, as before)."""
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 
 from shared.config.config import PipelineConfig
@@ -12,10 +19,12 @@ from shared.forecast.simulation.cluster import ClusterParams
 from shared.forecast.simulation.engine import T0, SimSettings, simulate
 from shared.forecast.simulation.runtimes import Runtimes
 from shared.jobs.autopilot import Requests
+from shared.model.phase import Phase
 from shared.model.state import RunState
 from shared.money.pricing import load_rates, pod_cost, rate_for
 from shared.reconcile.build_plan import new_run
-from shared.reconcile.canary import CanaryFigures, with_layer_requests
+from shared.reconcile.canary import CanaryFigures, canary_figures, with_layer_requests
+from shared.reconcile.decision import Alert, Decision, Snapshot
 
 POD_OVERHEAD_S = 10.0  # the simulator's start-up per pod (shared.forecast.simulation.runtimes)
 START_UP_SHARE = 0.5  # at most this share of a canary pod is taken for start-up
@@ -98,3 +107,55 @@ def forecast_build(
         "pods": report.pods + (figures.pods or figures.chunks),
         "cost_usd": round(spent + report.cost_usd, 6),
     }
+
+
+# forecast_build's signature: (cfg, run, stage, layer, figures, planned, sized, now) -> forecast.
+BuildForecast = Callable[..., dict[str, float]]
+
+
+def with_canary_forecasts(
+    cfg: PipelineConfig,
+    seen: Snapshot,
+    decision: Decision,
+    forecast: BuildForecast = forecast_build,
+) -> Decision:
+    """`decision` (decided from `seen` under `cfg`) with the build's forecast in the record of
+    each canary that succeeded in it (`forecast`; `forecast_error` where it cannot price the
+    run, e.g. a region the rate table lacks: no forecast, no stop), and in the
+    `approval_needed` alert that carries that record. The forecast is made from the figures of
+    the canary's pods as observed, the requests it ran at and the layer's sized ones, at the
+    decision's time."""
+    ended = [
+        key
+        for key, ls in decision.state.layers.items()
+        if ls.canary.phase == Phase.SUCCEEDED
+        and seen.run.layers[key].canary.phase != Phase.SUCCEEDED
+    ]
+    if not ended:
+        return decision
+    state = copy.deepcopy(decision.state)
+    records: dict[tuple[str, int], dict] = {}
+    for key in ended:
+        ls = state.layers[key]
+        figures = canary_figures(seen.pods.get(ls.canary.job, []), seen.canary_logs)
+        if figures is None:  # a canary succeeds only with a succeeded pod
+            continue
+        record = ls.canary.record
+        planned = Requests(record["planned"]["cpu"], record["planned"]["memory_gib"])
+        sized = Requests(record["sized"]["cpu"], record["sized"]["memory_gib"])
+        try:
+            fc = forecast(cfg, seen.run, ls.stage, ls.layer, figures, planned, sized, decision.at)
+            ls.canary.record = {**record, "forecast": fc}
+        except ValueError as e:
+            ls.canary.record = {**record, "forecast_error": str(e).splitlines()[0]}
+        records[(ls.stage, ls.layer)] = ls.canary.record
+    actions = [
+        replace(a, details={**a.details, "canary": records[(a.stage, a.layer)]})
+        if isinstance(a, Alert)
+        and a.kind == "approval_needed"
+        and (a.stage, a.layer) in records
+        and "canary" in a.details
+        else a
+        for a in decision.actions
+    ]
+    return replace(decision, state=state, actions=actions)

@@ -27,6 +27,7 @@ from shared.forecast.simulation.runtimes import Runtimes
 from shared.model import intervals
 from shared.model.grid import layer_batch_size
 from shared.model.layers import layer_shape
+from shared.model.phase import Phase
 from shared.model.stages import dependencies_in
 from shared.model.state import LayerState, RunState
 from shared.money.pricing import Rate, load_rates, pod_cost, rate_for
@@ -137,7 +138,7 @@ def observed_advance_s(run: RunState) -> float | None:
 
 def _canary_done(ls: LayerState) -> datetime | None:
     """When the reconcile found the layer's canary done (None: it had none)."""
-    done = ls.canary.record.get("finished_at") if ls.canary.phase == "done" else None
+    done = ls.canary.record.get("finished_at") if ls.canary.phase == Phase.SUCCEEDED else None
     return datetime.fromisoformat(done) if isinstance(done, str) else None
 
 
@@ -171,13 +172,13 @@ def forecast(
         else:
             deps = dependencies_in(ls.stage, run.stages)
             start = max((done_at[run.top_layer(d).key] for d in deps), default=0.0)
-        if ls.phase in ("succeeded", "failed"):
+        if ls.phase in (Phase.SUCCEEDED, Phase.FAILED):
             done_at[ls.key] = start
             continue
         left = plan.completions - intervals.count(ls.progress.completed_indexes)
         pod_s = _pod_seconds(run, ls, batch_chunks, default_chunk_s, pod_overhead_s)
         slot_s = pod_s + pod_wait_s  # a place in the ramp: the wait to start, then the pod
-        if ls.phase == "running" and ls.timing.ramp_started_at is not None:
+        if ls.phase == Phase.RUNNING and ls.timing.ramp_started_at is not None:
             ramp_elapsed = max(0.0, (now - ls.timing.ramp_started_at).total_seconds())
             # pods run at different times once some have finished (and been replaced)
             in_flight = ls.progress.active if ls.pods.succeeded else 0

@@ -217,7 +217,7 @@ def pod_spec(
     """The pod spec of every Job of a run, a layer's or a setup's: one container running
     `command` in the stage's image with its requests, the contract env then the stage's and
     the mounts'; Spot scheduling (or the compute class); the Secret and dataset mounts
-    (contract section 3); run as `service_account` (default: the workers',
+    (docs/job-and-worker-contract.md#mounts); run as `service_account` (default: the workers',
     `workload_identity.ksa`). ManifestError if the scheduling cannot be rendered."""
     job = cfg.job.for_stage(stage)
     selector, tolerations = _scheduling(cfg, job)

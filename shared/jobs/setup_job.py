@@ -1,4 +1,4 @@
-"""The one-shot Job of a stage's setup pass (contract section 4), rendered from the config.
+"""The one-shot Job of a stage's setup pass (docs/setup-passes.md), rendered from the config.
 Pure.
 
 A setup pass runs once before a stage's first layer: PyChunkedGraph's ingest setup creates the
@@ -25,6 +25,7 @@ from shared.config.config import PipelineConfig
 from shared.config.stage_selection import setup_command
 from shared.jobs import worker_pod
 from shared.jobs.autopilot import Requests, ResourceLimitError, snap_requests
+from shared.jobs.graph_probe import runs_in_pcg_image, with_graph_probe
 from shared.jobs.layer_spec import MAX_JOB_NAME, attempt_salt, short_hash
 from shared.jobs.manifest import (
     MANAGED_BY,
@@ -74,6 +75,15 @@ def has_setup(cfg: PipelineConfig, stage: str) -> bool:
         return True  # it has one, which cannot be rendered: the run fails it, saying why
 
 
+def probes_graph(cfg: PipelineConfig, stage: str) -> bool:
+    """Whether the stage's setup pod runs through the graph probe (`shared.jobs.graph_probe`):
+    its setup is one of PyChunkedGraph's modules, so the image reports the graph's grids."""
+    try:
+        return runs_in_pcg_image(setup_command(cfg, stage))
+    except PlanError:
+        return False
+
+
 def render_setup_job(
     cfg: PipelineConfig, stage: str, *, run_id: str, attempt: int = 0, exist_ok: bool = False
 ) -> dict[str, Any]:
@@ -90,6 +100,9 @@ def render_setup_job(
         raise ManifestError(f"setup of stage {stage}: {e}") from None
     if argv is None:
         raise ManifestError(f"commands.{stage}_setup is empty: stage {stage} has no setup")
+    if runs_in_pcg_image(argv):
+        # The image reports the grids its harness iterates (docs/setup-passes.md).
+        argv = with_graph_probe(argv, cfg.graph_id)
     name = setup_job_name(cfg.graph_id, stage, run_id, attempt)
     labels = {**job_labels(cfg, run_id, stage, SETUP_LAYER), STEP: "setup"}
     meta = {"labels": labels, "annotations": {PREFIX + "run-id": run_id}}

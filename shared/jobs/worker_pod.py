@@ -1,7 +1,7 @@
 """What one worker pod of a layer asks for: its process count, its resources block and its
 scheduling (node selector and tolerations). Pure: no I/O.
 
-These follow what PyChunkedGraph images expect (reference/pcg-worker-contract.md, section 3):
+These follow what PyChunkedGraph images expect (docs/job-and-worker-contract.md#worker-env):
 
 - `PCG_N_PROCESSES` sizes the images' process pools. Left to themselves they size a pool from
   the node's cores (`os.cpu_count()` is not cgroup-aware) and throttle a small pod, so the
@@ -111,9 +111,9 @@ SECRET_FILE_MODE = 0o444
 def mounts(
     cfg: PipelineConfig, run_id: str, stage: str
 ) -> tuple[list[dict], list[dict], dict[str, str]]:
-    """(volumes, volumeMounts, env) every worker and setup pod of `stage` gets (contract
-    section 3): the credential files of Secret `secret_name` in the image user's
-    ~/.cloudvolume/secrets (`secrets_dir`), readable by any user, with
+    """(volumes, volumeMounts, env) every worker and setup pod of `stage` gets
+    (docs/job-and-worker-contract.md#mounts): the credential files of Secret `secret_name` in
+    the image user's ~/.cloudvolume/secrets (`secrets_dir`), readable by any user, with
     GOOGLE_APPLICATION_CREDENTIALS when `secret_files` has google-secret.json (Workload
     Identity otherwise); and the run's dataset file as the one file
     /app/datasets/dataset.yml (PCG_DATASET; `subPath`, so whatever the image ships in

@@ -1,5 +1,5 @@
 """How often PyChunkedGraph images renew their chunk claims, and the scale that keeps the
-renewal within the claim's lifetime (docs/worker-contract.md, "Claim lifetime and renewal").
+renewal within the claim's lifetime (docs/images-chunk-lock.md, "Claim lifetime and renewal").
 
 In those images a chunk claim lives for the kvdbclient client's lock expiry, which
 ``ChunkedGraph`` takes from the graph's ``graph_config.ROOT_LOCK_EXPIRY`` (3 minutes by

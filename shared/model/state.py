@@ -9,14 +9,30 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
+from shared.model.phase import (
+    Phase,
+    RunStatus,
+    canary_phase_from_doc,
+    canary_phase_to_doc,
+    phase_from_doc,
+    run_status_from_doc,
+)
 from shared.model.stages import FIRST_LAYER, dependencies_in
 
 SETUP_LAYER = 0  # a setup Job's layer (label, CreateJob, `pipeline submit RUN STAGE 0`)
-RUN_STATUSES = ("running", "paused", "succeeded", "failed")
-RUN_ENDED = ("succeeded", "failed")  # the controller no longer acts (a re-submit revives)
-LAYER_PHASES = ("waiting", "running", "succeeded", "failed")
+# The controller no longer acts (a re-submit revives).
+RUN_ENDED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
+
+
+class JobKind(StrEnum):
+    """Which of a run's Jobs a name is (`RunState.job_names`)."""
+
+    SETUP = "setup"  # a stage's setup pass (SetupState.job_name)
+    LAYER = "layer"  # a layer's current attempt (LayerState.job.name)
+    CANARY = "canary"  # a layer's canary (LayerState.canary.job)
 
 
 def layer_key(stage: str, layer: int) -> str:
@@ -144,7 +160,9 @@ class Faults:
 class Canary:
     """The layer's canary (controller.canary_chunks; shared.reconcile.canary)."""
 
-    phase: str = ""  # "" (none), running, done or failed
+    # Waiting (none yet), running, succeeded or failed; stored as "", running, done or failed
+    # (shared.model.phase.canary_phase_to_doc).
+    phase: Phase = Phase.WAITING
     job: str = ""
     record: dict[str, Any] = field(default_factory=dict)  # figures, sized requests, forecast
 
@@ -236,7 +254,7 @@ class LayerState:
 
     stage: str
     layer: int
-    phase: str = "waiting"
+    phase: Phase = Phase.WAITING
     failure_reason: str = ""
     # `pipeline start --from-layer`: built by an earlier run (its done markers were checked).
     done_before: bool = False
@@ -258,10 +276,14 @@ class LayerState:
     def to_doc(self) -> dict[str, Any]:
         """The flat stored document (the keys of `_FLAT_KEYS`, in that order)."""
         nested = asdict(self)
-        return {
+        doc = {
             flat: nested[name] if record is None else nested[record][name]
             for flat, record, name in _FLAT_KEYS
         }
+        # Plain strings in the document; the canary's under its stored names.
+        doc["phase"] = Phase(self.phase).value
+        doc["canary_phase"] = canary_phase_to_doc(self.canary.phase)
+        return doc
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> LayerState:
@@ -275,6 +297,11 @@ class LayerState:
                 top[name] = doc[flat]
             else:
                 parts.setdefault(record, {})[name] = doc[flat]
+        where = f"layer {layer_key(doc.get('stage', '?'), doc.get('layer', '?'))}"
+        if "phase" in top:
+            top["phase"] = phase_from_doc(top["phase"], where)
+        if "phase" in parts.get("canary", {}):
+            parts["canary"]["phase"] = canary_phase_from_doc(parts["canary"]["phase"], where)
         return cls(**top, **{r: _RECORDS[r](**kw) for r, kw in parts.items()})
 
 
@@ -295,7 +322,7 @@ class SetupState:
     stage's first layer may start. Re-submitting a failed one bumps `attempt` (a new Job)."""
 
     stage: str
-    phase: str = "waiting"
+    phase: Phase = Phase.WAITING
     attempt: int = 0
     job_name: str = ""
     started_at: datetime | None = None
@@ -317,12 +344,17 @@ class SetupState:
         )
 
     def to_doc(self) -> dict[str, Any]:
-        return asdict(self)
+        """The stored document (the phase as a plain string)."""
+        return {**asdict(self), "phase": Phase(self.phase).value}
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> SetupState:
+        """Read a stored setup; unknown keys are ignored, missing ones take defaults."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in doc.items() if k in known})
+        kw = {k: v for k, v in doc.items() if k in known}
+        if "phase" in kw:
+            kw["phase"] = phase_from_doc(kw["phase"], f"setup {doc.get('stage', '?')}")
+        return cls(**kw)
 
 
 @dataclass
@@ -334,7 +366,7 @@ class RunState:
     stages: list[str]
     top_layers: dict[str, int]  # stage -> its last layer
     advance: str = "approve"
-    status: str = "running"
+    status: RunStatus = RunStatus.RUNNING
     created_at: datetime | None = None
     finished_at: datetime | None = None
     budget_usd: float | None = None
@@ -362,7 +394,7 @@ class RunState:
     def setup_pending(self, stage: str) -> bool:
         """True while the stage's setup pass has not succeeded (False: none, or done)."""
         setup = self.setups.get(stage)
-        return setup is not None and setup.phase != "succeeded"
+        return setup is not None and setup.phase != Phase.SUCCEEDED
 
     def stage_may_begin(self, stage: str) -> bool:
         """Every stage `stage` depends on is complete: its setup may run."""
@@ -383,14 +415,14 @@ class RunState:
 
     def stage_complete(self, stage: str) -> bool:
         mine = [ls for ls in self.layers.values() if ls.stage == stage]
-        return bool(mine) and all(ls.phase == "succeeded" for ls in mine)
+        return bool(mine) and all(ls.phase == Phase.SUCCEEDED for ls in mine)
 
     def dependencies_met(self, ls: LayerState) -> bool:
         """A layer may start when the layer below is complete (or, for the first layer of a
         stage, when every stage it depends on is complete)."""
         below = self.layer_below(ls)
         if below is not None:
-            return below.phase == "succeeded"
+            return below.phase == Phase.SUCCEEDED
         return not self.setup_pending(ls.stage) and self.stage_may_begin(ls.stage)
 
     def ready_since(self, ls: LayerState) -> datetime | None:
@@ -402,22 +434,41 @@ class RunState:
             return below.timing.finished_at
         setup = self.setups.get(ls.stage)
         if setup is not None:  # it ran once the stages it waits for were done
-            return setup.finished_at if setup.phase == "succeeded" else None
+            return setup.finished_at if setup.phase == Phase.SUCCEEDED else None
         deps = dependencies_in(ls.stage, self.stages)
         if not deps:
             return self.created_at
         stamps = [self.top_layer(d).timing.finished_at for d in deps]
         return None if None in stamps else max(stamps)  # type: ignore[type-var]
 
+    def job_names(self, *kinds: JobKind) -> list[str]:
+        """Every Job name the run owns (of `kinds`; all kinds if none given): each setup's, then
+        each layer's current attempt and its canary, in the order of `setups` and `layers`;
+        unnamed (not yet planned) ones are left out. A re-submit's retired attempt is not listed
+        (it had the name before)."""
+        want = set(kinds or JobKind)
+        out = [s.job_name for s in self.setups.values() if JobKind.SETUP in want]
+        for ls in self.layers.values():
+            out += [ls.job.name] if JobKind.LAYER in want else []
+            out += [ls.canary.job] if JobKind.CANARY in want else []
+        return [name for name in out if name]
+
     def run_doc(self) -> dict[str, Any]:
+        """The stored run document (its layers are documents of their own)."""
         doc = asdict(self)
         doc.pop("layers")
+        doc["status"] = RunStatus(self.status).value
+        doc["setups"] = {k: s.to_doc() for k, s in self.setups.items()}
         return doc
 
     @classmethod
     def from_docs(cls, run: dict[str, Any], layers: list[dict[str, Any]]) -> RunState:
+        """Read a run from its stored document and its layers' documents."""
         known = {f.name for f in fields(cls)} - {"layers", "setups"}
-        state = cls(**{k: v for k, v in run.items() if k in known})
+        kw = {k: v for k, v in run.items() if k in known}
+        if "status" in kw:
+            kw["status"] = run_status_from_doc(kw["status"], f"run {run.get('run_id', '?')}")
+        state = cls(**kw)
         setups = run.get("setups") or {}
         state.setups = {k: SetupState.from_doc(v) for k, v in setups.items()}
         state.layers = {ls.key: ls for ls in (LayerState.from_doc(d) for d in layers)}

@@ -42,7 +42,7 @@ DATASET_JSON = "PCG_DATASET_JSON"
 # PyChunkedGraph images renew a chunk claim every 60 s x (L-1) x PCG_LOCK_EXPIRY_SCALE; the
 # claim itself lives for the graph's ROOT_LOCK_EXPIRY (3 min), whatever the scale. Written per
 # layer so the renewal is at most a third of that lifetime (shared.model.lock_renewal); the
-# operator's `env` may set it instead (docs/worker-contract.md).
+# operator's `env` may set it instead (docs/images-chunk-lock.md).
 LOCK_EXPIRY_SCALE = lock_renewal.SCALE_ENV
 # Mounts (contract 3): the credential files of the Secret, the dataset file of the ConfigMap.
 # PyChunkedGraph images run as root and read ~/.cloudvolume/secrets, i.e. under /root; our

@@ -87,10 +87,13 @@ def storage_line(
     price: CloudPrice,
     exact: bool = True,
     source: str = "Cloud Monitoring table/bytes_used",
+    partial: str = "",
 ) -> BillLine:
     """The tables' mean bytes over [start, end] x the span in months x the GiB-month price.
     `exact`: the series is Bigtable's own (else an approximation, e.g. the local meter's
-    bytes written); None or no point in the span: not known, $0, estimated."""
+    bytes written); None or no point in the span: not known, $0, estimated. `partial`: why
+    the series is only part of Monitoring's answer (the line is then estimated, a lower
+    bound)."""
     mean = _mean(samples or [], start, end)
     if mean is None:
         return BillLine("table_storage", 0.0, False, f"no {source} series for the build: $0")
@@ -100,7 +103,9 @@ def storage_line(
         f"{source}: mean {mean / GIB:.3g} GiB over {months * MONTH_H:.2f} h "
         f"at ${price.usd}/GiB-month"
     )
-    return BillLine("table_storage", usd, exact, basis)
+    if partial:
+        basis += f"; a lower bound, Monitoring answered in part ({partial})"
+    return BillLine("table_storage", usd, exact and not partial, basis)
 
 
 def node_hours_above(samples: Sequence[Sample], start: datetime, end: datetime) -> float:
@@ -119,9 +124,15 @@ def node_hours_above(samples: Sequence[Sample], start: datetime, end: datetime) 
 
 
 def nodes_line(
-    samples: Sequence[Sample] | None, start: datetime, end: datetime, price: CloudPrice
+    samples: Sequence[Sample] | None,
+    start: datetime,
+    end: datetime,
+    price: CloudPrice,
+    partial: str = "",
 ) -> BillLine:
-    """The instance's nodes above its count before the build, priced per node-hour."""
+    """The instance's nodes above its count before the build, priced per node-hour.
+    `partial`: why the counts are only part of Monitoring's answer (the line is then
+    estimated: a cluster's nodes may be missing from the sums)."""
     if not samples:
         return BillLine(
             "bigtable_nodes", 0.0, False, "node count not known: the instance assumed not scaled"
@@ -131,7 +142,9 @@ def nodes_line(
         f"Cloud Monitoring cluster/node_count: {hours:.2f} node-hours above the count before "
         f"the build at ${price.usd}/node-hour"
     )
-    return BillLine("bigtable_nodes", hours * price.usd, True, basis)
+    if partial:
+        basis += f"; Monitoring answered in part ({partial})"
+    return BillLine("bigtable_nodes", hours * price.usd, not partial, basis)
 
 
 def controller_usd(usage: ControllerUsage, span_s: float, prices: dict[str, CloudPrice]) -> float:

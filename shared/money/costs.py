@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from shared.jobs.setup_job import setup_requests
 from shared.model import intervals
+from shared.model.phase import Phase
 from shared.model.state import LayerState, RunState, SetupState
 from shared.money.pricing import Rate, RateRow, cluster_fee, pod_cost, rate_for
 
@@ -69,10 +70,10 @@ def layer_cost(ls: LayerState, rate: Rate) -> LayerCost:
     missing = 0
     done = (
         ls.job.completions
-        if ls.phase == "succeeded"
+        if ls.phase == Phase.SUCCEEDED
         else intervals.count(ls.progress.completed_indexes)
     )
-    if ls.phase in ("succeeded", "failed") and ls.pods.succeeded < done:
+    if ls.phase in (Phase.SUCCEEDED, Phase.FAILED) and ls.pods.succeeded < done:
         missing = done - ls.pods.succeeded
         mean = ls.pods.succeeded_runtime_s / ls.pods.succeeded if ls.pods.succeeded else 0.0
         usd += pod_cost(rate, ls.pods.cpu_request, ls.pods.memory_request_gib, mean * missing)

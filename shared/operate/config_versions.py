@@ -23,6 +23,7 @@ from typing import Any
 
 from shared.config.config import PipelineConfig
 from shared.config.config_files import config_from_dict
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import RunState
 from shared.operate.dataset_changes import check_apply as check_dataset_changes
 from shared.operate.layer_drift import DriftAction, LayerDrift, describe, layer_drift
@@ -144,7 +145,7 @@ def apply_config(
     (forced or not); DatasetChangedError for dataset keys changed since the run started
     that cannot take effect (shared.operate.dataset_changes; forced or not); ActionError for a
     run that has finished or a config of another graph."""
-    if run.status == "succeeded":
+    if run.status == RunStatus.SUCCEEDED:
         raise ActionError(f"run {run.run_id} has succeeded: there is nothing left to apply to")
     # Not forceable: forced, the change would still not reach the workers.
     check_mesh_changes(run, new, changes)
@@ -185,7 +186,7 @@ def running_drift(run: RunState, new: PipelineConfig) -> list[LayerDrift]:
     return [
         layer_drift(old, new, ls.key, ls.stage)
         for ls in run.ordered_layers()
-        if ls.phase == "running"
+        if ls.phase == Phase.RUNNING
     ]
 
 

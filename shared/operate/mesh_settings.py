@@ -19,6 +19,7 @@ from typing import Protocol
 
 from shared.config.config import PipelineConfig
 from shared.jobs.setup_job import has_setup
+from shared.model.phase import Phase
 from shared.model.state import RunState
 from shared.operate.operator_actions import ActionError
 
@@ -52,7 +53,7 @@ def meshing_setup_ran(run: RunState, cfg: PipelineConfig) -> bool:
     setup = run.setups.get(MESHING)
     if setup is None:
         return True  # skipped by `--from-layer`: it ran when the layers below were built
-    return setup.phase in ("running", "succeeded")
+    return setup.phase in (Phase.RUNNING, Phase.SUCCEEDED)
 
 
 def check_mesh_changes(run: RunState, cfg: PipelineConfig, changes: Sequence[_Change]) -> None:

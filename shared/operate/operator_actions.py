@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import SETUP_LAYER, JobAttempt, LayerState, RunState, SetupState, layer_key
 from shared.reconcile.oom import next_memory_factor
 
@@ -52,7 +53,9 @@ def approve(
             )
         targets = [run.layers[layer_key(stage, n)] for n in layers]
     else:
-        targets = [ls for ls in run.ordered_layers() if ls.stage == stage and ls.phase == "waiting"]
+        targets = [
+            ls for ls in run.ordered_layers() if ls.stage == stage and ls.phase == Phase.WAITING
+        ]
     for ls in targets:
         if not ls.approval.granted:
             ls.approval.granted, ls.approval.by, ls.approval.at = True, by, now
@@ -60,15 +63,15 @@ def approve(
 
 
 def pause(run: RunState) -> None:
-    if run.status != "running":
+    if run.status != RunStatus.RUNNING:
         raise ActionError(f"run {run.run_id} is {run.status}, not running")
-    run.status = "paused"
+    run.status = RunStatus.PAUSED
 
 
 def resume(run: RunState) -> None:
-    if run.status != "paused":
+    if run.status != RunStatus.PAUSED:
         raise ActionError(f"run {run.run_id} is {run.status}, not paused")
-    run.status = "running"
+    run.status = RunStatus.RUNNING
 
 
 def scale(run: RunState, stage: str, layer: int, parallelism: int | None) -> None:
@@ -81,10 +84,10 @@ def scale(run: RunState, stage: str, layer: int, parallelism: int | None) -> Non
 def cancel(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
     """Stop a layer: its Job and pods are deleted, the layer is failed (re-submit to redo)."""
     ls = layer_of(run, stage, layer)
-    if ls.phase not in ("running", "failed"):
+    if ls.phase not in (Phase.RUNNING, Phase.FAILED):
         raise ActionError(f"{ls.key} is {ls.phase}: only a running or failed layer has a Job")
-    if ls.phase == "running":
-        ls.phase, ls.timing.finished_at = "failed", now
+    if ls.phase == Phase.RUNNING:
+        ls.phase, ls.timing.finished_at = Phase.FAILED, now
         ls.failure_reason = f"deleted by {by}"
     ls.job.delete_requested = True
 
@@ -104,7 +107,7 @@ def resubmit(
         _resubmit_setup(run, stage)
         return
     ls = layer_of(run, stage, layer)
-    if ls.phase != "failed":
+    if ls.phase != Phase.FAILED:
         raise ActionError(f"{ls.key} is {ls.phase}: only a failed layer can be re-submitted")
     fresh = _next_attempt(ls, by, now)
     # The old Job's pods may still be finishing (a `pipeline delete` not yet carried out, or
@@ -112,8 +115,8 @@ def resubmit(
     fresh.job.retire_delete = ls.job.delete_requested or ls.job.retire_delete
     fresh.faults.memory_factor = next_memory_factor(ls, oom_memory_factor)
     run.layers[ls.key] = fresh
-    if run.status == "failed":
-        run.status = "running"
+    if run.status == RunStatus.FAILED:
+        run.status = RunStatus.RUNNING
 
 
 def replace_running(run: RunState, stage: str, layer: int, by: str, now: datetime) -> None:
@@ -123,7 +126,7 @@ def replace_running(run: RunState, stage: str, layer: int, by: str, now: datetim
     workers skip the chunks already done. Its canary's sizing and memory factor are kept (the
     new attempt replaces, it did not fail)."""
     ls = layer_of(run, stage, layer)
-    if ls.phase != "running":
+    if ls.phase != Phase.RUNNING:
         raise ActionError(f"{ls.key} is {ls.phase}: only a running layer's Job is replaced")
     fresh = _next_attempt(ls, by, now)
     fresh.job.retire_delete = True
@@ -144,13 +147,13 @@ def _next_attempt(ls: LayerState, by: str, now: datetime) -> LayerState:
 
 def _resubmit_setup(run: RunState, stage: str) -> None:
     setup = setup_of(run, stage)
-    if setup.phase != "failed":
+    if setup.phase != Phase.FAILED:
         raise ActionError(f"the {stage} setup is {setup.phase}: only a failed one can be re-run")
     # The failed attempt's pod ran: its span is priced with the next (costs never vanish).
     earlier = setup.span_s(setup.finished_at or setup.started_at or run.created_at)
     run.setups[stage] = SetupState(stage=stage, attempt=setup.attempt + 1, earlier_s=earlier)
-    if run.status == "failed":
-        run.status = "running"
+    if run.status == RunStatus.FAILED:
+        run.status = RunStatus.RUNNING
 
 
 def _carry_costs(old: LayerState, fresh: LayerState) -> None:
@@ -176,7 +179,7 @@ class ActiveRunError(ActionError):
     """Another run of the same graph is still active (two runs would race on one table)."""
 
 
-ACTIVE_STATUSES = ("running", "paused")
+ACTIVE_STATUSES = (RunStatus.RUNNING, RunStatus.PAUSED)
 
 
 def guard_one_active(

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from shared.config.config import PipelineConfig
 from shared.jobs.layer_spec import layer_spec
 from shared.model.layers import chunk_id
+from shared.model.phase import Phase
 from shared.model.stages import FIRST_LAYER, dependencies, dependencies_in, writes_done_markers
 from shared.model.state import RunState, layer_key
 from shared.operate.operator_actions import ActionError
@@ -53,7 +54,7 @@ def check_root_check(run: RunState, earlier: Iterable[RunState], force: bool = F
         for r in earlier
         if r.run_id != run.run_id and INGEST in r.stages
         for ls in [r.layers.get(layer_key(INGEST, r.top_layers.get(INGEST, 0)))]
-        if ls is not None and (ls.phase == "succeeded" or ls.root_check_failed)
+        if ls is not None and (ls.phase == Phase.SUCCEEDED or ls.root_check_failed)
     ]
     if not ended:
         return
@@ -135,7 +136,7 @@ def skip_below(
     keys = []
     for layer in range(FIRST_LAYER, first):
         ls = run.layers[layer_key(stage, layer)]
-        ls.phase, ls.done_before, ls.timing.finished_at = "succeeded", True, now
+        ls.phase, ls.done_before, ls.timing.finished_at = Phase.SUCCEEDED, True, now
         ls.approval.granted, ls.approval.by, ls.approval.at = True, by, now
         ls.job.completions = 0
         keys.append(ls.key)

@@ -192,5 +192,6 @@ class RunStore(
     WatchLeases,
     Protocol,
 ):
-    """Every role of the run store on one object: what the controller takes for now (the
-    Firestore adapter is `FirestoreRunStore`; each role also has an adapter of its own)."""
+    """Every role of the run store on one object: what `Controller` takes, to hand each of its
+    parts the narrow roles above it uses (the Firestore adapter is `FirestoreRunStore`; each
+    role also has an adapter of its own)."""

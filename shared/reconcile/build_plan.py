@@ -19,15 +19,16 @@ from shared.jobs.manifest import ManifestError, render_job
 from shared.jobs.setup_job import (
     dataset_config_map_manifest,
     has_setup,
+    probes_graph,
     render_setup_job,
     setup_job_name,
 )
 from shared.jobs.worker_pod import layer_processes
 from shared.model.layers import layer_count
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import LayerState, RunState, SetupState, build_layers
 from shared.money.costs import billing_for
 from shared.ports.graph_table import GraphTable
-from shared.reconcile.canary import BuildForecaster
 from shared.reconcile.canary_plan import with_canary
 from shared.reconcile.decision import LayerPlan, Plan, SetupPlan
 from shared.reconcile.root_check import runs_root_check
@@ -95,8 +96,10 @@ def setup_plan(
         "project": cfg.bigtable.project,
         "instance": cfg.bigtable.instance,
         "pcg_ingest": runs_pcg_ingest_setup(cfg, setup.stage),
+        "probes_graph": probes_graph(cfg, setup.stage),
+        "fanout": cfg.ds.graph_config.FANOUT,
     }
-    if setup.phase not in ("waiting", "running"):
+    if setup.phase not in (Phase.WAITING, Phase.RUNNING):
         return SetupPlan(name, layer2_shape=grid, layer_count=layers, **where)
     exist_ok = table is not None and table.has_metadata
     try:
@@ -115,24 +118,20 @@ def may_create(ls: LayerState) -> bool:
     """Whether a reconcile may create the layer's Job: it is waiting, or running (its Job may
     have to be re-created). A finished layer never gets a Job again (a re-submit makes it
     waiting first)."""
-    return ls.phase in ("waiting", "running")
+    return ls.phase in (Phase.WAITING, Phase.RUNNING)
 
 
 def plan_for(
     cfg: PipelineConfig,
     run: RunState,
     table: GraphTable | None = None,
-    canary_forecast: BuildForecaster | None = None,
 ) -> Plan:
     """The plan of every layer of a run, with the controller settings and billing. Only the
     layers a reconcile may create get a rendered manifest (rendering is the costly part).
-    `table`: the graph's table as observed for its setup passes (None: not read);
-    `canary_forecast`: what forecasts the build from a canary (None: canaries forecast nothing)."""
+    `table`: the graph's table as observed for its setup passes (None: not read)."""
     return Plan(
         layers={
-            key: with_canary(
-                cfg, run, ls, layer_plan(cfg, run.run_id, ls, may_create(ls)), canary_forecast
-            )
+            key: with_canary(cfg, ls, layer_plan(cfg, run.run_id, ls, may_create(ls)))
             for key, ls in run.layers.items()
         },
         stall_after_s=cfg.controller.stall_after_s,
@@ -161,7 +160,7 @@ def new_run(
         stages=stages,
         top_layers=tops,
         advance=advance,
-        status="running",
+        status=RunStatus.RUNNING,
         created_at=now,
         budget_usd=budget_usd if budget_usd is not None else cfg.controller.budget_usd,
         config=snapshot,

@@ -15,20 +15,23 @@ only a second chunk shows what a chunk costs in a running pod (`pod_summary`).
 (where the cluster measures them: shared.ports.cluster.PodInfo). The layer's requests are then
 sized from them (`size_layer`: peak memory x `job.canary_margin`, CPU p95 x the same
 margin, snapped to Autopilot) unless `job.resources.overrides[2]` pins them, and the whole
-build is forecast by the simulator fed with these runtimes (shared.forecast.canary_forecast).
+build is forecast by the simulator fed with these runtimes (shared.forecast.canary_forecast,
+once the decision that ended the canary is made: the simulator drives the decision, so it sits
+above it and is never called from it).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
 from shared.config.config import JobOverride, JobSettings, LayerOverride, PipelineConfig
 from shared.jobs.autopilot import Requests, ResourceLimitError, layer_requests, snap_requests
+from shared.model.phase import Phase, canary_phase_to_doc
 from shared.model.state import LayerState, RunState
 from shared.model.worker_contract import BATCH_SIZE
 from shared.ports.cluster import JobStatus, PodInfo
@@ -36,7 +39,6 @@ from shared.reconcile.rightsize import percentile
 
 CANARY_LABEL = "cave-pipeline/canary"
 BATCH_ANNOTATION = "cave-pipeline/batch-size"
-CANARY_PHASES = ("", "running", "done", "failed")
 # A pod's start-up as the forecasts assume it (shared.forecast.simulation.runtimes.Runtimes)
 # when nothing measured it.
 POD_START_UP_S = 10.0
@@ -223,20 +225,10 @@ def size_layer(figures: CanaryFigures, job: JobSettings, layer: int, margin: flo
     return snap_requests(cpu, memory, job.compute_class)
 
 
-# The build forecast from canary figures and the layer's sized requests (set by the plan:
-# shared.forecast.canary_forecast.forecast_build over the run's config).
-# Called with the figures, the requests the canary ran at, the layer's sized requests and now.
-Forecaster = Callable[[CanaryFigures, Requests, Requests, datetime], dict[str, float]]
-# What makes a layer's Forecaster: called with the config, the run, the stage and the layer
-# first. The controller hands shared.forecast.canary_forecast.forecast_build to the plan, so the
-# plan (below the simulator in the house) never imports the simulator.
-BuildForecaster = Callable[..., dict[str, float]]
-
-
 @dataclass(frozen=True)
 class CanaryPlan:
     """What the config says about a layer's canary: its Job (name, manifest or refusal), its
-    chunks, the margin and settings it sizes the layer with, and the forecaster."""
+    chunks, and the margin and settings it sizes the layer with."""
 
     job_name: str
     chunks: int
@@ -244,7 +236,6 @@ class CanaryPlan:
     job: JobSettings
     manifest: dict[str, Any] | None = field(default=None, compare=False)
     refusal: str = ""
-    forecaster: Forecaster | None = field(default=None, compare=False)
 
 
 def canary_holds(
@@ -261,17 +252,19 @@ def canary_holds(
     what to do: ("create", (job name, parallelism)) or ("alert", (kind, details)).
 
     A canary is created once the layer may start (before its approval); while it runs the
-    layer waits. When it ends the layer keeps its figures, sized requests and forecast in
-    `ls.canary.record`; the layer then waits one more reconcile if the size changed (the next one
-    plans its Job at the new size), else goes on. A canary with no succeeded pod is recorded
-    as failed and alerted; the layer goes on as configured. `parallelism`: the pods the new
-    canary Job may run at once (controller.max_vcpus; default all its chunks)."""
+    layer waits. When it ends the layer keeps its figures and sized requests in
+    `ls.canary.record` (the build's forecast from them is added to it after the decision:
+    shared.forecast.canary_forecast.with_canary_forecasts); the layer then waits one more
+    reconcile if the size changed (the next one plans its Job at the new size), else goes on.
+    A canary with no succeeded pod is recorded as failed and alerted; the layer goes on as
+    configured. `parallelism`: the pods the new canary Job may run at once
+    (controller.max_vcpus; default all its chunks)."""
     if parallelism is None and plan is not None:
         parallelism = canary_pods(plan.chunks)
-    if plan is None or ls.canary.phase in ("done", "failed"):
+    if plan is None or ls.canary.phase in (Phase.SUCCEEDED, Phase.FAILED):
         return False, []
-    if not ls.canary.phase:
-        ls.canary.phase, ls.canary.job = "running", plan.job_name
+    if ls.canary.phase == Phase.WAITING:
+        ls.canary.phase, ls.canary.job = Phase.RUNNING, plan.job_name
         # Its pods' vCPU, counted against controller.max_vcpus while it runs (canary_vcpus).
         ls.canary.record = {
             "chunks": plan.chunks,
@@ -293,7 +286,7 @@ def canary_holds(
             ls.pods.cpu_seconds += p.cpu_request * seconds
             ls.pods.memory_gib_seconds += p.memory_request_gib * seconds
     if figures is None:
-        ls.canary.phase = "failed"
+        ls.canary.phase = Phase.FAILED
         reason = job.reason or "no canary pod succeeded"
         ls.canary.record = {**ls.canary.record, "failed": reason}
         fix = f"see `pipeline inspect` of Job {ls.canary.job}; the layer goes on as configured"
@@ -314,19 +307,14 @@ def canary_holds(
     if ended:  # its last pod's end -> this reconcile: the Job's completion, as a layer's
         record["completion_s"] = round(max(0.0, (now - max(ended)).total_seconds()), 4)
     record.update(problems)
-    if plan.forecaster is not None:
-        try:
-            record["forecast"] = plan.forecaster(figures, planned, sized, now)
-        except ValueError as e:  # e.g. a region the rate table lacks: no forecast, no stop
-            record["forecast_error"] = str(e).splitlines()[0]
-    ls.canary.record, ls.canary.phase = record, "done"
+    ls.canary.record, ls.canary.phase = record, Phase.SUCCEEDED
     return (sized.cpu, sized.memory_gib) != (planned.cpu, planned.memory_gib), []
 
 
 def canary_vcpus(ls: LayerState) -> float:
     """The vCPUs a layer's running canary requests (its parallelism x its pods' vCPU),
     counted against controller.max_vcpus like a running layer's (shared.reconcile.vcpu_budget)."""
-    if ls.canary.phase != "running":
+    if ls.canary.phase != Phase.RUNNING:
         return 0.0
     c = ls.canary.record
     return float(c.get("parallelism", c.get("chunks", 0))) * float(c.get("cpu", 0.0))
@@ -334,7 +322,7 @@ def canary_vcpus(ls: LayerState) -> float:
 
 def canary_details(ls: LayerState) -> dict[str, Any]:
     """What a layer's `approval_needed` alert adds: its canary's record, if it ran."""
-    return {"canary": ls.canary.record} if ls.canary.phase == "done" else {}
+    return {"canary": ls.canary.record} if ls.canary.phase == Phase.SUCCEEDED else {}
 
 
 def with_canary_sizes(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
@@ -343,7 +331,7 @@ def with_canary_sizes(cfg: PipelineConfig, run: RunState) -> PipelineConfig:
     sized = [
         ls
         for ls in run.layers.values()
-        if ls.canary.phase == "done" and "sized" in ls.canary.record
+        if ls.canary.phase == Phase.SUCCEEDED and "sized" in ls.canary.record
     ]
     if not sized:
         return cfg
@@ -383,7 +371,7 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
     cost: shared.money.costs, added by the caller that prices the run)."""
     out = []
     for ls in run.ordered_layers():
-        if not ls.canary.phase:
+        if ls.canary.phase == Phase.WAITING:
             continue
         c, fc = ls.canary.record, ls.canary.record.get("forecast") or {}
         peak = c.get("peak_memory_gib")
@@ -394,7 +382,7 @@ def canary_summary(run: RunState) -> list[dict[str, Any]]:
             {
                 "stage": ls.stage,
                 "layer": ls.layer,
-                "phase": ls.canary.phase,
+                "phase": canary_phase_to_doc(ls.canary.phase),  # as stored: "done", not succeeded
                 "chunks": c.get("chunks"),
                 "pods": c.get("pods", c.get("chunks")),  # records before two chunks a pod
                 "runtime_p50_s": c.get("runtime_p50_s"),
@@ -428,7 +416,7 @@ def canary_chunk_s(run: RunState) -> float | None:
     times = []
     for ls in run.layers.values():
         c = ls.canary.record
-        if ls.canary.phase != "done":
+        if ls.canary.phase != Phase.SUCCEEDED:
             continue
         if c.get("chunk_p50_s") is not None:
             times.append(float(c["chunk_p50_s"]))
@@ -440,6 +428,11 @@ def canary_chunk_s(run: RunState) -> float | None:
     return max(times) if times else None
 
 
+def _done_records(run: RunState) -> list[dict[str, Any]]:
+    """The records of the run's canaries that ended with figures."""
+    return [ls.canary.record for ls in run.layers.values() if ls.canary.phase == Phase.SUCCEEDED]
+
+
 def canary_pod_overhead_s(run: RunState) -> float | None:
     """What a pod pays once (its start-up, the first chunk's cold part, its exit) as the
     run's canaries measured it (`pod_overhead_p50_s`; the largest over its canaries), for
@@ -447,7 +440,8 @@ def canary_pod_overhead_s(run: RunState) -> float | None:
     times = [
         float(ls.canary.record["pod_overhead_p50_s"])
         for ls in run.layers.values()
-        if ls.canary.phase == "done" and ls.canary.record.get("pod_overhead_p50_s") is not None
+        if ls.canary.phase == Phase.SUCCEEDED
+        and ls.canary.record.get("pod_overhead_p50_s") is not None
     ]
     return max(times) if times else None
 
@@ -457,9 +451,7 @@ def canary_completion_s(run: RunState) -> float | None:
     status update, the watch), as the run's canaries measured it (`completion_s`); None
     without a finished canary that recorded it."""
     times = [
-        float(ls.canary.record["completion_s"])
-        for ls in run.layers.values()
-        if ls.canary.phase == "done" and ls.canary.record.get("completion_s") is not None
+        float(c["completion_s"]) for c in _done_records(run) if c.get("completion_s") is not None
     ]
     return max(times) if times else None
 
@@ -472,6 +464,6 @@ def canary_pod_wait_s(run: RunState) -> float | None:
     for ls in run.layers.values():
         c = ls.canary.record
         wait = c.get("start_mean_s", c.get("start_p50_s"))
-        if ls.canary.phase == "done" and wait is not None:
+        if ls.canary.phase == Phase.SUCCEEDED and wait is not None:
             times.append(float(wait))
     return max(times) if times else None

@@ -1,19 +1,17 @@
 """The canary's plan for a layer, from the run's config (shared.reconcile.canary): its Job, rendered
-from the layer's own, its size, margin and forecaster (made from the build forecaster the
-controller hands the plan). Pure."""
+from the layer's own, its size and margin. Pure."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import partial
 
 from shared.config.config import PipelineConfig
 from shared.model.layers import layer_shape
+from shared.model.phase import Phase
 from shared.model.stages import FIRST_LAYER
-from shared.model.state import LayerState, RunState
+from shared.model.state import LayerState
 from shared.reconcile.canary import (
-    BuildForecaster,
     CanaryPlan,
     canary_job_name,
     canary_manifest,
@@ -24,21 +22,18 @@ from shared.reconcile.decision import LayerPlan
 
 def with_canary(
     cfg: PipelineConfig,
-    run: RunState,
     ls: LayerState,
     lp: LayerPlan,
-    build_forecaster: BuildForecaster | None = None,
 ) -> LayerPlan:
     """`lp` with its canary's plan when the config asks for one (controller.canary_chunks)
-    and the layer is a stage's layer 2 still to be built whose canary has not ended.
-    `build_forecaster` forecasts the build from the canary's figures (None: no forecast)."""
+    and the layer is a stage's layer 2 still to be built whose canary has not ended."""
     wanted = cfg.controller.canary_chunks
     if (
         not wanted
         or ls.layer != FIRST_LAYER
         or ls.done_before
-        or ls.phase != "waiting"
-        or ls.canary.phase in ("done", "failed")
+        or ls.phase != Phase.WAITING
+        or ls.canary.phase in (Phase.SUCCEEDED, Phase.FAILED)
     ):
         return lp
     name = ls.canary.job or canary_job_name(lp.job_name)
@@ -52,8 +47,5 @@ def with_canary(
         job=job,
         manifest=manifest,
         refusal=lp.refusal,
-        forecaster=(
-            partial(build_forecaster, cfg, run, ls.stage, ls.layer) if build_forecaster else None
-        ),
     )
     return replace(lp, canary=plan)

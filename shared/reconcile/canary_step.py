@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from shared.jobs.autopilot import Requests
+from shared.model.phase import Phase
 from shared.model.state import LayerState
 from shared.ports.cluster import JobStatus
 from shared.reconcile.canary import canary_holds, canary_pods
@@ -30,7 +31,7 @@ def canary_step(
         return False
     name = ls.canary.job or lp.canary.job_name
     parallelism = None
-    if not ls.canary.phase and vcpus is not None:
+    if ls.canary.phase == Phase.WAITING and vcpus is not None:
         ls.timing.held_by_vcpu_cap = not vcpus.room_for_one(lp.cpu)
         if ls.timing.held_by_vcpu_cap:
             return True
@@ -61,7 +62,7 @@ def canary_run_control(
     """The patch that keeps a layer's running canary Job in step with its run: suspended
     while the run is paused (`pipeline pause`, the budget guard), resumed after; None when it
     is already so, or has ended."""
-    if ls.canary.phase != "running" or not ls.canary.job:
+    if ls.canary.phase != Phase.RUNNING or not ls.canary.job:
         return None
     job = jobs.get(ls.canary.job)
     if job is None or job.finished or job.suspended == paused:

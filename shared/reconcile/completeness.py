@@ -23,6 +23,7 @@ import numpy as np
 from shared.jobs.layer_spec import layer_spec
 from shared.model import intervals
 from shared.model.layers import LAYER_ID_BITS, bits_per_dim, chunk_id
+from shared.model.phase import Phase
 from shared.model.stages import DEFAULT_COMMAND, FIRST_LAYER
 from shared.model.state import layer_key
 
@@ -304,7 +305,7 @@ def run_complete(run: RunState, verdicts: dict[str, StageVerdict]) -> bool:
     for verdict in verdicts.values():
         for v in verdict.layers:
             ls = run.layers.get(layer_key(v.stage, v.layer))
-            if ls is not None and ls.phase == "succeeded" and not v.complete:
+            if ls is not None and ls.phase == Phase.SUCCEEDED and not v.complete:
                 return False
     return True
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from shared.model import intervals
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import SETUP_LAYER, LayerState, RunState, layer_key
 from shared.money.costs import Billing, run_cost
 from shared.money.pricing import RateRow
@@ -104,7 +105,7 @@ def _running_layer(
     bigtable: RampGate = FREE,
     root_verdict: LayerVerdict | None = None,
 ) -> None:
-    paused = run.status == "paused"
+    paused = run.status == RunStatus.PAUSED
     if job is None:
         # Committed as running but the Job is missing (crash between commit and create, or
         # deleted by hand): create it again; the deterministic name makes this idempotent.
@@ -114,17 +115,17 @@ def _running_layer(
     if foreign is not None:
         # A leftover under our name (a purged run's, another attempt's): never adopt its
         # progress or its Complete condition, never touch it.
-        ls.phase, ls.timing.finished_at, ls.failure_reason = "failed", now, foreign
+        ls.phase, ls.timing.finished_at, ls.failure_reason = Phase.FAILED, now, foreign
         out.append(Alert("layer_failed", ls.stage, ls.layer, {"reason": foreign, "fix": foreign}))
         return
     _job_progress(ls, job, now, out)
     if job.condition == "Complete":
-        ls.phase, ls.timing.finished_at = "succeeded", job.completion_time or now
+        ls.phase, ls.timing.finished_at = Phase.SUCCEEDED, job.completion_time or now
         return
     if job.condition == "Failed" and plan.root_check and root_verdict and root_verdict.complete:
         # Every marker written and the Job failed: PyChunkedGraph's root check failed after
         # the chunk was built (shared.reconcile.root_check), not a complete layer.
-        ls.phase, ls.timing.finished_at, ls.root_check_failed = "failed", now, True
+        ls.phase, ls.timing.finished_at, ls.root_check_failed = Phase.FAILED, now, True
         ls.progress.chunks_marked = root_verdict.chunks_marked
         details = root_check_details(
             run.run_id,
@@ -141,7 +142,11 @@ def _running_layer(
         out.append(Alert(ROOT_CHECK_FAILED, ls.stage, ls.layer, details))
         return
     if job.condition == "Failed":
-        ls.phase, ls.timing.finished_at, ls.failure_reason = "failed", now, job.reason or "Failed"
+        ls.phase, ls.timing.finished_at, ls.failure_reason = (
+            Phase.FAILED,
+            now,
+            job.reason or "Failed",
+        )
         out.append(
             Alert(
                 "layer_failed",
@@ -211,11 +216,11 @@ def _budget_guard(
     if spend < state.budget_usd:
         return
     state.budget_alerted = True
-    if state.status == "running":
-        state.status = "paused"
+    if state.status == RunStatus.RUNNING:
+        state.status = RunStatus.PAUSED
         for ls in state.layers.values():
             job = jobs.get(ls.job.name)
-            if ls.phase == "running" and job is not None and not job.suspended:
+            if ls.phase == Phase.RUNNING and job is not None and not job.suspended:
                 out.append(PatchJob(ls.job.name, suspend=True))
             if (patch := canary_run_control(ls, jobs, paused=True)) is not None:
                 out.append(patch)
@@ -238,11 +243,11 @@ def decide(
     state = copy.deepcopy(run)
     out: list[Action] = []
     records: dict[str, list[PodRecord]] = {}
-    if state.status in ("succeeded", "failed"):
+    if state.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
         return Decision(state, out, now)
     vcpus = VcpuBudget.of(plan.max_vcpus, state, seen.others_vcpus)
     bigtable = gate(seen.bigtable_load, plan.bigtable_cpu_max)
-    running = any(ls.phase == "running" for ls in state.layers.values())
+    running = any(ls.phase == Phase.RUNNING for ls in state.layers.values())
     state.ramp_hold = bigtable.reason if running else ""
     for setup in state.setups.values():
         sp = plan.setups.get(setup.stage)
@@ -257,9 +262,9 @@ def decide(
         if ls.job.retire_job and not _retired(ls, seen, out):
             continue  # the earlier attempt's pods still run: never overlap them
         # A running canary is paused and resumed with its run, as layer Jobs are.
-        if (patch := canary_run_control(ls, jobs, state.status == "paused")) is not None:
+        if (patch := canary_run_control(ls, jobs, state.status == RunStatus.PAUSED)) is not None:
             out.append(patch)
-        if ls.phase == "running":
+        if ls.phase == Phase.RUNNING:
             job = jobs.get(ls.job.name)
             if ls.job.name in pods:
                 # A Complete Job's completion time vouches for pods that vanished unseen.
@@ -273,7 +278,7 @@ def decide(
                     out.append(Alert(EVICTED_REPEATEDLY, ls.stage, ls.layer, evicted))
                 note_chunk_times(ls, records[ls.key], lp.batch_chunks)
                 _hung_pods(ls, seen, out)
-                if state.status == "running":
+                if state.status == RunStatus.RUNNING:
                     resize_step(ls, lp, pods[ls.job.name], out)
             _running_layer(
                 state,
@@ -288,11 +293,15 @@ def decide(
                 seen.ledger_checks.get(ls.key),
             )
             apply_ledger_check(state.run_id, ls, seen.ledger_checks.get(ls.key), now, out)
-            if ls.phase != "running":
+            if ls.phase != Phase.RUNNING:
                 if ls.job.name in seen.usage_read:  # read from monitoring as the Job ended
                     note_earlier_usage(ls, pods[ls.job.name], records.get(ls.key, []))
                 close_layer(ls)
-        elif ls.phase == "waiting" and state.status == "running" and state.dependencies_met(ls):
+        elif (
+            ls.phase == Phase.WAITING
+            and state.status == RunStatus.RUNNING
+            and state.dependencies_met(ls)
+        ):
             if canary_step(ls, lp, seen, now, out, vcpus):
                 continue
             if state.advance == "auto" or ls.approval.granted:
@@ -304,11 +313,11 @@ def decide(
                 details = {"advance": run.advance, **canary_details(ls)}
                 out.append(Alert("approval_needed", ls.stage, ls.layer, details))
     _budget_guard(state, jobs, now, plan.billing, rates, out)
-    if all(ls.phase == "succeeded" for ls in state.layers.values()):
-        state.status, state.finished_at = "succeeded", now
+    if all(ls.phase == Phase.SUCCEEDED for ls in state.layers.values()):
+        state.status, state.finished_at = RunStatus.SUCCEEDED, now
         if not state.finish_alerted:
             state.finish_alerted = True
-            out.append(Alert("run_finished", details={"status": "succeeded"}))
+            out.append(Alert("run_finished", details={"status": RunStatus.SUCCEEDED}))
     records = {k: v for k, v in records.items() if v}
     return Decision(state, out, now, records, _state_differs(run, state))
 
@@ -358,7 +367,7 @@ def _start_layer(
     out: list[Action],
     vcpus: VcpuBudget | None = None,
 ) -> None:
-    ls.phase, ls.job.completions = "running", lp.completions
+    ls.phase, ls.job.completions = Phase.RUNNING, lp.completions
     ls.pods.cpu_request, ls.pods.memory_request_gib = lp.cpu, lp.memory_gib
     ls.job.name = lp.job_name
     ls.timing.eligible_at = _eligible_since(state, ls) or now
@@ -389,7 +398,7 @@ def reject(decision: Decision, refusals: dict[str, str]) -> Decision:
             fail_setup(state, state.setups[action.stage], reason, decision.at, actions)
             continue
         ls = state.layers[layer_key(action.stage, action.layer)]
-        ls.phase, ls.timing.finished_at = "failed", decision.at
+        ls.phase, ls.timing.finished_at = Phase.FAILED, decision.at
         ls.failure_reason = f"rejected: {refusals[action.job_name]}"
         close_layer(ls)
         fix = f"correct the config, then `pipeline submit {state.run_id} {ls.stage} {ls.layer}`"

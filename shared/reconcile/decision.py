@@ -55,6 +55,10 @@ class SetupPlan:
     refusal: str = ""
     layer2_shape: tuple[int, int, int] = (1, 1, 1)
     layer_count: int = 2
+    fanout: int = 2
+    # The setup's pod prints the graph's metadata as its image reads it (the graph probe):
+    # a completed setup without that report failed.
+    probes_graph: bool = False
     # The graph's table the setup must leave its metadata in (docs/setup-passes.md).
     table_id: str = ""
     project: str = ""
@@ -188,5 +192,5 @@ class Decision:
     at: datetime  # the `now` it was decided at
     pod_records: dict[str, list[PodRecord]] = field(default_factory=dict)
     changed: bool = False
-    # Config versions to record with the commit (shared.control.rightsize_version).
+    # Config versions to record with the commit (shared.reconcile.rightsize_version).
     config_versions: list[dict[str, Any]] = field(default_factory=list)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from shared.model.phase import Phase
 from shared.model.state import LayerState
 from shared.reconcile.completeness import LayerVerdict, incomplete_details, incomplete_reason
 from shared.reconcile.decision import Action, Alert
@@ -21,11 +22,11 @@ def apply_ledger_check(
     run_id: str, ls: LayerState, verdict: LayerVerdict | None, now: datetime, out: list[Action]
 ) -> None:
     """Record `verdict` on the just-succeeded layer `ls`; fail it if chunks are unmarked."""
-    if verdict is None or ls.phase != "succeeded":
+    if verdict is None or ls.phase != Phase.SUCCEEDED:
         return
     ls.progress.chunks_marked = verdict.chunks_marked
     if verdict.complete:
         return
-    ls.phase, ls.timing.finished_at = "failed", now
+    ls.phase, ls.timing.finished_at = Phase.FAILED, now
     ls.failure_reason = incomplete_reason(run_id, verdict)
     out.append(Alert("layer_incomplete", ls.stage, ls.layer, incomplete_details(run_id, verdict)))

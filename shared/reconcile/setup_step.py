@@ -17,6 +17,7 @@ from datetime import datetime
 from shared.config.config import PipelineConfig
 from shared.config.stage_selection import runs_pcg_ingest_setup
 from shared.model.graph_meta import GraphMetaError, mismatch, parse_report
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import SETUP_LAYER, RunState, SetupState
 from shared.ports.cluster import JobStatus
 from shared.ports.graph_table import GraphTable, TableState, delete_table_fix, describe
@@ -27,7 +28,11 @@ from shared.reconcile.ownership import foreign_owner
 def may_start(run: RunState, setup: SetupState) -> bool:
     """Whether a waiting setup pass may be created now: the run is running and every stage
     it waits for is complete."""
-    return setup.phase == "waiting" and run.status == "running" and run.stage_may_begin(setup.stage)
+    return (
+        setup.phase == Phase.WAITING
+        and run.status == RunStatus.RUNNING
+        and run.stage_may_begin(setup.stage)
+    )
 
 
 def needs_graph_table(
@@ -39,7 +44,7 @@ def needs_graph_table(
     its command). A setup pod still at work needs no read."""
 
     def needs(s: SetupState) -> bool:
-        if s.phase == "running":
+        if s.phase == Phase.RUNNING:
             job = jobs.get(s.job_name)
             if job is not None:
                 return job.condition == "Complete"
@@ -64,7 +69,7 @@ def setup_step(
     be read (this project's record in the table, else a line in the pod's log); failed
     (with a `setup_failed` alert carrying the pod's log tail) otherwise."""
     table = seen.graph_table
-    if setup.phase == "waiting":
+    if setup.phase == Phase.WAITING:
         if not may_start(run, setup):
             return
         if sp.pcg_ingest:
@@ -73,10 +78,10 @@ def setup_step(
             if table.state is TableState.NO_METADATA:
                 refuse_empty_table(run, setup, sp, table, now, out)
                 return
-        setup.phase, setup.job_name, setup.started_at = "running", sp.job_name, now
+        setup.phase, setup.job_name, setup.started_at = Phase.RUNNING, sp.job_name, now
         _create(setup, sp, out)
         return
-    if setup.phase != "running":
+    if setup.phase != Phase.RUNNING:
         return
     job = seen.jobs.get(setup.job_name)
     if job is None:  # committed but not created (or deleted by hand): create it again
@@ -88,7 +93,7 @@ def setup_step(
             return  # judged once the table is read
         reason = completed_setup_problem(sp, table, seen.setup_logs.get(setup.job_name, ""))
         if not reason:
-            setup.phase, setup.finished_at = "succeeded", job.completion_time or now
+            setup.phase, setup.finished_at = Phase.SUCCEEDED, job.completion_time or now
             return
     elif reason is None and job.condition == "Failed":
         reason = f"the setup pod failed ({job.reason or 'Failed'})"
@@ -107,7 +112,9 @@ def _create(setup: SetupState, sp: SetupPlan, out: list[Action]) -> None:
 def completed_setup_problem(sp: SetupPlan, table: GraphTable, log_text: str) -> str:
     """Why a completed setup did not set the graph up, or "" if it did: the graph's metadata
     must be in its table (whatever the setup printed), and fit the planned grid where it can
-    be read (this project's record in the table, else a `graph_meta` line in the log)."""
+    be read: this project's record in the table (what our workers read), else a
+    `graph_meta` line in the pod's log (an image's own reading, which the graph probe of an
+    image's setup must print)."""
     if not table.has_metadata:
         return (
             f"the setup completed but {describe(table, sp.project, sp.instance)}: the stage's "
@@ -119,7 +126,12 @@ def completed_setup_problem(sp: SetupPlan, table: GraphTable, log_text: str) -> 
             meta = parse_report(log_text)
         except GraphMetaError as e:
             return f"the setup reported malformed graph metadata: {e}"
-    return mismatch(meta, sp.layer2_shape, sp.layer_count) if meta else ""
+        if meta is None and sp.probes_graph:
+            return (
+                "the setup completed but its graph probe reported no graph metadata (no "
+                "graph_meta line in the pod's log), so the grid the image iterates is unknown"
+            )
+    return mismatch(meta, sp.layer2_shape, sp.layer_count, sp.fanout) if meta else ""
 
 
 def refuse_empty_table(
@@ -155,7 +167,7 @@ def fail_setup(
     fix: str = "",
 ) -> None:
     """Fail a stage's setup pass: its layers stay waiting; the alert names the re-submit."""
-    setup.phase, setup.finished_at, setup.failure_reason = "failed", now, reason
+    setup.phase, setup.finished_at, setup.failure_reason = Phase.FAILED, now, reason
     fix = fix or f"fix the cause, then `pipeline submit {run.run_id} {setup.stage} {SETUP_LAYER}`"
     details = {"reason": reason, "job": setup.job_name, "fix": fix}
     out.append(Alert("setup_failed", setup.stage, SETUP_LAYER, details))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import LayerState, RunState
 from shared.reconcile.canary import canary_vcpus
 
@@ -39,7 +40,7 @@ class VcpuBudget:
         held = {
             ls.key: ls.job.parallelism * ls.pods.cpu_request
             for ls in run.layers.values()
-            if ls.phase == "running"
+            if ls.phase == Phase.RUNNING
         }
         canaries = sum(canary_vcpus(ls) for ls in run.layers.values())
         return cls(max_vcpus - others - canaries - sum(held.values()), held)
@@ -73,9 +74,9 @@ def running_vcpus(runs: list[RunState]) -> float:
     """vCPUs requested by the running layers and canaries of the given runs (paused runs'
     Jobs are suspended: they hold none)."""
     return sum(
-        (ls.job.parallelism * ls.pods.cpu_request if ls.phase == "running" else 0.0)
+        (ls.job.parallelism * ls.pods.cpu_request if ls.phase == Phase.RUNNING else 0.0)
         + canary_vcpus(ls)
         for run in runs
-        if run.status == "running"
+        if run.status == RunStatus.RUNNING
         for ls in run.layers.values()
     )

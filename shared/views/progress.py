@@ -21,6 +21,7 @@ from typing import Any
 from shared.forecast.forecast import LayerForecast, RunForecast
 from shared.model import intervals
 from shared.model.layer_size import LayerSize, chunks_done  # noqa: F401 - re-exported
+from shared.model.phase import Phase, RunStatus
 from shared.model.stages import dependencies_in
 from shared.model.state import LayerState, RunState, layer_key
 
@@ -134,10 +135,10 @@ def describe_start(stage: str, start: dict[str, Any]) -> str:
 def waits_on(run: RunState, ls: LayerState) -> str:
     """What a waiting layer waits for: a layer below, another stage, its setup pass, an
     approval, a pause, room under the vCPU cap."""
-    if ls.phase != "waiting":
+    if ls.phase != Phase.WAITING:
         return ""
     below = run.layer_below(ls)
-    if below is not None and below.phase != "succeeded":
+    if below is not None and below.phase != Phase.SUCCEEDED:
         return f"{below.key} ({below.phase})"
     if below is None:
         deps = dependencies_in(ls.stage, run.stages)
@@ -145,13 +146,17 @@ def waits_on(run: RunState, ls: LayerState) -> str:
         if open_deps:
             return "stage " + ", ".join(open_deps)
         setup = run.setups.get(ls.stage)
-        if setup is not None and setup.phase != "succeeded":  # the stage's setup pass
+        if setup is not None and setup.phase != Phase.SUCCEEDED:  # the stage's setup pass
             # inspect shows its error, traceback and fix (then `pipeline submit ... 0`)
-            fix = f": pipeline inspect {run.run_id} {ls.stage} 0" if setup.phase == "failed" else ""
+            fix = (
+                f": pipeline inspect {run.run_id} {ls.stage} 0"
+                if setup.phase == Phase.FAILED
+                else ""
+            )
             return f"{ls.stage} setup ({setup.phase}{fix})"
     if run.advance != "auto" and not ls.approval.granted:
         return f"approval: pipeline approve {run.run_id} {ls.stage} {ls.layer}"
-    if run.status == "paused":
+    if run.status == RunStatus.PAUSED:
         return f"run paused: pipeline resume {run.run_id}"
     if ls.timing.held_by_vcpu_cap:
         return "room under controller.max_vcpus (running layers hold it)"
@@ -184,15 +189,17 @@ def layer_progress(
     it spent plus what its remaining pods will cost. Without one, only a running layer has
     an ETA: its chunks left at its own rate so far."""
     total = size.chunks
-    done = total if ls.phase == "succeeded" else chunks_done(ls.progress.completed_indexes, size)
+    done = (
+        total if ls.phase == Phase.SUCCEEDED else chunks_done(ls.progress.completed_indexes, size)
+    )
     elapsed = _seconds(ls.timing.submitted_at, ls.timing.finished_at, now)
     rate = eta = None
     if elapsed and done:
         rate = done / (elapsed / 60)
         eta = 0.0 if done >= total else (total - done) / rate * 60
-    running = ls.phase == "running"
+    running = ls.phase == Phase.RUNNING
     projected = None
-    if ls.phase == "succeeded":
+    if ls.phase == Phase.SUCCEEDED:
         projected = cost_usd
     elif forecast is not None:
         eta = forecast.finishes_in_s
@@ -215,7 +222,7 @@ def layer_progress(
         approval=_approval(run, ls),
         elapsed_s=elapsed,
         chunks_per_min=rate,
-        eta_s=eta if running or (forecast is not None and ls.phase == "waiting") else None,
+        eta_s=eta if running or (forecast is not None and ls.phase == Phase.WAITING) else None,
         cost_usd=cost_usd,
         waits_on=waits_on(run, ls),
         projected_usd=projected,
@@ -266,14 +273,14 @@ def run_progress(
             busy += (end - cursor).total_seconds()
             cursor = end
     rate = done / (busy / 60) if busy > 0 and done else None
-    finished = run.status in ("succeeded", "failed") or done >= total
+    finished = run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED) or done >= total
     eta = None if rate is None else (0.0 if finished else (total - done) / rate * 60)
     basis, projected = AVERAGE_RATE, None
     if forecast is not None:
         basis = FORECAST
         eta = 0.0 if finished else forecast.remaining_s
         projected = (cost_usd or 0.0) + (0.0 if finished else forecast.projected_usd)
-    failed = () if finished else tuple(lp.key for lp in layers if lp.phase == "failed")
+    failed = () if finished else tuple(lp.key for lp in layers if lp.phase == Phase.FAILED)
     if failed:  # the layers above a failed one wait until it is re-submitted: no end in sight
         eta = None
     return RunProgress(
@@ -303,7 +310,7 @@ def run_progress(
 
 # Which rows a fixed-height table keeps: what needs attention, the latest done (for context),
 # then what comes next, then older done layers.
-ROW_PRIORITY = {"running": 0, "failed": 1, "waiting": 3, "succeeded": 4}
+ROW_PRIORITY = {Phase.RUNNING: 0, Phase.FAILED: 1, Phase.WAITING: 3, Phase.SUCCEEDED: 4}
 RECENT_DONE = 2  # succeeded layers ranked before the waiting ones
 
 
@@ -322,14 +329,14 @@ def visible_rows(layers: list[LayerProgress], max_rows: int) -> tuple[list[Layer
     if len(layers) <= max_rows:
         return list(layers), {}
     order = {id(lp): i for i, lp in enumerate(layers)}
-    done = [lp for lp in layers if lp.phase == "succeeded"]
+    done = [lp for lp in layers if lp.phase == Phase.SUCCEEDED]
     recent = {id(lp) for lp in done[-RECENT_DONE:]}
 
     def rank(lp: LayerProgress) -> tuple[int, int]:
         i = order[id(lp)]
         if id(lp) in recent:
             return 2, -i
-        return ROW_PRIORITY.get(lp.phase, 3), -i if lp.phase == "succeeded" else i
+        return ROW_PRIORITY.get(lp.phase, 3), -i if lp.phase == Phase.SUCCEEDED else i
 
     keep = sorted(layers, key=rank)[:max_rows]
     kept = {id(lp) for lp in keep}
@@ -343,7 +350,7 @@ def visible_rows(layers: list[LayerProgress], max_rows: int) -> tuple[list[Layer
 def blocking_waits(layers: list[LayerProgress]) -> tuple[list[LayerProgress], int]:
     """The waiting layers at the front (waiting on something other than another waiting
     layer: a running layer, a stage, an approval, a pause), and how many wait behind them."""
-    waiting = {lp.key for lp in layers if lp.phase == "waiting"}
+    waiting = {lp.key for lp in layers if lp.phase == Phase.WAITING}
     front = [lp for lp in layers if lp.waits_on and lp.waits_on.split(" ")[0] not in waiting]
     behind = sum(1 for lp in layers if lp.waits_on) - len(front)
     return front, behind

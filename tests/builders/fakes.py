@@ -8,7 +8,13 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from shared.ports.cluster import JobStatus, ManifestRejectedError, PodInfo, ResizeOutcome
+from shared.ports.cluster import (
+    ClusterUnreachableError,
+    JobStatus,
+    ManifestRejectedError,
+    PodInfo,
+    ResizeOutcome,
+)
 
 
 class RecordingCluster:
@@ -20,13 +26,21 @@ class RecordingCluster:
         # (Job name, scope labels) of each delete and each drain after a suspend.
         self.deletes: list[tuple[str, dict[str, str]]] = []
         self.drains: list[tuple[str, dict[str, str]]] = []
+        # Calls (by method name: get_job, create_job) that fail as an unreachable API server
+        # would while named here: a test's fault, set on the fake, not a replaced method.
+        self.unreachable: set[str] = set()
         self._lock = threading.Lock()
+
+    def _reach(self, call: str) -> None:
+        if call in self.unreachable:
+            raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
 
     def apply_config_map(self, manifest: dict[str, Any]) -> None:
         name = manifest["metadata"]["name"]
         self.config_maps = {**getattr(self, "config_maps", {}), name: manifest}
 
     def create_job(self, manifest: dict[str, Any]) -> bool:
+        self._reach("create_job")
         name = manifest["metadata"]["name"]
         with self._lock:
             self.creates.append(name)
@@ -49,6 +63,7 @@ class RecordingCluster:
             raise ManifestRejectedError("spec.parallelism: must be >= 1")
 
     def get_job(self, name: str) -> JobStatus | None:
+        self._reach("get_job")
         with self._lock:
             return self.jobs.get(name)
 

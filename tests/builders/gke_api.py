@@ -118,15 +118,15 @@ def fake_gke(server: FakeServer, monkeypatch: Any, namespace: str = "pipeline") 
     return GkeCluster(api, namespace, request_timeout=7)
 
 
-def recorded(name: str) -> dict[str, Any]:
-    """A recorded API object from tests/fixtures/gke_api (a fresh copy each call)."""
+def api_object(name: str) -> dict[str, Any]:
+    """A hand-written API object from tests/fixtures/gke_api (a fresh copy each call)."""
     return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
 
 
 def indexed_pods(n: int) -> list[dict[str, Any]]:
-    """`n` pods of the recorded layer Job: the recorded pod with each its own name, uid and
+    """`n` pods of the fixture's layer Job: the fixture's pod with each its own name, uid and
     index; every tenth failed (exit 1, Error), every seventh still running."""
-    template = recorded("pod_indexed_job_autopilot")
+    template = api_object("pod_indexed_job_autopilot")
     pods = []
     for i in range(n):
         pod = copy.deepcopy(template)
@@ -149,7 +149,7 @@ def indexed_pods(n: int) -> list[dict[str, Any]]:
 
 
 def pod_list_pages(n: int, page: int = 500) -> list[dict[str, Any]]:
-    """`n` recorded pods as the API server pages a PodList at `limit=page`."""
+    """`n` fixture pods as the API server pages a PodList at `limit=page`."""
     pods = indexed_pods(n)
     pages = []
     for start in range(0, max(n, 1), page):

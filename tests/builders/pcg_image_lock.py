@@ -18,7 +18,7 @@ the predecessor's lock (``cave_pipeline.distribution.lock``, 0.0.4):
 
 This is the image's arithmetic, written here so a test can run it; nothing in it comes from
 the controller. The dataset's ROOT_LOCK_EXPIRY is read as seconds (see
-docs/worker-contract.md).
+docs/images-chunk-lock.md).
 """
 
 from __future__ import annotations

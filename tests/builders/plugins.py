@@ -53,12 +53,9 @@ def mixed(ctx: Any) -> None:
 
 def _renewals_fail() -> None:
     """From now on every lock renewal of this process raises (Bigtable unreachable)."""
-    from adapters.bigtable.chunk_ledger import BigtableChunkLedger
+    from worker.fault_points import RENEWALS
 
-    def unreachable(self: Any, chunk_id: int, token: int) -> bool:
-        raise ConnectionError("Bigtable unreachable (test)")
-
-    BigtableChunkLedger.renew = unreachable  # type: ignore[method-assign]
+    RENEWALS.cut("Bigtable unreachable (test)")
 
 
 def stuck_unrenewable(ctx: Any) -> None:

@@ -2,7 +2,8 @@
 Bigtable emulator counts one request per gRPC call, and a controller (Firestore emulator)
 reading the load derived from that rate holds a running layer's ramp when the load is above
 `controller.bigtable_cpu_max`, and lets it grow when it is not; either way the commit carries
-the controller's own counts (the bill's controller line)."""
+the controller's own counts (the bill's controller line). A partial answer's load is a lower
+bound: it holds the ramp only when it alone is above the cap."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from adapters.local.bigtable_meter import BigtableMeter, LocalBigtableMonitor
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
 from shared.money.controller_usage import ControllerUsage
+from shared.ports.partial_answer import PartialAnswer
 from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
@@ -83,3 +85,30 @@ def test_the_ramp_holds_while_the_emulator_is_busy(meter, firestore_project, loa
         assert "ramp held" in run.ramp_hold and "controller.bigtable_cpu_max" in run.ramp_hold
     else:
         assert parallelism > 2 and run.ramp_hold == ""
+
+
+class PartialMonitor:
+    """Cloud Monitoring answering in part (executionErrors): the load it held, as
+    adapters.google.monitoring raises it."""
+
+    def __init__(self, held: float | None) -> None:
+        self.held = held
+
+    def cpu_load(self, project: str, instance: str) -> float | None:
+        raise PartialAnswer("executionErrors: a cluster could not be read", self.held)
+
+
+@pytest.mark.parametrize(("held", "want_held"), [(0.78, True), (0.3, False), (None, False)])
+def test_a_partial_load_is_a_lower_bound(firestore_project, held, want_held):
+    """The true load is at least what a partial answer held: above the cap it holds the ramp;
+    below, or with no point at all, the ramp runs as on an unknown load."""
+    store, cluster = FirestoreRunStore(firestore_project), RecordingCluster()
+    _running_layer(store, cluster)
+    later = NOW + timedelta(minutes=5)
+    monitor = PartialMonitor(held)
+    Controller(
+        store, cluster, lambda k, b: None, clock=lambda: later, bigtable_monitor=monitor
+    ).reconcile("gate")
+    run = store.load_run("gate")
+    assert ("ramp held" in run.ramp_hold) is want_held
+    assert (run.layers["ingest-L2"].job.parallelism == 2) is want_held

@@ -13,6 +13,7 @@ from adapters.google.firestore_store import FirestoreRunStore
 from adapters.local.pod_usage import KubeletPodUsage
 from shared.config.config_files import load_config
 from shared.control.controller import Controller, utcnow
+from shared.model.phase import Phase
 from shared.operate.operator_actions import approve
 from shared.reconcile.build_plan import new_run
 from tests.builders.kube_cluster import unique
@@ -53,7 +54,7 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
 
     ctrl.reconcile(run.run_id)  # creates the canary, not the layer, and asks no approval yet
     ls = store.load_run(run.run_id).layers["ingest-L2"]
-    assert ls.canary.phase == "running" and ls.phase == "waiting" and not published
+    assert ls.canary.phase == Phase.RUNNING and ls.phase == "waiting" and not published
     assert store.run_for_job(ls.canary.job) == run.run_id  # its Job events reconcile the run
     status = wait_for(
         lambda: (j := cluster.get_job(ls.canary.job)) and j.condition == "Complete" and j,
@@ -70,7 +71,7 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
     ctrl.reconcile(run.run_id)  # the canary's figures, size and forecast are recorded
     ctrl.reconcile(run.run_id)  # the layer, planned at that size, awaits approval
     ls = store.load_run(run.run_id).layers["ingest-L2"]
-    assert ls.canary.phase == "done" and ls.phase == "waiting"
+    assert ls.canary.phase == Phase.SUCCEEDED and ls.phase == "waiting"
     assert ls.canary.record["sized"]["memory_gib"] >= 0.75  # 2 x ~0.3 GiB, above the planned 0.5
     assert ls.canary.record["planned"]["memory_gib"] == 0.5
     # the times the worker logged (read from the pods' logs): the second chunk's 0.1 s, the

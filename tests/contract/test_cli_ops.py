@@ -1,5 +1,5 @@
-"""The operator's debugging and housekeeping commands (scripts/commands/inspect.py, cmd_pods.py,
-cmd_costs.py, cmd_admin.py) end to end: runs in the Firestore emulator, Jobs in a real local
+"""The operator's debugging and housekeeping commands (scripts/commands/inspect.py, pods.py,
+costs.py, admin.py) end to end: runs in the Firestore emulator, Jobs in a real local
 cluster read through its state directory.
 
 The local cluster runs three Jobs: the run's ingest L2 Job (8 indexes; 3, 5 and 6 print a

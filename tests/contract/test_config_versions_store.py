@@ -97,7 +97,7 @@ def test_apply_says_what_it_does_to_each_running_layer_and_replaces_a_drifted_on
 
 
 def test_a_reconcile_commit_records_a_config_version_with_the_state(cli, firestore_project):
-    """`job.rightsize: auto`'s version (shared.control.rightsize_version) rides on the reconcile's
+    """`job.rightsize: auto`'s version (shared.reconcile.rightsize_version) rides on the reconcile's
     commit: stored with the run's bumped version in the same write, read back as apply's."""
     store = FirestoreRunStore(firestore_project)
     assert cli(*START, "--run-id", "r1").exit_code == 0

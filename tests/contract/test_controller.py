@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -52,10 +52,12 @@ class PodCluster(RecordingCluster):
         return f"traceback of {pod_name}"
 
 
-def _published(store, cluster, rates=None) -> tuple[Controller, list[tuple[str, dict]]]:
+def _published(
+    store, cluster, rates=None, now: datetime = NOW
+) -> tuple[Controller, list[tuple[str, dict]]]:
     out: list[tuple[str, dict[str, Any]]] = []
     controller = Controller(
-        store, cluster, lambda k, b: out.append((k, b)), clock=lambda: NOW, rates=rates
+        store, cluster, lambda k, b: out.append((k, b)), clock=lambda: now, rates=rates
     )
     return controller, out
 
@@ -163,13 +165,13 @@ def test_created_job_is_the_planned_manifest_of_the_attempt(store, run):
 def test_rejected_manifest_fails_the_layer_before_anything_runs(store, run):
     """A Job the API server would refuse is never half-started: the layer fails with the
     reason and an alert, in the same commit."""
-    cluster = RecordingCluster()
+
+    class Refusing(RecordingCluster):
+        def validate_job(self, manifest):
+            raise ManifestRejectedError("spec.template.spec.containers[0].image: Required value")
+
+    cluster = Refusing()
     controller, published = _published(store, cluster)
-
-    def refuse(manifest):
-        raise ManifestRejectedError("spec.template.spec.containers[0].image: Required value")
-
-    cluster.validate_job = refuse
     controller.reconcile("r1")
     state = store.load_run("r1")
     assert cluster.creates == []
@@ -193,12 +195,11 @@ def test_config_that_renders_no_job_fails_the_layer(store, run):
 
 
 def test_unreachable_cluster_writes_nothing(store, run):
-    cluster = RecordingCluster()
+    class Unreachable(RecordingCluster):
+        def validate_job(self, manifest):
+            raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
 
-    def down(manifest):
-        raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
-
-    cluster.validate_job = down
+    cluster = Unreachable()
     with pytest.raises(ClusterUnreachableError):
         Controller(store, cluster, lambda *a: None, clock=lambda: NOW).reconcile("r1")
     assert store.load_run("r1").version == 0
@@ -252,8 +253,7 @@ def test_budget_guard_prices_with_the_controllers_rate_table(store, run):
     store.update_run("r1", lambda r: setattr(r.layers["ingest-L2"].pods, "cpu_seconds", 5.0))
     region = load_config(DEMO).region
     dear = (RateRow(region, "general-purpose", 3600.0, 3600.0, 0.0, 0.0, 0.0),)
-    controller, published = _published(store, cluster, rates=dear)
-    controller.clock = lambda: NOW + timedelta(seconds=1)
+    controller, published = _published(store, cluster, rates=dear, now=NOW + timedelta(seconds=1))
     controller.reconcile("r1")
     state = store.load_run("r1")
     assert state.status == "paused" and state.budget_alerted

@@ -20,6 +20,7 @@ from adapters.bigtable.chunk_ledger import (
 from adapters.bigtable.graph_meta_store import BigtableGraphTables, write_graph_meta
 from shared.config.config_files import load_config
 from shared.control.controller import Controller
+from shared.jobs.graph_probe import PROBE_SOURCE
 from shared.model.graph_meta import GraphMeta, report_line
 from shared.model.layers import layer_count
 from shared.operate.operator_actions import resubmit
@@ -198,5 +199,6 @@ def test_an_images_ingest_setup_gets_exist_ok_from_the_table(store, emulators, s
     controller.reconcile("r1")
     [name] = cluster.creates
     argv = cluster.manifests[name]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert argv[:4] == ["python", "-m", "pychunkedgraph.pipeline.ingest.setup", "demo"]
+    assert argv[:5] == ["python", "-u", "-c", PROBE_SOURCE, "demo"]  # the graph probe, around
+    assert argv[5:9] == ["python", "-m", "pychunkedgraph.pipeline.ingest.setup", "demo"]
     assert ("--exist-ok" in argv) == exist_ok and published == []

@@ -25,7 +25,6 @@ from adapters.google.pubsub_bus import TOPICS, PubSubBus
 from adapters.local.eventarc import functions_source
 from shared.config.config_files import load_config
 from shared.control import dead_letters
-from shared.ports.cluster import ClusterUnreachableError
 from shared.reconcile.build_plan import new_run
 from tests.builders.fakes import RecordingCluster
 
@@ -94,11 +93,7 @@ def start_run(store: FirestoreRunStore) -> str:
 def test_a_kick_that_keeps_failing_is_dead_lettered_and_alerted(env, firestore_project):
     bus, cluster, trigger, dead_sub, alerts_sub = env
     run_id = start_run(FirestoreRunStore(firestore_project))
-
-    def down(manifest):
-        raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
-
-    cluster.create_job = down  # a transient error that never clears
+    cluster.unreachable.add("create_job")  # a transient error that never clears
     bus.publish_json("kick", {"run_id": run_id, "action": "start", "by": "op"}, origin="cli")
 
     statuses = []

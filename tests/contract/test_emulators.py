@@ -41,7 +41,7 @@ def _assert_gone(pid: int) -> None:
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     # children share the process group; exited ones may linger a moment as zombies of init
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 30  # a timeout, not a bound on how fast the group goes
     while True:
         try:
             os.killpg(pid, 0)

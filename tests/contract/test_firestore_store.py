@@ -6,8 +6,13 @@ from datetime import timedelta
 
 import pytest
 
+from adapters.google.firestore_layout import LAYERS, RUNS
 from shared.control.controller import Controller
 from shared.control.job_events import JobEvent
+from shared.control.reconciler import ReconcileResult
+from shared.control.triggers import Reconciles
+from shared.model.phase import Phase
+from shared.model.state import SetupState
 from shared.ports.coalesce import Verdict
 from shared.ports.run_store import RunExistsError, RunNotFoundError, StaleStateError
 from tests.builders.fakes import RecordingCluster
@@ -37,6 +42,22 @@ def test_commit_requires_the_version_it_read(store, run):
     assert [a.kind for a in store.unsent_alerts("r1")] == ["approval_needed"]
     with pytest.raises(StaleStateError):
         store.commit(before, after)  # the same stale read again
+
+
+def test_a_commit_maps_each_job_it_names_and_stores_the_phases_as_before(store, run):
+    before, after = store.load_run("r1"), store.load_run("r1")
+    ls = after.layers["ingest-L2"]
+    ls.phase, ls.job.name = Phase.RUNNING, "job-layer"
+    ls.canary.phase, ls.canary.job = Phase.SUCCEEDED, "job-layer-canary"
+    after.setups["ingest"] = SetupState("ingest", Phase.SUCCEEDED, job_name="job-setup")
+    store.commit(before, after)
+    names = ("job-layer", "job-layer-canary", "job-setup")
+    assert [store.run_for_job(n) for n in names] == ["r1"] * 3  # their events reach the run
+    run_ref = store.db.collection(RUNS).document("r1")
+    layer = run_ref.collection(LAYERS).document("ingest-L2").get().to_dict()
+    assert (layer["phase"], layer["canary_phase"]) == ("running", "done")  # the canary's names
+    assert run_ref.get().to_dict()["setups"]["ingest"]["phase"] == "succeeded"
+    assert store.load_run("r1").layers["ingest-L2"].canary.phase is Phase.SUCCEEDED
 
 
 def test_alert_outbox_marked_sent(store, run):
@@ -98,12 +119,24 @@ def test_job_events_are_coalesced_by_the_controller(store, run):
     """An event older than the last completed reconcile's read is acknowledged without a
     reconcile; a newer one reconciles; one arriving while a holder runs marks it instead."""
     clock = [NOW]
-    controller = Controller(store, RecordingCluster(), lambda *a: None, clock=lambda: clock[0])
+    calls: list[str] = []
+    counting = False  # the first reconcile below is the set-up, not one the triggers ran
+
+    class Counted:
+        def __init__(self, inner: Reconciles) -> None:
+            self.inner = inner
+
+        def reconcile(self, run_id: str) -> ReconcileResult:
+            if counting:
+                calls.append(run_id)
+            return self.inner.reconcile(run_id)
+
+    controller = Controller(
+        store, RecordingCluster(), lambda *a: None, clock=lambda: clock[0], wrap_reconciler=Counted
+    )
     controller.reconcile("r1")  # creates the layer-2 Job
     job = store.load_run("r1").layers["ingest-L2"].job.name
-    calls: list[str] = []
-    inner = controller.reconcile
-    controller.reconcile = lambda run_id: calls.append(run_id) or inner(run_id)
+    counting = True
 
     def event(at_s: float, insert_id: str) -> JobEvent:
         stamp = NOW + timedelta(seconds=at_s)

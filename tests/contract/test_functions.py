@@ -145,7 +145,6 @@ def test_tick_reconciles_active_runs_and_publishes_alerts(env):
 def test_job_event_whose_reconcile_fails_is_redelivered_not_deduped(env):
     """A transient failure answers 500 so Pub/Sub redelivers, and the redelivery is not
     swallowed by the dedupe of the first attempt."""
-    from shared.ports.cluster import ClusterUnreachableError
 
     store, cluster, _, _ = env
     run_id = start_run(store)
@@ -153,14 +152,9 @@ def test_job_event_whose_reconcile_fails_is_redelivered_not_deduped(env):
     name = store.load_run(run_id).layers["ingest-L2"].job.name
     headers, body = envelope(json.dumps(completed_event(name, "")).encode(), "job-events")
     app = client("on_job_event")
-    real_get = cluster.get_job
-
-    def down(job_name):
-        raise ClusterUnreachableError("cannot reach the API server at https://10.0.0.1")
-
-    cluster.get_job = down
+    cluster.unreachable.add("get_job")
     assert app.post("/", headers=headers, data=body).status_code == 500
-    cluster.get_job = real_get
+    cluster.unreachable.discard("get_job")
     version = store.load_run(run_id).version
     last = load_plan_completions(store, run_id) - 1
     cluster.finish(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -28,7 +30,9 @@ DEAD, ME = attempt_token(OWN, 1), attempt_token(OWN, 2)
 OTHER = attempt_token(lineage("g", "ingest", 2, "r1", 4), 1)
 
 
-def _runner(client: Any, out: io.StringIO) -> BatchRunner:
+def _runner(
+    client: Any, out: io.StringIO, clock: Callable[[], float] = time.monotonic
+) -> BatchRunner:
     env = SimpleNamespace(stage="ingest", lock_expiry_s=EXPIRY_S, index=3, term_grace_s=5.0)
     return BatchRunner(
         env,  # type: ignore[arg-type]  # only what _claim reads
@@ -38,6 +42,7 @@ def _runner(client: Any, out: io.StringIO) -> BatchRunner:
         token=ME,
         lineage=lineage_range(OWN),
         hard_exit=lambda code: None,
+        clock=clock,
     )
 
 
@@ -93,8 +98,7 @@ def test_another_index_is_waited_for_until_its_claim_lapses(client):
 
 def test_after_one_chunk_waited_out_later_held_chunks_are_not_waited_for(client):
     out = io.StringIO()
-    runner = _runner(client, out)
-    runner.clock = lambda: 100.0  # frozen: no time left at all, and none passes
+    runner = _runner(client, out, clock=lambda: 100.0)  # frozen: no time left, and none passes
     runner.ledger.claim(4, OTHER)  # live, another index
     runner._waited_out = True
     result, sent = runner._claim(4, "2_(1, 0, 0)", runner.log)
@@ -136,9 +140,8 @@ def test_a_long_wait_keeps_logging_so_the_worker_never_looks_hung(client, monkey
     import worker.harness as harness
 
     out = io.StringIO()
-    runner = _runner(client, out)
     ticks = iter(range(0, 10_000, 4))  # each look at the clock: 4 s later
-    runner.clock = lambda: float(next(ticks))
+    runner = _runner(client, out, clock=lambda: float(next(ticks)))
     monkeypatch.setattr(harness, "WAITING_LOG_EVERY_S", 7.0)
     runner.ledger.claim(5, OTHER)  # live, another index, never renewed here
     result, _ = runner._claim(5, "2_(1, 1, 0)", runner.log)

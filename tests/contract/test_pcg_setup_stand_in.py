@@ -5,47 +5,23 @@ something else it leaves the graph without metadata (why the controller refuses 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
-import numpy as np
-import yaml
-
 from adapters.bigtable.chunk_ledger import ensure_table
 from adapters.bigtable.graph_meta_store import BigtableGraphTables
 from shared.ports.graph_table import TableState
+from tests.builders.pcg_image_env import image_env
 from tests.conftest import BIGTABLE_INSTANCE, BIGTABLE_PROJECT
-
-ROOT = Path(__file__).resolve().parents[2]
-IMAGE = ROOT / "tests" / "builders" / "pcg_image"
 
 
 def run_setup(tmp_path: Path, graph: str, *flags: str) -> subprocess.CompletedProcess:
-    volume = tmp_path / "volume.npy"
-    if not volume.exists():
-        np.save(volume, np.arange(16**3, dtype=np.uint64).reshape(16, 16, 16))
-    dataset = tmp_path / "dataset.yml"
-    dataset.write_text(
-        yaml.safe_dump(
-            {
-                "data_source": {"WATERSHED": str(volume)},
-                "graph_config": {"CHUNK_SIZE": [8, 8, 8], "FANOUT": 2},
-                "backend_client": {"TYPE": "bigtable", "CONFIG": {"ADMIN": True}},
-            }
-        )
-    )
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT}{os.pathsep}{IMAGE}",
-        "PCG_DATASET": str(dataset),
-        "BIGTABLE_PROJECT": BIGTABLE_PROJECT,
-        "BIGTABLE_INSTANCE": BIGTABLE_INSTANCE,
-    }
     argv = [sys.executable, "-m", "pychunkedgraph.pipeline.ingest.setup", graph, *flags]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    return subprocess.run(
+        argv, env=image_env(tmp_path), capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
 
 
 def state(graph: str):

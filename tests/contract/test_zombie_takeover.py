@@ -92,9 +92,11 @@ def test_a_renewing_claimant_keeps_its_claim_and_loses_it_once_it_stops(
         assert tries > 10 and not keeper.lost and not keeper.expiring
     finally:
         keeper.stop()
-    stopped = time.monotonic()
+    # A generous timeout: the claim expires 3 s after its last renewal whatever the load, and
+    # TAKEN_OVER (not ACQUIRED) is what says it was taken within the window, before that.
+    deadline = time.monotonic() + 60
     while (result := ledger.claim(2, DEAD, LINEAGE)) is ClaimResult.HELD_BY_OTHER:
-        assert time.monotonic() - stopped < 10, "never taken over"
+        assert time.monotonic() < deadline, "never taken over"
         time.sleep(0.05)
     assert result is ClaimResult.TAKEN_OVER  # not ACQUIRED: taken before the claim expired
     assert not ledger.renew(2, REPLACEMENT)

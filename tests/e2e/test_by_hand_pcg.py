@@ -111,6 +111,9 @@ def test_the_by_hand_flow_with_a_labs_image_on_a_fresh_and_an_existing_graph(
     first = pod_logs(here)
     [setup1] = [r["pcg_setup"] for lines in first.values() for r in lines if "pcg_setup" in r]
     assert setup1 == {"argv": ["demo"], "outcome": "created"}
+    # The graph probe around it read the grid back with the image's code (docs/setup-passes.md).
+    [meta1] = [r["graph_meta"] for lines in first.values() for r in lines if "graph_meta" in r]
+    assert meta1["layer_count"] == 3 and meta1["layer_chunk_bounds"] == {"2": [2, 2, 2]}
     chunks1 = [r for lines in first.values() for r in lines if "pcg_chunk" in r]
     assert sorted(r["outcome"] for r in chunks1) == ["ok"] * CHUNKS
 

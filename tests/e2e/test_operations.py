@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters import wiring
 from adapters.bigtable.chunk_ledger import (
     close_bigtable_client,
     ensure_table,
@@ -42,7 +43,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def stack(need_emulators, tmp_path_factory) -> Iterator[LocalStack]:
-    with LocalStack("ops-test", tmp_path_factory.mktemp("stack"), tick_period_s=2.0) as s:
+    with wiring.local_stack("ops-test", tmp_path_factory.mktemp("stack"), tick_period_s=2.0) as s:
         yield s
 
 

@@ -1,5 +1,5 @@
 """A PyChunkedGraph ingest worker keeps its chunk claim against a contender under our
-PCG_LOCK_EXPIRY_SCALE, and loses it under the predecessor's scale 1 (docs/worker-contract.md,
+PCG_LOCK_EXPIRY_SCALE, and loses it under the predecessor's scale 1 (docs/images-chunk-lock.md,
 "Claim lifetime and renewal").
 
 Both sides run in the predecessor's Python 3.12 venv, on its lock module

@@ -12,13 +12,22 @@ Scanned: code, scripts, terraform, YAML/TOML, Dockerfiles, the README, CHANGELOG
 - nothing cites the design handbook that lives outside the repository (its file name, or
   "DESIGN" followed by a section number);
 - every `pipeline <command> [<subcommand>] [--option]` written in code in the README or
-  docs/ (a code span or a fenced block) is a command of the CLI, with that option.
+  docs/ (a code span or a fenced block) is a command of the CLI, with that option;
+- every module, file and test the docs and the code cite exists: a repository path
+  (`shared/x/y.py`, `tests/.../test_x.py::test_y`) anywhere; a dotted name of the project's
+  packages (`shared.reconcile.decide`, `adapters.wiring`, a module and a name in it) in a code
+  span anywhere, and in plain words in the docs' prose and the code's comments and docstrings;
+  a module named by its file (`kubelet.py`) or by a path from its room
+  (`controlplane/identities.py`) there too; every module docs/layout.md's rooms table names.
+  The CHANGELOG is checked in its current section only: older ones name what was true then.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,14 +302,35 @@ def test_uses(code: str, expected: list[tuple[str, list[str]]]) -> None:
     assert list(_uses(code)) == expected
 
 
-# A repository path (`shared/views/wall_parts.py`, `terraform/alerts.tf`) or, in a code span,
-# a dotted module or a name in one (`shared.chaos.chaos_plan`, `shared.chaos.chaos_plan.is_due`).
+# A repository path (`shared/views/wall_parts.py`, `terraform/alerts.tf`), optionally with a
+# test in it (`tests/unit/x/test_y.py::test_z`), or, in a code span, a dotted module or a name
+# in one (`shared.chaos.chaos_plan`, `shared.chaos.chaos_plan.is_due`).
 ROOMS = "shared|adapters|scripts|worker|functions|demo|bench|tests|terraform|examples"
+# Not `functions`: its one module is cited by path, and `functions.get` is Cloud Functions' API.
+PACKAGES = "shared|adapters|scripts|worker|demo|bench|tests"
 REPO_PATH = re.compile(
     rf"(?<![\w./-])((?:{ROOMS})/[\w/.-]*\w\.(?:py|tf|sh|json|yaml|yml|md|toml))(?![\w.])"
+    r"(?:::(\w+))?"
 )
-DOTTED = re.compile(r"`((?:shared|adapters|scripts|worker|demo)(?:\.[A-Za-z_]\w*)+)`")
+DOTTED = re.compile(rf"`((?:{PACKAGES})(?:\.[A-Za-z_]\w*)+)`")
+# The same outside a code span, in prose, a comment or a docstring (`see adapters.wiring`);
+# not a call (`x.model_copy(...)`), not an attribute chain of code (`x.shared.y`). Not
+# `functions.` or `demo.` either: in prose those are as often the words (Cloud Functions'
+# `functions.get`) as the packages.
+BARE_ROOTS = "shared|adapters|scripts|worker|bench|tests"
+BARE_DOTTED = re.compile(rf"(?<![\w.`/$-])((?:{BARE_ROOTS})(?:\.[A-Za-z_]\w*)+)(?![\w(`]|\.\w)")
+FILE_SUFFIXES = {"py", "md", "tf", "sh", "json", "yaml", "yml", "toml", "txt", "csv", "cfg"}
+# A module cited by its file name alone (`kubelet.py`) or by a path that does not start at
+# the root (`controlplane/identities.py`, `reconcile/decide.py`): it must be a file of the
+# repository, from the citing file's folder, from the root or as the end of a path. A path
+# whose first folder is none of the repository's is another project's
+# (`pychunkedgraph/...`), and so are the files named here.
+SHORT_PATH = re.compile(rf"(?<![\w./$-])(?!(?:{ROOMS})/)((?:[\w-]+/)*[A-Za-z_]\w*\.py)(?![\w.])")
+FOREIGN_FILES = {"server.py"}  # middle_auth's (tests/builders/middle_auth.py)
+# PyChunkedGraph's own tree (docs/verify.md), which tests/builders/pcg_image/ stands in for.
+FOREIGN_FOLDERS = ("pychunkedgraph/",)
 PLACEHOLDER = re.compile(r"NAME|\*|<|\{")
+CHANGELOG = "CHANGELOG.md"
 
 
 def _defines(source: Path, name: str) -> bool:
@@ -309,7 +339,8 @@ def _defines(source: Path, name: str) -> bool:
     n = re.escape(name)
     return bool(
         re.search(
-            rf"^\s*(?:async\s+def|def|class)\s+{n}\b|^\s*{n}\s*[:=]|^\s*(?:from|import)\s.*\b{n}\b",
+            rf"^\s*(?:async\s+def|def|class)\s+{n}\b|^\s*{n}\s*[:=]|^\s*(?:from|import)\s.*\b{n}\b"
+            rf"|^\s*self\.{n}\s*[:=]",
             text,
             re.M,
         )
@@ -336,28 +367,141 @@ def dotted_problem(root: Path, dotted: str) -> str | None:
     return f"no module {dotted}"
 
 
+def _prose_lines(path: Path, text: str) -> Iterator[tuple[int, str]]:
+    """(line, text) of what may cite a module in plain words: a Python file's comments and
+    docstrings (not its code: `demo.x` there is a variable), any other file whole. The
+    CHANGELOG only down to its second section: older entries name what was true then."""
+    if path.name == CHANGELOG:
+        lines = text.splitlines()
+        heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
+        yield from enumerate(lines[: heads[1] if len(heads) > 1 else len(lines)], 1)
+        return
+    if path.suffix == ".md":
+        yield from enumerate(_strip_fenced(text), 1)
+        return
+    if path.suffix != ".py":
+        return
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return
+    opens = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
+    previous = tokenize.NEWLINE
+    for tok in tokens:
+        docstring = tok.type == tokenize.STRING and previous in opens
+        if tok.type == tokenize.COMMENT or docstring:
+            for k, line in enumerate(tok.string.splitlines()):
+                yield tok.start[0] + k, line
+        if tok.type not in (tokenize.NL, tokenize.COMMENT):
+            previous = tok.type
+
+
+class _Files:
+    """The repository's file paths, to resolve a module cited without its folder."""
+
+    def __init__(self, root: Path) -> None:
+        self.paths = {
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*.py")
+            if not SKIPPED_DIRS.intersection(p.relative_to(root).parts)
+        }
+        self.folders = {part for p in self.paths for part in p.split("/")[:-1]}
+        self.tails = {
+            "/".join(p.split("/")[k:]) for p in self.paths for k in range(p.count("/") + 1)
+        }
+
+    def foreign(self, cited: str) -> bool:
+        """`cited` is another project's file: named as one, or under a folder not ours."""
+        first = cited.split("/")[0]
+        return (
+            cited in FOREIGN_FILES
+            or cited.startswith(FOREIGN_FOLDERS)
+            or ("/" in cited and first not in self.folders)
+        )
+
+    def has(self, folder: str, cited: str) -> bool:
+        """`cited` is a path from `folder` or from the root, or the end of one."""
+        near = f"{folder}/{cited}" if folder else cited
+        return os.path.normpath(near) in self.paths or cited in self.paths or cited in self.tails
+
+
+def _line_problems(
+    root: Path, files: _Files, path: Path, no: int, line: str, prose: bool
+) -> Iterator[Problem]:
+    src = path.relative_to(root).as_posix()
+    folder = path.parent.relative_to(root).as_posix()
+    folder = "" if folder == "." else folder
+    for m in REPO_PATH.finditer(line):
+        cited, test = m.group(1), m.group(2)
+        if PLACEHOLDER.search(cited):
+            continue
+        if not (root / cited).exists():
+            yield Problem(src, no, f"{cited} does not exist")
+        elif test and cited.endswith(".py") and not _defines(root / cited, test):
+            yield Problem(src, no, f"{cited} has no {test}")
+    for m in DOTTED.finditer(line):
+        why = dotted_problem(root, m.group(1))
+        if why is not None:
+            yield Problem(src, no, f"`{m.group(1)}`: {why}")
+    if not prose:
+        return
+    for m in BARE_DOTTED.finditer(line):
+        if m.group(1).rsplit(".", 1)[1] in FILE_SUFFIXES or "\u01c1" in m.group(1):
+            continue  # a file name (`functions.tf`); a mutant's name (`x\u01c1Outbox\u01c1...`)
+        why = dotted_problem(root, m.group(1))
+        if why is not None:
+            yield Problem(src, no, f"{m.group(1)}: {why}")
+    for m in SHORT_PATH.finditer(line):
+        cited = m.group(1)
+        if not files.foreign(cited) and not files.has(folder, cited):
+            yield Problem(src, no, f"{cited} does not exist")
+
+
+def layout_problems(root: Path) -> list[Problem]:
+    """Every module docs/layout.md's table of rooms names (`decide`, `forecast/simulation/`)
+    is a module or a package of one of the rooms on its line."""
+    page = root / "docs" / "layout.md"
+    if not page.exists():
+        return []
+    problems = []
+    for no, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not line.lstrip().startswith("|"):
+            continue
+        rooms = re.findall(r"`([a-z_]+)/`", cells[1])
+        if not rooms or not all((root / "shared" / r).is_dir() for r in rooms):
+            continue
+        for name in re.findall(r"`([a-z_]+(?:/[a-z_]+)*/?)`", cells[2]):
+            stem = name.rstrip("/")
+            homes = [root / "shared" / r for r in rooms] + [root / "shared"]
+            if not any(
+                (h / stem).with_suffix(".py").exists() or (h / stem).is_dir() for h in homes
+            ):
+                problems.append(
+                    Problem("docs/layout.md", no, f"`{name}` is no module of {', '.join(rooms)}")
+                )
+    return problems
+
+
 def cited_path_problems(root: Path) -> list[Problem]:
     """Every repository path and dotted module the code, the docs and the config cite that
     does not exist."""
-    problems = []
+    problems, files = [], _Files(root)
     for path in scanned_files(root):
-        src = path.relative_to(root).as_posix()
         if path.resolve() == Path(__file__).resolve():
             continue  # its examples of broken citations
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             continue
+        prose_at = dict(_prose_lines(path, text))
         for no, line in enumerate(text.splitlines(), 1):
-            for m in REPO_PATH.finditer(line):
-                cited = m.group(1)
-                if not PLACEHOLDER.search(cited) and not (root / cited).exists():
-                    problems.append(Problem(src, no, f"{cited} does not exist"))
-            for m in DOTTED.finditer(line):
-                why = dotted_problem(root, m.group(1))
-                if why is not None:
-                    problems.append(Problem(src, no, f"`{m.group(1)}`: {why}"))
-    return problems
+            if path.name == CHANGELOG and no not in prose_at:
+                continue  # an older section
+            problems += _line_problems(
+                root, files, path, no, prose_at.get(no, line), no in prose_at
+            )
+    return problems + layout_problems(root)
 
 
 def test_every_cited_module_and_path_exists() -> None:
@@ -379,14 +523,72 @@ def test_every_cited_module_and_path_exists() -> None:
         ),
         ("`shared.model.gone`", ["`shared.model.gone`: shared.model defines no gone"]),
         ("demo.model_copy(update)", []),  # code, not a citation
+        ("see shared.model.state.RunState, in prose", []),
+        ("see shared.model.gone.", ["shared.model.gone: shared.model defines no gone"]),
+        ("terraform's functions.tf", []),
+        ("the model's state.py and model/state.py", []),
+        ("model/gone.py", ["model/gone.py does not exist"]),
+        ("old.py, its server.py", ["old.py does not exist"]),  # server.py: middle_auth's
+        ("pychunkedgraph/ingest/x.py", []),  # another project's folder
+        ("tests/t/test_a.py::test_b", []),
+        ("tests/t/test_a.py::test_c", ["tests/t/test_a.py has no test_c"]),
+        ("```\nrm model/gone.py\n```", []),  # a command, not a citation
     ],
 )
 def test_the_path_checker(tmp_path: Path, text: str, expected: list[str]) -> None:
+    _small_tree(tmp_path)
+    (tmp_path / "docs.md").write_text(text + "\n")
+    assert [p.what for p in cited_path_problems(tmp_path)] == expected
+
+
+def _small_tree(tmp_path: Path) -> None:
     (tmp_path / "shared" / "model").mkdir(parents=True)
     (tmp_path / "shared" / "__init__.py").write_text("")
     (tmp_path / "shared" / "model" / "__init__.py").write_text("")
     (tmp_path / "shared" / "model" / "state.py").write_text("class RunState:\n    pass\n")
     (tmp_path / "terraform").mkdir()
     (tmp_path / "terraform" / "terraform.tfvars.example").write_text("")
-    (tmp_path / "docs.md").write_text(text + "\n")
-    assert [p.what for p in cited_path_problems(tmp_path)] == expected
+    (tmp_path / "tests" / "t").mkdir(parents=True)
+    (tmp_path / "tests" / "t" / "test_a.py").write_text("def test_b() -> None:\n    pass\n")
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('"""See shared.model.state."""\n', []),
+        ('"""See shared.model.gone."""\n', ["shared.model.gone: shared.model defines no gone"]),
+        ("x = 1  # as in `shared.model.gone`\n", ["`shared.model.gone`: shared.model defines"]),
+        ("# see gone.py\n", ["gone.py does not exist"]),
+        ("# see state.py beside it\n", []),
+        ('x = "shared.model.gone"  # a string in code\n', []),
+    ],
+)
+def test_the_path_checker_on_code(tmp_path: Path, source: str, expected: list[str]) -> None:
+    _small_tree(tmp_path)
+    (tmp_path / "shared" / "model" / "use.py").write_text(source)
+    found = [p.what for p in cited_path_problems(tmp_path)]
+    assert len(found) == len(expected), found
+    for got, want in zip(found, expected, strict=True):
+        assert got.startswith(want)
+
+
+def test_the_changelog_is_checked_in_its_current_section_only(tmp_path: Path) -> None:
+    _small_tree(tmp_path)
+    (tmp_path / "CHANGELOG.md").write_text(
+        "# Changelog\n\n## Now\n\n- model/new.py\n\n## Before\n\n- model/old.py\n"
+    )
+    assert [str(p) for p in cited_path_problems(tmp_path)] == [
+        "CHANGELOG.md:5: model/new.py does not exist"
+    ]
+
+
+def test_the_layout_pages_rooms_name_modules_of_their_rooms(tmp_path: Path) -> None:
+    _small_tree(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "layout.md").write_text(
+        "| layer | rooms | what |\n| --- | --- | --- |\n"
+        "| 1 | `model/` | run state (`state`), the rest (`gone`) |\n"
+    )
+    assert [str(p) for p in cited_path_problems(tmp_path)] == [
+        "docs/layout.md:3: `gone` is no module of model"
+    ]

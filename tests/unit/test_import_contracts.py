@@ -76,3 +76,26 @@ def test_an_upward_import_breaks_the_rooms_contract(tmp_path):
     assert result.returncode != 0
     assert "The core's rooms import only the rooms below them BROKEN" in result.stdout
     assert "shared.model.intervals -> shared.control.controller" in result.stdout
+
+
+def _adapter_rooms() -> set[str]:
+    """The adapters' sub-packages and top-level modules (`wiring`, `chaos_mailbox`)."""
+    adapters = ROOT / "adapters"
+    packages = {p.parent.name for p in adapters.glob("*/__init__.py")}
+    modules = {p.stem for p in adapters.glob("*.py") if p.stem != "__init__"}
+    return packages | modules
+
+
+def test_every_room_of_the_adapters_is_a_layer():
+    assert _layer_names(_contract("adapter-rooms")) == _adapter_rooms()
+
+
+def test_every_room_but_gke_is_kept_from_kubernetes():
+    sources = set(_contract("only-gke-talks-to-kubernetes")["source_modules"])
+    rooms = {f"adapters.{room}" for room in _adapter_rooms() - {"gke"}}
+    assert sources == rooms | (set(CONFIG["root_packages"]) - {"adapters"})
+
+
+def test_the_cli_is_kept_from_every_adapter_room_but_the_wiring():
+    forbidden = set(_contract("cli-through-the-wiring")["forbidden_modules"])
+    assert forbidden == {f"adapters.{room}" for room in _adapter_rooms() - {"wiring"}}

@@ -1,49 +1,41 @@
-"""The layering rules (docs/architecture.md#layering-rules), checked on the source.
+"""What the import contracts cannot see, checked on the source: pyproject.toml's
+`[tool.importlinter]` contracts are the one rule book for imports (lint-imports builds its
+graph from import statements; tests/unit/test_import_contracts.py runs it), and this keeps
+to what grimp misses:
 
-- `shared` imports none of `demo`, `functions`, `worker`, `scripts`: not by an import
-  statement, and not at run time by a module name handed to `importlib` or `__import__`;
-- the modules of `shared` (the pure core; its adapters are the top-level `adapters`)
-  never import the adapters, a Google or Kubernetes client, `scipy` or `kvdbclient`;
-- only `adapters/gke/` talks to the Kubernetes API (imports `kubernetes`);
-- `functions`, `worker` and `scripts` never import each other; `demo` is a plugin on top of
-  `shared` and `worker` that nothing but `scripts` (the demo command) imports;
-- test modules import only `tests.builders` and `tests.conftest`, never one another.
+- a module name handed to a run-time loader (`importlib.import_module("demo.ingest")`) names
+  only its own package or one in a lower layer of the house contract;
+- test modules import only `tests.builders` and `tests.conftest`, never one another (the
+  tests are no package of the contracts).
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("shared", "adapters", "functions", "worker", "scripts", "demo")
-# Who may import whom, besides itself. `demo` is a workload: the worker loads it by the name in
-# the config (never by import), and only the demo command and its oracles import it.
-ALLOWED = {
-    "shared": set(),
-    "adapters": {"shared"},
-    "functions": {"shared", "adapters"},
-    "worker": {"shared", "adapters"},
-    "scripts": {"shared", "adapters", "demo"},
-    "demo": {"shared", "adapters", "worker"},
-}
-# Libraries the pure core must not reach (I/O clients, heavy numerics for the demo).
-CLIENT_LIBRARIES = ("google", "kubernetes", "kvdbclient", "scipy", "grpc", "functions_framework")
+IMPORTLINTER = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+PACKAGES = tuple(IMPORTLINTER["root_packages"])
 LOADERS = {"import_module", "__import__", "find_spec", "import_from_path"}
 
 
-def imported(path: Path) -> set[str]:
-    """Every module a file imports, at any depth (lazy imports inside functions count), plus
-    every string literal handed to a run-time loader (`importlib.import_module("x")`)."""
+def below(package: str) -> set[str]:
+    """The packages in lower layers of the house contract than `package`'s."""
+    house = next(c for c in IMPORTLINTER["contracts"] if c["id"] == "house")
+    layers = [{n.strip() for n in layer.split("|")} for layer in house["layers"]]
+    at = next(i for i, layer in enumerate(layers) if package in layer)
+    return set().union(*layers[at + 1 :])
+
+
+def loaded(path: Path) -> set[str]:
+    """The string literals a file hands to a run-time loader (`importlib.import_module`)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-        elif isinstance(node, ast.Call):
+        if isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             if called in LOADERS:
@@ -52,6 +44,18 @@ def imported(path: Path) -> set[str]:
                     for arg in node.args[:1]
                     if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
                 )
+    return names
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (lazy imports inside functions count), plus
+    every string literal handed to a run-time loader."""
+    names = loaded(path)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
     return names
 
 
@@ -64,31 +68,20 @@ def _rel(path: Path) -> str:
 
 
 @pytest.mark.parametrize("top", PACKAGES)
-def test_packages_import_only_what_they_may(top):
-    forbidden = set(PACKAGES) - ALLOWED[top] - {top}
+def test_runtime_loaders_name_only_lower_packages(top):
+    allowed = below(top) | {top}
     offenders = {
-        _rel(path): sorted(m for m in imported(path) if m.split(".")[0] in forbidden)
+        _rel(path): sorted(m for m in loaded(path) if m.split(".")[0] not in allowed)
         for path in files(top)
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-@pytest.mark.parametrize(
-    "path", [p for p in files("shared") if "adapters" not in p.parts], ids=_rel
-)
-def test_pure_shared_modules_import_no_adapter_or_client(path):
-    bad = {m for m in imported(path) if m.split(".")[0] in ("adapters", *CLIENT_LIBRARIES)}
-    assert not bad
-
-
-def test_only_the_gke_adapter_talks_to_kubernetes():
-    users = {
-        _rel(path)
-        for top in PACKAGES
-        for path in files(top)
-        if any(m.split(".")[0] == "kubernetes" for m in imported(path))
-    }
-    assert users and all(u.startswith("adapters/gke/") for u in users), users
+def test_lower_packages_follow_the_house_contract():
+    """The loader rule reads the house's layers: shared is at the bottom, the entry points on
+    top (a reordered contract would change what the rule allows)."""
+    assert below("shared") == set()
+    assert below("scripts") == {"demo", "worker", "adapters", "shared"}
 
 
 def test_test_modules_import_only_builders_and_conftest():
@@ -104,7 +97,7 @@ def test_test_modules_import_only_builders_and_conftest():
 
 
 def test_the_checker_sees_runtime_loading(tmp_path):
-    """The rule above would be toothless if a string-named import went unseen."""
+    """The rules above would be toothless if a string-named import went unseen."""
     probe = tmp_path / "probe.py"
     probe.write_text(
         "import importlib\n"
@@ -113,4 +106,5 @@ def test_the_checker_sees_runtime_loading(tmp_path):
         "def g():\n"
         "    from scripts import cli\n"
     )
+    assert loaded(probe) == {"demo.ingest"}
     assert {"demo.ingest", "scripts"} <= imported(probe)

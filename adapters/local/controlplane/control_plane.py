@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from adapters.common.termination import unwind_on_termination
 from adapters.local.controlplane.metrics_server import (
     FrontProxy,
     apiserver_flags,
@@ -48,7 +49,6 @@ from adapters.local.process_groups import (
     log_tail,
     start_group_dying_with_parent,
 )
-from adapters.local.termination import unwind_on_termination
 
 log = logging.getLogger("cave_pipeline.control_plane")
 

@@ -22,6 +22,7 @@ from shared.forecast.simulation.cluster import ClusterParams, SimCluster, SimJob
 from shared.forecast.simulation.runtimes import Runtimes
 from shared.model.grid import layer_batch_size
 from shared.model.layers import layer_shape
+from shared.model.phase import Phase, RunStatus
 from shared.model.state import RunState, layer_key
 from shared.money.costs import RunCost, estimate
 from shared.money.pricing import RateRow, load_rates
@@ -147,7 +148,7 @@ class Simulation:
         self.last_read = now
         before = {k: (ls.phase, ls.job.parallelism) for k, ls in self.run.layers.items()}
         self._account()
-        running = [ls.job.name for ls in self.run.layers.values() if ls.phase == "running"]
+        running = [ls.job.name for ls in self.run.layers.values() if ls.phase == Phase.RUNNING]
         jobs = {name: self.cluster.status(name) for name in running}
         overload = self.s.bigtable_overload
         load = next((o.load for o in overload if o.at(now) is not None), None)
@@ -164,7 +165,7 @@ class Simulation:
             self.counts["writes"] += 1 + max(1, changed) + pages
         self.run = d.state
         for ls in self.run.layers.values():
-            if ls.phase in ("succeeded", "failed") and before[ls.key][0] == "running":
+            if ls.phase in (Phase.SUCCEEDED, Phase.FAILED) and before[ls.key][0] == Phase.RUNNING:
                 self.layer_finishes.append((now, ls.key))
         if overload:
             self._note_ramp(now, load)
@@ -188,7 +189,7 @@ class Simulation:
 
     def _note_ramp(self, now: float, load: float | None) -> None:
         """One timeline entry when the load, the parallelism or the hold changed."""
-        running = [ls for ls in self.run.layers.values() if ls.phase == "running"]
+        running = [ls for ls in self.run.layers.values() if ls.phase == Phase.RUNNING]
         entry = (now, load, sum(ls.job.parallelism for ls in running), self.run.ramp_hold)
         if not self.ramp_timeline or self.ramp_timeline[-1][1:] != entry[1:]:
             self.ramp_timeline.append(entry)
@@ -233,7 +234,7 @@ class Simulation:
         self.reconcile(0.0)  # the operator's start kick
         self.push(tick, "tick")
         now = 0.0
-        while self.heap and self.run.status not in ("succeeded", "failed"):
+        while self.heap and self.run.status not in (RunStatus.SUCCEEDED, RunStatus.FAILED):
             now, _, kind, payload = heapq.heappop(self.heap)
             if now > self.s.max_sim_s or self._halted():
                 break
@@ -272,7 +273,7 @@ class Simulation:
     def _halted(self) -> bool:
         """Paused by the budget guard with nothing left running: an operator's call now."""
         return (
-            self.run.status == "paused"
+            self.run.status == RunStatus.PAUSED
             and self.run.budget_alerted
             and all(job.active == 0 for job in self.cluster.jobs.values())
         )

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.local.termination import STOP_SIGNALS, Terminated, unwind_on_termination
+from adapters.common.termination import STOP_SIGNALS, Terminated, unwind_on_termination
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from adapters.local.emulator_probe import EmulatorUnreachableError
-from adapters.local.termination import Terminated
+from adapters.common.emulator_probe import EmulatorUnreachableError
+from adapters.common.termination import Terminated
 from scripts import exits
 from scripts.cli import PipelineGroup, main
 
@@ -122,7 +122,7 @@ def test_real_commands_follow_the_table_and_print_one_form(args, cause, said):
 
 INTERRUPTED = """
 import signal, sys, click
-from adapters.local.termination import Terminated
+from adapters.common.termination import Terminated
 from scripts.cli import PipelineGroup
 
 @click.command()

@@ -18,7 +18,8 @@ from rich.text import Text
 
 from scripts.cli import main
 from scripts.commands.config import import_files, notes_table
-from scripts.commands.costs import cost_report, costs_table
+from scripts.commands.costs import costs_table
+from scripts.cost_report import cost_report
 from scripts.views.status import status_view
 from scripts.views.terminal import console, fit, live
 from shared.config.config_files import load_config

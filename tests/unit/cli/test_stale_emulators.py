@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.local.emulator_probe import EMULATOR_VARS, check_emulators
+from adapters.common.emulator_probe import EMULATOR_VARS, check_emulators
 
 REPO = Path(__file__).resolve().parents[3]
 DEMO = REPO / "examples" / "demo" / "pipeline.yml"

@@ -1,4 +1,4 @@
-"""The Job-event parser on recorded GKE LogEntry shapes, and the exporter's shape."""
+"""The Job-event parser on hand-written GKE LogEntry shapes, and the exporter's shape."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def fixture(name: str) -> dict:
         ("job_backoff_limit_exceeded", "BackoffLimitExceeded", "Warning", "2026-11-30T14:20:05"),
     ],
 )
-def test_recorded_job_entries_parse(name: str, reason: str, event_type: str, stamp: str) -> None:
+def test_fixture_job_entries_parse(name: str, reason: str, event_type: str, stamp: str) -> None:
     raw = fixture(name)
     event = parse_log_entry(json.dumps(raw).encode())
     assert event.reason == reason and event.event_type == event_type
@@ -84,7 +84,7 @@ def _shape(entry: dict) -> tuple:
     )
 
 
-def test_our_job_entries_have_the_recorded_shape() -> None:
+def test_our_job_entries_have_the_fixture_shape() -> None:
     ours = make_log_entry(
         project="p",
         cluster="c",

@@ -1,5 +1,5 @@
 """The doctor's pure part (shared/doctor): the exit-code rule, the deployment's names, the
-largest planned layer, and the check branches the recorded projects do not reach (denied
+largest planned layer, and the check branches the hand-written projects do not reach (denied
 reads, warnings, the local stack's variants, the graph table's three states), table-driven."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from shared.doctor import needs
 from shared.doctor.deployment import common_name_of, deployment_of
 from shared.doctor.facts import Denied
 from shared.doctor.verdicts import CheckResult, Verdict, blocks_start, exit_code
-from tests.builders.recorded_http import CONFIG
+from tests.builders.fixture_http import CONFIG
 from tests.builders.stored_runs import DEMO
 
 P, F, W, S, U = Verdict.PASS, Verdict.FAIL, Verdict.WARN, Verdict.SKIP, Verdict.UNREACHABLE

@@ -20,6 +20,7 @@ from shared.forecast.forecast import (
 from shared.forecast.simulation.cluster import ClusterParams
 from shared.forecast.simulation.engine import T0, SimSettings, simulate
 from shared.forecast.simulation.runtimes import Runtimes
+from shared.model.phase import Phase
 from shared.reconcile.build_plan import new_run
 
 DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml"
@@ -219,10 +220,10 @@ def test_a_canarys_run_is_not_taken_for_an_advance():
     l2 = run.layers["ingest-L2"]
     l2.phase, l2.timing.submitted_at = "running", T0 + timedelta(seconds=13)
     assert observed_advance_s(run) == pytest.approx(11.0)  # no canary: all of it
-    l2.canary.phase = "done"
+    l2.canary.phase = Phase.SUCCEEDED
     l2.canary.record = {"finished_at": (T0 + timedelta(seconds=12)).isoformat()}
     assert observed_advance_s(run) == pytest.approx(1.0)
-    l2.canary.phase = "failed"  # a failed canary's record says nothing of when it ended
+    l2.canary.phase = Phase.FAILED  # a failed canary's record says nothing of when it ended
     assert observed_advance_s(run) == pytest.approx(11.0)
 
 

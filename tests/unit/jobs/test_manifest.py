@@ -103,7 +103,8 @@ def test_completions_follow_the_layer_grid(tmp_path, layer, grid, batch, complet
     assert spec["backoffLimitPerIndex"] == 3
     env = env_of(m)
     assert env["PCG_GRID_SHAPE"] == ",".join(map(str, grid))
-    # The layer's own size, used as is by PyChunkedGraph images (contract section 1).
+    # The layer's own size, used as is by PyChunkedGraph images
+    # (docs/job-and-worker-contract.md#chunk-distribution).
     assert env["PCG_BATCH_SIZE"] == str(batch)
     assert env["PCG_LAYER"] == str(layer) and env["PCG_N_LAYERS"] == "5"
     notes = m["metadata"]["annotations"]

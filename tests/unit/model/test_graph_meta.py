@@ -81,3 +81,36 @@ def test_the_worker_takes_its_geometry_from_the_metadata():
 def test_the_worker_refuses_a_grid_the_metadata_disagrees_with(grid, n_layers):
     with pytest.raises(WorkerConfigError, match=r"layer-3 grid \[2, 1, 1\], 4 layers"):
         with_graph_meta(env(grid=grid, n_layers=n_layers), META)
+
+
+def test_an_images_layer_grids_round_trip_and_our_stored_record_is_unchanged():
+    image = GraphMeta((0, 0, 0), (100, 60, 30), (32, 32, 16), 4, ((2, (4, 2, 2)), (3, (2, 1, 1))))
+    assert parse_report(report_line(image)) == image
+    assert "layer_chunk_bounds" not in META.to_dict()  # this project's record: as before
+    assert mismatch(image, (4, 2, 2), 4) == ""
+
+
+@pytest.mark.parametrize(
+    ("grids", "want"),
+    [
+        ('{"3": [2, 1]}', "layer_chunk_bounds[3]: [2, 1] is not 3 integers"),
+        ('{"x": [2, 1, 1]}', "layer 'x' is not an integer"),
+        ("[1, 2]", "layer_chunk_bounds: not a mapping of layers"),
+    ],
+)
+def test_a_malformed_layer_grid_names_the_field(grids, want):
+    line = (
+        '{"graph_meta": {"bounds_lo": [0, 0, 0], "bounds_hi": [8, 8, 8], "chunk_size": [8, 8, 8],'
+        f' "layer_count": 2, "layer_chunk_bounds": {grids}}}}}'
+    )
+    with pytest.raises(GraphMetaError, match=want.replace("[", r"\[").replace("]", r"\]")):
+        parse_report(line)
+
+
+def test_a_layer_grid_the_image_iterates_differently_is_named():
+    image = GraphMeta((0, 0, 0), (100, 60, 30), (32, 32, 16), 4, ((2, (4, 2, 2)), (3, (1, 1, 1))))
+    assert mismatch(image, (4, 2, 2), 4) == (
+        "layer 3 chunk grid [1, 1, 1] iterated by the image vs [2, 1, 1] planned: the graph's "
+        "table was set up for another grid. Fix data_source.size (or drop it to read the "
+        "watershed's info file) or set the graph up again, then start a new run"
+    )

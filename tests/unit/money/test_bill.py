@@ -23,6 +23,7 @@ from shared.money.controller_usage import ControllerUsage, reconcile_usage
 from shared.money.costs import LayerCost, RunCost
 from shared.money.pricing import load_cloud_prices, parse_cloud_prices
 from shared.ports.bigtable_monitor import Sample
+from shared.ports.partial_answer import PartialAnswer
 
 T0 = datetime(2026, 12, 1, 12, tzinfo=UTC)
 PRICES = load_cloud_prices()
@@ -137,14 +138,16 @@ def test_bill_as_dict_has_every_line_and_the_total():
 
 
 class _Monitor:
-    """A `BigtableMonitor` answering from recorded series (the Monitoring adapter itself is
-    tested against recorded HTTP responses in test_monitoring_recorded.py)."""
+    """A `BigtableMonitor` answering from given series (the Monitoring adapter itself is
+    tested against hand-written HTTP responses in test_monitoring_fixtures.py); `partial`:
+    each answer is partial for that reason."""
 
     storage_exact = True
     storage_source = "Cloud Monitoring table/bytes_used"
 
-    def __init__(self, table=None, nodes=None, error: Exception | None = None):
+    def __init__(self, table=None, nodes=None, error: Exception | None = None, partial=""):
         self.table, self.nodes, self.error = table or [], nodes or [], error
+        self.partial = partial
 
     def cpu_load(self, project, instance):
         return None
@@ -152,11 +155,15 @@ class _Monitor:
     def table_bytes(self, project, instance, table, start, end):
         if self.error:
             raise self.error
+        if self.partial:
+            raise PartialAnswer(self.partial, self.table)
         return self.table
 
     def node_counts(self, project, instance, start, end):
         if self.error:
             raise self.error
+        if self.partial:
+            raise PartialAnswer(self.partial, self.nodes)
         return self.nodes
 
 
@@ -186,6 +193,24 @@ def test_run_bill_measures_what_monitoring_has_and_estimates_what_it_cannot_read
     assert down["total_usd"] == pytest.approx(
         sum(v["usd"] for k, v in down.items() if k != "total_usd")
     )
+
+
+def test_a_partial_monitoring_answer_is_priced_but_not_measured():
+    """Monitoring's `executionErrors`/`unreachable`: the figures it held are priced (a lower
+    bound) and the lines say so, estimated rather than measured."""
+    from scripts.bill_read import run_bill
+
+    cfg, run, now = _finished_run()
+    start = run.created_at
+    series = [Sample(start + timedelta(seconds=30), 50 * GIB)]
+    nodes = [Sample(start - timedelta(minutes=5), 3.0), Sample(start, 6.0)]
+    full = run_bill(cfg, run, now, _Monitor(series, nodes)).as_dict()
+    part = run_bill(cfg, run, now, _Monitor(series, nodes, partial="unreachable: us-east1"))
+    bill = part.as_dict()
+    for line in ("table_storage", "bigtable_nodes"):
+        assert bill[line]["measured"] is False
+        assert bill[line]["usd"] == pytest.approx(full[line]["usd"])
+        assert "answered in part (unreachable: us-east1)" in bill[line]["basis"]
 
 
 def test_a_running_run_has_a_projected_bill_above_what_is_spent():

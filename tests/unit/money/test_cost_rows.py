@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from scripts.commands.costs import cost_report, costs_table
+from scripts.commands.costs import costs_table
 from scripts.commands.describe import breakdown
+from scripts.cost_report import cost_report
 from shared.config.config_files import load_config
 from shared.model.state import RunState
 from shared.reconcile.build_plan import new_run

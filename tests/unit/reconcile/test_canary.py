@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from shared.config.config import LayerOverride
 from shared.config.config_files import load_config
-from shared.forecast.canary_forecast import chunk_runtime, forecast_build
+from shared.forecast.canary_forecast import chunk_runtime, forecast_build, with_canary_forecasts
 from shared.jobs.autopilot import Requests
 from shared.jobs.layer_spec import layer_spec
 from shared.model.grid import batch_coords
+from shared.model.phase import Phase
 from shared.model.worker_contract import BATCH_SIZE
 from shared.money.pricing import RateRow
 from shared.reconcile.build_plan import new_run, plan_for
@@ -216,12 +217,19 @@ def _plan(run, lp_canary: CanaryPlan | None) -> Plan:
     return Plan(layers)
 
 
-def _canary_plan(forecast: dict | None = None) -> CanaryPlan:
-    def forecaster(figures, planned, sized, now):
-        return forecast or {"wall_s": 99.0}
-
+def _canary_plan() -> CanaryPlan:
     # 8 chunks: 4 pods of two
-    return CanaryPlan("job-ingest-2-0-canary", 8, 1.25, _demo().job, forecaster=forecaster)
+    return CanaryPlan("job-ingest-2-0-canary", 8, 1.25, _demo().job)
+
+
+def _stub_forecast(cfg, run, stage, layer, figures, planned, sized, now) -> dict:
+    return {"wall_s": 99.0}
+
+
+def _decided(seen: Snapshot, plan: Plan, now: datetime):
+    """The decision as the reconcile finishes it: the ended canary's forecast added (the
+    simulator stubbed)."""
+    return with_canary_forecasts(_demo(), seen, decide(seen, plan, None, now), _stub_forecast)
 
 
 @pytest.mark.parametrize("advance", ["auto", "approve"])
@@ -231,7 +239,7 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     d = decide(Snapshot(run), plan, None, T0)
     ls = d.state.layers["ingest-L2"]
     assert d.actions == [CreateJob("ingest", 2, "job-ingest-2-0-canary", 4)]
-    assert ls.phase == "waiting" and ls.canary.phase == "running"
+    assert ls.phase == "waiting" and ls.canary.phase == Phase.RUNNING
     # running: the layer waits, no approval asked yet
     later = T0 + timedelta(seconds=30)
     running = {ls.canary.job: job(ls.canary.job, completions=4)}
@@ -240,9 +248,9 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     # done: figures kept, layer sized (0.75 vCPU / 1.25 GiB): held one reconcile for the size
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.9, cpu_used=0.5) for i in range(4)]}
-    d3 = decide(Snapshot(d2.state, done, pods), plan, None, later)
+    d3 = _decided(Snapshot(d2.state, done, pods), plan, later)
     ls3 = d3.state.layers["ingest-L2"]
-    assert ls3.canary.phase == "done" and ls3.phase == "waiting" and d3.actions == []
+    assert ls3.canary.phase == Phase.SUCCEEDED and ls3.phase == "waiting" and d3.actions == []
     assert ls3.canary.record["sized"] == {"cpu": 0.75, "memory_gib": 1.25}
     assert ls3.canary.record["forecast"] == {"wall_s": 99.0} and ls3.canary.record["pods"] == 4
     assert ls3.canary.record["chunks"] == 8
@@ -262,22 +270,56 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
 def test_a_canary_of_the_planned_size_does_not_hold_the_layer() -> None:
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
     d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
     assert d.state.layers["ingest-L2"].phase == "running"  # 0.25/0.5 as planned: no wait
 
 
+def test_an_approval_asked_as_the_canary_ends_carries_its_forecast() -> None:
+    """A canary of the planned size lets the layer go on in the reconcile that ends it: under
+    `approve` that reconcile's approval_needed alert carries the canary's record with the
+    forecast, as the record the layer keeps does."""
+    run = make_run("approve")
+    ls = run.layers["ingest-L2"]
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
+    done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
+    pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
+    d = _decided(Snapshot(run, done, pods), _plan(run, _canary_plan()), T0)
+    (alert,) = d.actions
+    assert isinstance(alert, Alert) and alert.kind == "approval_needed"
+    record = d.state.layers["ingest-L2"].canary.record
+    assert record["forecast"] == {"wall_s": 99.0} and alert.details["canary"] == record
+
+
+def test_a_forecast_that_cannot_price_the_run_is_recorded_as_its_error() -> None:
+    run = make_run("auto")
+    ls = run.layers["ingest-L2"]
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
+    done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
+    pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
+    seen = Snapshot(run, done, pods)
+
+    def unpriced(*args) -> dict:
+        raise ValueError("no rate for region mars-north1\nsee the rate table")
+
+    d = with_canary_forecasts(
+        _demo(), seen, decide(seen, _plan(run, _canary_plan()), None, T0), unpriced
+    )
+    record = d.state.layers["ingest-L2"].canary.record
+    assert "forecast" not in record and record["forecast_error"] == "no rate for region mars-north1"
+
+
 def test_a_failed_canary_alerts_and_the_layer_goes_on_as_configured() -> None:
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     failed = {ls.canary.job: job(ls.canary.job, condition="Failed", reason="FailedIndexes")}
     d = decide(Snapshot(run, failed, {ls.canary.job: []}), _plan(run, _canary_plan()), None, T0)
     kinds = [a.kind for a in d.actions if isinstance(a, Alert)]
     assert kinds == ["canary_failed"]
-    assert d.state.layers["ingest-L2"].canary.phase == "failed"
+    assert d.state.layers["ingest-L2"].canary.phase == Phase.FAILED
     assert d.state.layers["ingest-L2"].phase == "running"
 
 
@@ -285,7 +327,10 @@ def test_with_canary_sizes_overrides_only_the_measured_layer() -> None:
     cfg = _demo()
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.record = "done", {"sized": {"cpu": 0.75, "memory_gib": 1.25}}
+    ls.canary.phase, ls.canary.record = (
+        Phase.SUCCEEDED,
+        {"sized": {"cpu": 0.75, "memory_gib": 1.25}},
+    )
     sized = with_canary_sizes(cfg, run)
     assert layer_spec(sized, "ingest", 2).requests == Requests(0.75, 1.25)
     assert layer_spec(sized, "ingest", 3).requests == layer_spec(cfg, "ingest", 3).requests
@@ -334,7 +379,7 @@ def test_status_shows_the_canary_and_the_right_size_lines() -> None:
 
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase = "done"
+    ls.canary.phase = Phase.SUCCEEDED
     ls.canary.record = {
         "chunks": 8,
         "runtime_p50_s": 13.3,
@@ -381,7 +426,7 @@ def test_the_in_run_forecast_assumes_the_canarys_chunk_time(record: dict, expect
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
     assert run_forecast(cfg, run, T0).assumed_chunk_s == DEFAULT_CHUNK_S
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.record = "done", record
+    ls.canary.phase, ls.canary.record = Phase.SUCCEEDED, record
     assert run_forecast(cfg, run, T0).assumed_chunk_s == expected
 
 
@@ -393,7 +438,7 @@ def test_the_in_run_forecast_takes_the_canarys_start_up_and_wait() -> None:
     cfg = _demo()
     run = new_run(cfg, "r1", ["ingest"], "auto", T0)
     ls = run.layers["ingest-L2"]
-    ls.canary.phase = "done"
+    ls.canary.phase = Phase.SUCCEEDED
     ls.canary.record = {
         "chunk_p50_s": 0.1,
         "pod_overhead_p50_s": 4.0,
@@ -420,7 +465,7 @@ def test_the_in_run_forecast_takes_the_canarys_start_up_and_wait() -> None:
 def test_a_canary_past_the_class_ceiling_keeps_the_plan_and_says_why() -> None:
     run = make_run("auto")
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=200.0, cpu_used=0.5) for i in range(4)]}
     d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
@@ -436,7 +481,7 @@ def _canary_running(status: str, **job_kw):
     run = make_run("auto")
     run.status = status
     ls = run.layers["ingest-L2"]
-    ls.canary.phase, ls.canary.job = "running", "job-ingest-2-0-canary"
+    ls.canary.phase, ls.canary.job = Phase.RUNNING, "job-ingest-2-0-canary"
     ls.canary.record = {"chunks": 4, "parallelism": 4, "cpu": 0.25}
     jobs = {ls.canary.job: job(ls.canary.job, completions=4, parallelism=4, **job_kw)}
     return run, jobs
@@ -492,7 +537,7 @@ def test_a_canary_starts_within_max_vcpus(max_vcpus, others, expected) -> None:
     ls = d.state.layers["ingest-L2"]
     assert d.actions == ([expected] if expected else [])
     assert ls.timing.held_by_vcpu_cap == (expected is None)
-    assert ls.canary.phase == ("running" if expected else "")
+    assert ls.canary.phase == (Phase.RUNNING if expected else Phase.WAITING)
 
 
 def test_a_running_canary_counts_against_max_vcpus() -> None:
@@ -500,5 +545,5 @@ def test_a_running_canary_counts_against_max_vcpus() -> None:
     assert running_vcpus([run]) == 1.0
     budget = VcpuBudget.of(10.0, run, others=2.0)
     assert budget is not None and budget.free == 7.0
-    run.layers["ingest-L2"].canary.phase = "done"
+    run.layers["ingest-L2"].canary.phase = Phase.SUCCEEDED
     assert running_vcpus([run]) == 0.0

@@ -246,9 +246,10 @@ def test_life_usage_reads_this_process() -> None:
 def test_with_run_sizes_applies_auto_and_keeps_pins(tmp_path: Path) -> None:
     """What the controller plans with: L3 right-sized from L2's pods under `auto`, a pinned
     memory kept, nothing under `suggest`."""
-    from shared.forecast.rightsize_run import run_suggestions, with_run_sizes
+    from shared.forecast.rightsize_run import run_suggestions
     from shared.jobs.layer_spec import layer_spec
     from shared.reconcile.build_plan import new_run
+    from shared.reconcile.run_sizes import with_run_sizes
 
     cfg = load_config(_write(tmp_path, "  rightsize: auto\n  rightsize_margin: 1.0\n"))
     res = cfg.job.resources.model_copy(update={"overrides": {4: LayerOverride(memory=3.0)}})
@@ -319,7 +320,7 @@ def test_with_usage_fills_only_what_the_cluster_left_empty(cluster, read, expect
     assert (got.peak_memory_gib, got.cpu_used) == expected
 
 
-# -- job.rightsize: auto records a config version (shared.control.rightsize_version)
+# -- job.rightsize: auto records a config version (shared.reconcile.rightsize_version)
 # ------------------
 
 
@@ -341,8 +342,8 @@ def _started_l3(tmp_path: Path, mode: str, requests: tuple[float, float] | None 
 
 
 def test_auto_records_a_config_version_by_rightsize(tmp_path: Path) -> None:
-    from shared.control.rightsize_version import with_rightsize_version
     from shared.jobs.layer_spec import layer_spec
+    from shared.reconcile.rightsize_version import with_rightsize_version
 
     cfg, decision = _started_l3(tmp_path, "auto")
     before = decision.state.config_version
@@ -371,8 +372,8 @@ def test_auto_records_a_config_version_by_rightsize(tmp_path: Path) -> None:
 def test_no_config_version_without_a_right_sized_change(
     tmp_path: Path, mode: str, requests: str | None, job_name: str
 ) -> None:
-    from shared.control.rightsize_version import with_rightsize_version
     from shared.jobs.layer_spec import layer_spec
+    from shared.reconcile.rightsize_version import with_rightsize_version
 
     cfg = load_config(_write(tmp_path, "  rightsize: auto\n"))
     own = layer_spec(cfg, "ingest", 3).requests

@@ -14,6 +14,7 @@ import pytest
 from adapters.bigtable.graph_meta_store import decode_meta_cell, meta_record
 from shared.config.config_files import load_config
 from shared.config.stage_selection import image_owns_table, runs_pcg_ingest_setup, setup_command
+from shared.jobs.graph_probe import PROBE_SOURCE
 from shared.model.graph_meta import GraphMeta, report_line
 from shared.model.layers import layer_count
 from shared.ports.cluster import JobStatus
@@ -132,12 +133,12 @@ def completed(cfg, table, log=""):
 @pytest.mark.parametrize(
     ("table", "log", "phase", "reason"),
     [
-        (FOREIGN, "", "succeeded", ""),  # an image's metadata, no line printed
         (GraphTable("demo", TableState.METADATA, GOOD), "", "succeeded", ""),
         # the table's record is judged against the grid even when nothing was printed
         (GraphTable("demo", TableState.METADATA, WRONG), "", "failed", "planned by the controller"),
         # the log's report counts only when the table's metadata cannot be read
         (FOREIGN, report_line(WRONG), "failed", "planned by the controller"),
+        (FOREIGN, report_line(GOOD), "succeeded", ""),
         (GraphTable("demo", TableState.METADATA, GOOD), report_line(WRONG), "succeeded", ""),
         # no metadata in the table: failed, whatever the pod printed
         (EMPTY, report_line(GOOD), "failed", "exists without graph metadata (no row meta, "
@@ -220,3 +221,49 @@ def test_pipeline_setup_says_what_an_images_ingest_setup_will_find(table, note, 
 
     said, warned = image_table_note(table, "p", "i")
     assert note in said and warning in warned and bool(warned) == bool(warning)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "phase", "reason"),
+    [
+        (DEMO, "succeeded", ""),  # our worker's setup: its record is in the table
+        (PCG_INGEST, "failed", "its graph probe reported no graph metadata"),
+    ],
+    ids=["worker", "image"],
+)
+def test_an_images_setup_that_reports_no_grid_fails(cfg, phase, reason):
+    d = completed(cfg, FOREIGN, "PyChunkedGraph: table created")
+    setup = d.state.setups["ingest"]
+    assert setup.phase == phase and reason in setup.failure_reason
+
+
+def with_grids(meta: GraphMeta, grids: dict[int, tuple[int, int, int]]) -> GraphMeta:
+    return GraphMeta(meta.bounds_lo, meta.bounds_hi, meta.chunk_size, meta.layer_count,
+                     tuple(sorted(grids.items())))  # fmt: skip
+
+
+def test_the_image_s_layer_grids_are_checked_against_the_jobs():
+    l2 = tuple(-(-s // c) for s, c in zip(GOOD.size, GOOD.chunk_size, strict=True))
+    fits = {2: l2, 3: tuple(-(-g // 2) for g in l2)}
+    assert (
+        completed(PCG_INGEST, FOREIGN, report_line(with_grids(GOOD, fits)))
+        .state.setups["ingest"]
+        .phase
+        == "succeeded"
+    )
+    floored = {**fits, 3: tuple(g // 2 - 1 for g in l2)}  # an image's own rounding
+    setup = completed(PCG_INGEST, FOREIGN, report_line(with_grids(GOOD, floored))).state.setups[
+        "ingest"
+    ]
+    assert setup.phase == "failed"
+    assert f"layer 3 chunk grid {list(floored[3])} iterated by the image vs {list(fits[3])}" in (
+        setup.failure_reason
+    )
+
+
+def test_an_images_setup_runs_through_the_graph_probe_and_ours_does_not():
+    image = command(PCG_INGEST, new_run(PCG_INGEST, "r1", ["ingest"], "auto", T0), ABSENT)
+    assert image[:3] == ["python", "-u", "-c"] and image[3] == PROBE_SOURCE
+    assert image[4:] == ["demo", "python", "-m", "pychunkedgraph.pipeline.ingest.setup", "demo"]
+    ours_ = command(DEMO, new_run(DEMO, "r1", ["ingest"], "auto", T0), ABSENT)
+    assert ours_ == ["python", "-m", "worker.setup"]

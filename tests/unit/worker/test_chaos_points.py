@@ -63,7 +63,7 @@ def _wait_held(root):
 def test_a_pod_fault_holds_after_rows_are_written_not_before(root):
     mb.arm(root, "00000-pod_sigkill", "pod_sigkill")
     mb.arm(root, "00001-chunk_transient", "chunk_transient")
-    client = Client()
+    client = chaos_points.client_for(Client())  # chaos on: the plugin's client
     ctx = _ctx(client)
     with pytest.raises(chaos_points.ChaosTransientError):  # the chunk-level fault, at the start
         chaos_points.before_plugin(ctx, None, Log())
@@ -81,16 +81,23 @@ def test_a_pod_fault_holds_after_rows_are_written_not_before(root):
     t.join(5)
     assert not t.is_alive()
     chaos_points.after_plugin(ctx)
-    assert "write" not in vars(client)  # unwrapped after the chunk
+    client.write(["row-3"])  # disarmed after the chunk: written, not recorded
+    assert client.written[-1] == "row-3"
     events = [r["event"] for r in mb.audit_records(root)]
     assert events == ["begun", "begun", "wrote", "wrote", "returned"]
+
+
+def test_without_chaos_the_plugin_gets_the_client_itself(monkeypatch):
+    monkeypatch.delenv(mb.CHAOS_DIR_ENV, raising=False)
+    raw = Client()
+    assert chaos_points.client_for(raw) is raw
 
 
 def test_a_zombie_goes_on_at_once_with_its_claim_and_ends_at_its_next_chunk(root):
     """A zombie does not know it is one: released, it goes on with its chunk at once, its
     claim still its own (the replacement may not take over a live claim, docs/zombies.md)."""
     mb.arm(root, "00000-node_lost", "node_lost", zombie=True)
-    client, cancelled = Client(), threading.Event()
+    client, cancelled = chaos_points.client_for(Client()), threading.Event()
     ctx = _ctx(client, cancelled)
     chaos_points.before_plugin(ctx, None, Log())
     t = _write_in_thread(client, ["row-1"])
@@ -103,12 +110,12 @@ def test_a_zombie_goes_on_at_once_with_its_claim_and_ends_at_its_next_chunk(root
     with pytest.raises(SystemExit):  # its next chunk ends the zombie
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(chaos_points.os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit))
-            chaos_points.before_plugin(_ctx(Client()), None, Log())
+            chaos_points.before_plugin(_ctx(chaos_points.client_for(Client())), None, Log())
 
 
 def test_a_hung_worker_stops_mid_write_and_stays(root):
     mb.arm(root, "00000-pod_hung", "pod_hung")
-    client = Client()
+    client = chaos_points.client_for(Client())  # chaos on: the plugin's client
     chaos_points.before_plugin(_ctx(client), None, Log())
     t = _write_in_thread(client, ["row-1"])
     for _ in range(200):

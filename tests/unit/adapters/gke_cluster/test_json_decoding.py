@@ -1,5 +1,5 @@
 """GkeCluster reads lists and Jobs as plain JSON, never through the client's model classes
-(recorded shapes: tests/fixtures/gke_api; the client is real, `call_api` answers)."""
+(hand-written shapes: tests/fixtures/gke_api; the client is real, `call_api` answers)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kubernetes.client import ApiClient
 from adapters.gke import cluster as cluster_module
 from adapters.gke.wire import job_status, pod_info
 from shared.ports.cluster import ClusterUnreachableError
-from tests.builders.gke_api import pod_list_pages, query, recorded
+from tests.builders.gke_api import api_object, pod_list_pages, query
 
 
 @pytest.fixture
@@ -26,8 +26,8 @@ def no_models(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ApiClient, "response_deserialize", refuse)
 
 
-def test_the_recorded_pod_maps_field_by_field() -> None:
-    pod = pod_info(recorded("pod_indexed_job_autopilot"))
+def test_the_fixture_pod_maps_field_by_field() -> None:
+    pod = pod_info(api_object("pod_indexed_job_autopilot"))
     assert (pod.name, pod.job_name, pod.index) == (
         "pcg-lab-ingest-l2-4f2a9c-17-x7k2p",
         "pcg-lab-ingest-l2-4f2a9c",
@@ -43,7 +43,7 @@ def test_the_recorded_pod_maps_field_by_field() -> None:
 def test_list_pods_pages_json_without_model_classes(gke, server, no_models, monkeypatch) -> None:
     monkeypatch.setattr(cluster_module, "PAGE", 10)  # three pages of a 25-pod Job
     pages = pod_list_pages(25, page=10)
-    server.answer(200, recorded("job_indexed_autopilot"))
+    server.answer(200, api_object("job_indexed_autopilot"))
     for page in pages:
         server.answer(200, page)
     pods = gke.list_pods("pcg-lab-ingest-l2-4f2a9c")
@@ -58,7 +58,7 @@ def test_list_pods_pages_json_without_model_classes(gke, server, no_models, monk
 
 
 def test_jobs_and_events_are_read_without_model_classes(gke, server, no_models) -> None:
-    raw = recorded("job_indexed_autopilot")
+    raw = api_object("job_indexed_autopilot")
     server.answer(200, raw)
     server.answer(200, {"kind": "JobList", "metadata": {}, "items": [raw]})
     server.answer(
@@ -76,19 +76,19 @@ def test_jobs_and_events_are_read_without_model_classes(gke, server, no_models) 
     assert gke.job_events("pcg-lab-ingest-l2-4f2a9c") == [{"reason": "SuccessfulCreate"}]
 
 
-def test_json_and_model_classes_agree_on_every_recorded_field(gke, server) -> None:
+def test_json_and_model_classes_agree_on_every_fixture_field(gke, server) -> None:
     # The mapping reads the wire form; the model classes' round trip (what the adapter did
-    # before) gives the same PodInfo and JobStatus for the recorded shapes.
+    # before) gives the same PodInfo and JobStatus for the fixture shapes.
     api = ApiClient()
     pages = pod_list_pages(40, page=40)
-    server.answer(200, recorded("job_indexed_autopilot"))
+    server.answer(200, api_object("job_indexed_autopilot"))
     server.answer(200, pages[0])
     models = api.deserialize(json.dumps(pages[0]), "V1PodList", "application/json")
     via_models = [pod_info(p) for p in api.sanitize_for_serialization(models)["items"]]
     assert gke.list_pods("pcg-lab-ingest-l2-4f2a9c") == sorted(
         via_models, key=lambda p: (p.index, p.created, p.name)
     )
-    raw = recorded("job_indexed_autopilot")
+    raw = api_object("job_indexed_autopilot")
     model = api.deserialize(json.dumps(raw), "V1Job", "application/json")
     server.answer(200, raw)
     assert gke.get_job("j") == job_status(api.sanitize_for_serialization(model))

@@ -110,9 +110,7 @@ def test_a_delete_suspends_sweeps_the_pods_at_grace_0_then_deletes_in_background
     )
 
 
-def test_a_delete_of_a_missing_job_is_fine_and_a_refused_suspend_no_obstacle(
-    gke, server
-) -> None:
+def test_a_delete_of_a_missing_job_is_fine_and_a_refused_suspend_no_obstacle(gke, server) -> None:
     server.answer(404, NOT_FOUND)
     gke.delete_job("j1")
     assert len(server.requests) == 1

@@ -1,7 +1,9 @@
-"""The Cloud Monitoring adapter against recorded `timeSeries.list` responses
-(tests/fixtures/monitoring/: Google's JSON shapes, newest point first, int64 as strings,
-paged): the load is the busiest cluster's latest point, the bill's series are summed and
-paged through, a refusal names the role to grant."""
+"""The Cloud Monitoring adapter against `timeSeries.list` responses written by hand in the
+published shape (tests/fixtures/monitoring/, validated against the monitoring v3 discovery
+document by tests/unit/test_fixture_shapes.py: newest point first, int64 as strings, paged):
+the load is the busiest cluster's latest point, the bill's series are summed and paged
+through, a refusal names the role to grant, and an answer carrying `executionErrors` or
+`unreachable` is partial (PartialAnswer with what it held, never cached)."""
 
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ from adapters.google.monitoring import (
     TABLE_BYTES,
     CloudMonitoring,
     MonitoringError,
+    partial_reason,
 )
 from adapters.google.pod_usage import CPU_USAGE, MEMORY_USED, CloudPodUsage
 from shared.ports.cluster import PodInfo
+from shared.ports.partial_answer import PartialAnswer
 from shared.ports.pod_usage import PodLifeUsage
-from tests.builders.recorded_http import MonitoringSession
+from tests.builders.fixture_http import MonitoringSession
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "monitoring"
 NOW = datetime(2026, 12, 1, 22, 4, tzinfo=UTC)
@@ -90,6 +94,37 @@ def test_a_refusal_names_the_role():
         mon.cpu_load("my-project", "pcg")
 
 
+def test_a_partial_load_is_a_lower_bound_and_read_again():
+    mon, session = monitoring()
+    session.answers[(CPU_LOAD, "")] = (200, "cpu_load_partial")
+    with pytest.raises(PartialAnswer, match="us-east1-b could not be read") as partial:
+        mon.cpu_load("my-project", "pcg")
+    # pcg-c1 is missing from the answer: pcg-c2's 0.31 is what it holds, not the load
+    assert partial.value.value == pytest.approx(0.31)
+    assert partial.value.reason.startswith("executionErrors: ")
+    session.answers[(CPU_LOAD, "")] = (200, "cpu_load")
+    assert mon.cpu_load("my-project", "pcg") == pytest.approx(0.7830519676208496)
+    assert len(session.queries) == 2  # the partial answer was not cached
+
+
+def test_partial_table_bytes_carry_the_sums_they_hold_and_why():
+    mon, session = monitoring()
+    session.answers[(TABLE_BYTES, "")] = (200, "table_bytes_partial")
+    with pytest.raises(PartialAnswer) as partial:
+        mon.table_bytes("my-project", "pcg", "graph-1", NOW.replace(hour=12), NOW)
+    assert [s.value / 2**30 for s in partial.value.value] == [20.0]
+    assert partial.value.reason == (
+        "executionErrors: The query timed out before every series was read.; unreachable: us-east1"
+    )
+
+
+def test_a_complete_answer_has_no_partial_reason():
+    assert partial_reason([fixture("cpu_load"), fixture("empty")]) == ""
+    assert partial_reason([fixture("empty"), fixture("container_memory_partial")]) == (
+        "unreachable: us-east1"
+    )
+
+
 # -- GKE pods' lifetime usage (adapters.google.pod_usage) -----------------------------
 
 
@@ -114,8 +149,9 @@ def test_pod_usage_is_each_pods_peak_memory_and_mean_cpu():
     got = reader.life_usage("run1-main-l2", pods)
     # pod 0: peak of 0.5, 1.5, 1 GiB; 112.5 CPU seconds over the 150 s its newest point spans
     assert got["run1-main-l2-0-x7k2p"] == PodLifeUsage(1.5, pytest.approx(0.75))
-    # pod 1 lived under a minute: one point, a memory figure but no CPU span
-    assert got["run1-main-l2-1-q9v4d"] == PodLifeUsage(0.75, None)
+    # pod 1 lived under a minute: one point each, its CPU point spanning the 40 s since its
+    # container started (a CUMULATIVE point always spans time: start < end)
+    assert got["run1-main-l2-1-q9v4d"] == PodLifeUsage(0.75, pytest.approx(0.3))
     # pod 2 has no point at all; the canary's pod matches the prefix but is not asked for
     assert set(got) == {"run1-main-l2-0-x7k2p", "run1-main-l2-1-q9v4d"}
     memory_filter = session.queries[0]["filter"][0]
@@ -132,6 +168,20 @@ def test_pod_usage_is_read_once_per_pod_set():
     reader.life_usage("run1-main-l2", pods)
     reader.life_usage("run1-main-l2", pods)
     assert len(session.queries) == 2  # memory and CPU, once
+
+
+def test_partial_pod_usage_carries_what_it_read_and_is_not_remembered():
+    reader, session = pod_usage()
+    session.answers[(MEMORY_USED, "")] = (200, "container_memory_partial")
+    pods = [pod("run1-main-l2-0-x7k2p", 0), pod("run1-main-l2-1-q9v4d", 1)]
+    with pytest.raises(PartialAnswer, match="memory: unreachable: us-east1") as partial:
+        reader.life_usage("run1-main-l2", pods)
+    # pod 0's memory is one point of three (a lower bound); pod 1's memory is missing
+    assert partial.value.value["run1-main-l2-0-x7k2p"] == PodLifeUsage(1.0, pytest.approx(0.75))
+    assert partial.value.value["run1-main-l2-1-q9v4d"] == PodLifeUsage(None, pytest.approx(0.3))
+    session.answers[(MEMORY_USED, "")] = (200, "container_memory")
+    assert reader.life_usage("run1-main-l2", pods)["run1-main-l2-0-x7k2p"].peak_memory_gib == 1.5
+    assert len(session.queries) == 4  # read again: memory and CPU twice
 
 
 def test_pod_usage_refusal_names_the_role():

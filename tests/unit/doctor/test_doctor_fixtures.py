@@ -1,8 +1,10 @@
-"""`pipeline doctor` against recorded projects: the REST adapter (adapters/doctor) reads
-Google's and Kubernetes' real JSON shapes (tests/fixtures/doctor/*.json) through an injected
-session. A healthy project passes every check; a broken one fails every check, each with its
-fix; denied reads, refused credentials, no network and a hung call are told apart; and the
-CLI without credentials exits 3 naming the login, without a traceback."""
+"""`pipeline doctor` against hand-written projects: the REST adapter (adapters/doctor) reads
+answers written by hand in Google's and Kubernetes' published JSON shapes
+(tests/fixtures/doctor/*.json; the Google ones validated against their discovery documents by
+tests/unit/test_fixture_shapes.py) through an injected session. A healthy project passes
+every check; a broken one fails every check, each with its fix; denied reads, refused
+credentials, no network and a hung call are told apart; and the CLI without credentials exits
+3 naming the login, without a traceback."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from adapters.common.rest import RestApi
 from adapters.doctor.cloud import CloudFacts
-from adapters.doctor.rest import RestApi
 from adapters.doctor.runner import run_checks
 from scripts.cli import main
 from scripts.commands.doctor import Diagnosis, render
@@ -22,7 +24,7 @@ from shared.config.config_files import load_config
 from shared.doctor.checks import CHECKS, select
 from shared.doctor.deployment import deployment_of
 from shared.doctor.verdicts import Verdict
-from tests.builders.recorded_http import CONFIG, RecordedSession, recorded
+from tests.builders.fixture_http import CONFIG, FixtureSession, doctor_routes
 
 # The broken project's graph table holds metadata of another grid (4x4x2, 4 layers).
 OTHER_GRID = {
@@ -42,15 +44,15 @@ def cfg():
 
 def diagnose(cfg, routes, meta=None, public_routes=None, **session_args) -> tuple:
     dep = deployment_of(cfg)
-    session = RecordedSession(routes, **session_args)
-    public = RecordedSession(public_routes if public_routes is not None else routes)
+    session = FixtureSession(routes, **session_args)
+    public = FixtureSession(public_routes if public_routes is not None else routes)
     facts = CloudFacts(cfg, dep, RestApi(session), RestApi(public), "ana@lab.org", lambda: meta)
     results = run_checks(list(CHECKS), facts.fetchers(), dep)
     return Diagnosis("cloud", dep.project, results), session, public
 
 
 def test_a_healthy_project_passes_every_check(cfg):
-    diagnosis, session, public = diagnose(cfg, recorded("healthy"))
+    diagnosis, session, public = diagnose(cfg, doctor_routes("healthy"))
     failing = [(r.check, r.verdict, r.detail) for r in diagnosis.results if r.verdict != "pass"]
     assert failing == []
     assert diagnosis.exit_code == 0
@@ -84,7 +86,7 @@ BROKEN = {
 
 
 def test_a_broken_project_fails_every_check_with_its_fix(cfg):
-    diagnosis, _, _ = diagnose(cfg, recorded("broken"), meta=OTHER_GRID)
+    diagnosis, _, _ = diagnose(cfg, doctor_routes("broken"), meta=OTHER_GRID)
     assert set(BROKEN) == {c.id for c in CHECKS}
     for r in diagnosis.results:
         detail, fix = BROKEN[r.check]
@@ -97,7 +99,7 @@ def test_a_broken_project_fails_every_check_with_its_fix(cfg):
 
 
 def test_the_grants_check_names_each_missing_grant(cfg):
-    diagnosis, _, _ = diagnose(cfg, recorded("broken"), meta=OTHER_GRID)
+    diagnosis, _, _ = diagnose(cfg, doctor_routes("broken"), meta=OTHER_GRID)
     grants = next(r for r in diagnosis.results if r.check == "grants").detail
     for missing in (
         "cave-pipeline-controller@lab-proj.iam.gserviceaccount.com lacks roles/datastore.user",
@@ -125,7 +127,7 @@ def test_a_denied_read_fails_naming_the_call_and_the_role(cfg):
             }
         },
     }
-    routes = recorded("healthy", **{f"GET {FUNCTIONS}/functions/on-tick": denied})
+    routes = doctor_routes("healthy", **{f"GET {FUNCTIONS}/functions/on-tick": denied})
     diagnosis, _, _ = diagnose(cfg, routes)
     fn = next(r for r in diagnosis.results if r.check == "functions")
     assert fn.verdict is Verdict.FAIL
@@ -145,7 +147,7 @@ def test_refused_credentials_are_unreachable_and_name_the_login(cfg):
             }
         },
     }
-    routes = {k: refused for k in recorded("healthy")}
+    routes = {k: refused for k in doctor_routes("healthy")}
     diagnosis, _, _ = diagnose(cfg, routes)
     lost = [r for r in diagnosis.results if r.verdict is Verdict.UNREACHABLE]
     assert lost and diagnosis.exit_code == 3
@@ -154,7 +156,7 @@ def test_refused_credentials_are_unreachable_and_name_the_login(cfg):
 
 def test_no_network_makes_every_check_unreachable(cfg):
     diagnosis, _, _ = diagnose(
-        cfg, recorded("healthy"), fail_with=ConnectionError("Name or service not known")
+        cfg, doctor_routes("healthy"), fail_with=ConnectionError("Name or service not known")
     )
     # Docker Hub's session still answers: only the images check may conclude.
     verdicts = {r.check: r.verdict for r in diagnosis.results}
@@ -175,7 +177,7 @@ def test_a_hung_call_is_reported_unreachable_not_waited_for(cfg):
 
 
 def test_json_carries_every_check(cfg):
-    diagnosis, _, _ = diagnose(cfg, recorded("broken"), meta=OTHER_GRID)
+    diagnosis, _, _ = diagnose(cfg, doctor_routes("broken"), meta=OTHER_GRID)
     doc = json.loads(json.dumps(diagnosis.to_json()))
     assert doc["exit_code"] == 1 and len(doc["checks"]) == len(CHECKS)
     assert {c["verdict"] for c in doc["checks"]} == {"fail"}
@@ -243,10 +245,10 @@ def test_cli_without_network_exits_3_naming_the_login(tmp_path, monkeypatch):
 
 def test_a_trigger_without_its_dead_letter_policy_fails(cfg):
     key = "GET https://pubsub.googleapis.com/v1/projects/lab-proj/subscriptions/ticks-trigger"
-    routes = recorded("healthy")
+    routes = doctor_routes("healthy")
     answer = json.loads(json.dumps(routes[key]))
     del answer["body"]["deadLetterPolicy"]
-    diagnosis, _, _ = diagnose(cfg, recorded("healthy", **{key: answer}))
+    diagnosis, _, _ = diagnose(cfg, doctor_routes("healthy", **{key: answer}))
     pubsub = next(r for r in diagnosis.results if r.check == "pubsub")
     assert pubsub.verdict is Verdict.FAIL
     assert "ticks-trigger has no dead-letter policy to dead-letters" in pubsub.detail
@@ -309,7 +311,7 @@ def test_the_controllers_node_events_grant_in_default_is_checked(cfg, monkeypatc
         return answer
 
     monkeypatch.setattr(CloudFacts, "_review", denied_in_default)
-    diagnosis, _, _ = diagnose(cfg, recorded("healthy"))
+    diagnosis, _, _ = diagnose(cfg, doctor_routes("healthy"))
     [rbac] = [r for r in diagnosis.results if r.check == "rbac"]
     assert rbac.verdict == "fail"
     assert "may not list events in namespace default" in rbac.detail

@@ -2,10 +2,11 @@
 right-sized requests, the reconcile records a config version by `rightsize`, as `pipeline
 apply` records its own (shared.operate.config_versions), so `pipeline run` shows who changed the
 requests and when (docs/canary-and-rightsize.md). Pure: the version rides on the decision and
-its commit record (shared.control.commit_record), written in the reconcile's one commit.
+its commit record (shared.control.commit_record), written in the reconcile's one commit; it is
+added when the decision is finished (shared.reconcile.finish).
 
 The run's stored config is left as it is: the sizes stay a function of the run's state
-(shared.forecast.rightsize_run), so the entry records what was applied, not a new source of it.
+(shared.reconcile.run_sizes), so the entry records what was applied, not a new source of it.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from dataclasses import replace
 from typing import Any
 
 from shared.config.config_files import config_from_dict
-from shared.forecast.rightsize_run import rightsized
 from shared.jobs.autopilot import layer_requests
 from shared.model.state import layer_key
 from shared.reconcile.decision import CreateJob, Decision
+from shared.reconcile.run_sizes import rightsized
 
 BY = "rightsize"
 WHEN = "this layer's Job (job.rightsize: auto), from the layers below it"
