@@ -44,9 +44,9 @@ from shared.config.config_files import load_config  # noqa: E402
 from shared.control.controller import Controller  # noqa: E402
 from shared.control.job_events import JobEvent  # noqa: E402
 from shared.operate import operator_actions as ops  # noqa: E402
-from shared.ports.cluster import JobStatus, PodInfo  # noqa: E402
+from shared.ports.cluster import JobStatus  # noqa: E402
 from shared.reconcile.build_plan import new_run  # noqa: E402
-from tests.builders.fakes import RecordingCluster  # noqa: E402
+from tests.builders.fakes import PodCluster, RecordingCluster  # noqa: E402
 from tests.builders.stored_runs import DEMO, NOW  # noqa: E402
 
 OWN = tuple(str(ROOT / d) + os.sep for d in ("shared", "adapters", "functions"))
@@ -62,20 +62,6 @@ READS = (
     "pod_usage",
 )
 CASES = ("create", "approval", "failed-index")
-
-
-class FailedPodCluster(RecordingCluster):
-    """The recording fake with one failed pod per failed index, and its log."""
-
-    def list_pods(
-        self, job_name: str, index: int | None = None, job_uid: str = ""
-    ) -> list[PodInfo]:
-        if index is None:
-            return []
-        return [PodInfo(f"{job_name}-{index}-x", f"u{index}", job_name, index, "Failed", 1, 1)]
-
-    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
-        return f"traceback of {pod_name}"
 
 
 @dataclass
@@ -141,7 +127,7 @@ def trace(case: str, project: str) -> dict[str, Any]:
     if case == "approval":
         ops.approve(state, "ingest", [2], "bench", NOW)
     store.create_run(state)
-    inner = FailedPodCluster() if case == "failed-index" else RecordingCluster()
+    inner = PodCluster() if case == "failed-index" else RecordingCluster()
     cluster = CountingCluster(inner)
     clock = Clock()
     alerts: list[str] = []

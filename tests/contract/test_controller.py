@@ -24,32 +24,8 @@ from shared.ports.cluster import (
     PodInfo,
 )
 from shared.reconcile.build_plan import new_run
-from tests.builders.fakes import RecordingCluster
+from tests.builders.fakes import PodCluster, RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
-
-
-class PodCluster(RecordingCluster):
-    """The recording fake with one pod per failed index and a log that may fail to read."""
-
-    def __init__(self, log_error: Exception | None = None) -> None:
-        super().__init__()
-        self.log_error = log_error
-        self.log_reads: list[str] = []
-        self.on_log_read = lambda: None
-
-    def list_pods(
-        self, job_name: str, index: int | None = None, job_uid: str = ""
-    ) -> list[PodInfo]:
-        if index is None:
-            return []
-        return [PodInfo(f"{job_name}-{index}-x", f"u{index}", job_name, index, "Failed", 1, 1)]
-
-    def pod_log(self, pod_name: str, tail_lines: int = 100) -> str:
-        self.on_log_read()
-        self.log_reads.append(pod_name)
-        if self.log_error is not None:
-            raise self.log_error
-        return f"traceback of {pod_name}"
 
 
 def _published(
