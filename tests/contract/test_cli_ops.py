@@ -267,11 +267,22 @@ def test_events_contain_the_job_controllers_and_the_schedulers(cli, run):
     assert "FailedScheduling" in out and "Pod/too-big-0-" in out
 
 
-def test_top_says_why_no_usage_is_read_without_the_metrics_api(cli, run, cluster):
-    """Local Kubernetes serves no `metrics.k8s.io` (no metrics-server: docs/local-cluster.md),
-    so `top` reads what GKE would answer without it: the API's 404, named with the fix."""
-    result = cli("top", "r1", "ingest", "3", "--once", "--pods")
-    assert "metrics" in result.output.lower(), result.output
+def test_top_reads_the_running_pods_usage_from_the_metrics_api(cli, run, cluster):
+    """Local Kubernetes serves `metrics.k8s.io` through metrics-server, as GKE does
+    (docs/local-cluster.md): `top` says a running pod has no sample until metrics-server's
+    first scrape, then shows its usage against its request. The wait is a deadline, not a
+    bound on speed: a loaded machine scrapes later."""
+    deadline = time.monotonic() + 180
+    while True:
+        out = _ok(cli("top", "r1", "ingest", "3", "--once", "--pods"))
+        assert "usage unavailable" not in out, out  # the metrics API answers
+        if "no metrics sample yet" not in out:
+            break
+        assert time.monotonic() < deadline, f"no metrics sample after 180 s:\n{out}"
+        time.sleep(2)
+    [row] = [line for line in out.splitlines() if f"{cluster['names']['l3']}-0-" in line]
+    assert "Running" in row and "%" in row, out  # usage as a share of the request
+    assert "peak:" in out, out
 
 
 def test_a_layer_without_a_job_and_an_unknown_run_exit_2(cli, run):
