@@ -49,4 +49,6 @@ def test_demo_ingest_l2cache_meshing_approved_by_the_demo(tmp_path):
         waited = (ls.approval.at - result.run.ready_since(ls)).total_seconds()
         assert waited >= APPROVE_AFTER_S - 0.01, (ls.key, waited)
         if ls.key != "ingest-L2":
-            assert waited < APPROVE_AFTER_S + 2, (ls.key, waited)
+            # On its next look, not at the run's end: a deadline, not a bound on speed (a
+            # loaded machine looks later: 2.6 s once for a 0.5 s wait).
+            assert waited < APPROVE_AFTER_S + 30, (ls.key, waited)
