@@ -47,6 +47,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from adapters.common.termination import run_script  # noqa: E402
 from adapters.local.kube_api import KubeApi  # noqa: E402
 from tests.builders.pcg_harness import harness_python  # noqa: E402
 
@@ -467,4 +468,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)  # SIGTERM / Ctrl-C: the finally stops the stack it started

@@ -10,6 +10,7 @@ the document boundary, so in memory every phase is a `Phase` and documents stay 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TypeVar
 
 
 class Phase(StrEnum):
@@ -30,6 +31,9 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
+_E = TypeVar("_E", bound=StrEnum)
+
+
 class StoredStateError(ValueError):
     """A stored document holds a phase or status this code does not know."""
 
@@ -41,22 +45,20 @@ _CANARY_FROM_DOC = {stored: phase for phase, stored in _CANARY_TO_DOC.items()}
 
 def phase_from_doc(value: str, where: str) -> Phase:
     """A stored layer or setup phase as a `Phase`; `where` names the document in the error."""
-    try:
-        return Phase(value)
-    except ValueError:
-        raise StoredStateError(
-            f"{where}: stored phase {value!r} is not one of {', '.join(Phase)}; "
-            "correct the document (or run a build of cave-pipeline that knows it)"
-        ) from None
+    return _from_doc(Phase, value, where, "phase")
 
 
 def run_status_from_doc(value: str, where: str) -> RunStatus:
     """A stored run status as a `RunStatus`; `where` names the document in the error."""
+    return _from_doc(RunStatus, value, where, "status")
+
+
+def _from_doc(kind: type[_E], value: str, where: str, what: str) -> _E:
     try:
-        return RunStatus(value)
+        return kind(value)
     except ValueError:
         raise StoredStateError(
-            f"{where}: stored status {value!r} is not one of {', '.join(RunStatus)}; "
+            f"{where}: stored {what} {value!r} is not one of {', '.join(kind)}; "
             "correct the document (or run a build of cave-pipeline that knows it)"
         ) from None
 
