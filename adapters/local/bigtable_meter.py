@@ -6,8 +6,9 @@ The emulator keeps no statistics and reports no load, so the stack points every 
 emulator, and the relay counts gRPC requests: each one opens an HTTP/2 stream with a HEADERS
 frame from the client, so counting the client's HEADERS frames counts requests, whatever the
 client library (reads, mutations, scans). The load is the rate over the last
-`window_s` seconds divided by `capacity_rps` (`PIPELINE_LOCAL_BIGTABLE_RPS`, default 200: the
-requests a second the local "instance" serves at full CPU), capped at 1. A test or a demo
+`window_s` seconds divided by `capacity_rps` (`PIPELINE_LOCAL_BIGTABLE_RPS`, default 800: the
+requests a second the local "instance" serves at full CPU, as measured by
+bench/bench_bigtable_capacity.py), capped at 1. A test or a demo
 makes Bigtable busy by sending requests, or by lowering the capacity.
 See docs/bigtable-ramp-and-bill.md.
 """
@@ -25,13 +26,13 @@ from adapters.local.tcp_relay import TcpRelay
 from shared.ports.bigtable_monitor import Sample
 
 CAPACITY_ENV = "PIPELINE_LOCAL_BIGTABLE_RPS"
-DEFAULT_CAPACITY_RPS = 200.0
+DEFAULT_CAPACITY_RPS = 800.0  # the emulator's saturation here: bench/bench_bigtable_capacity.py
 PREFACE = len(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 HEADERS = 0x1
 
 
 def capacity_from_env() -> float:
-    """`PIPELINE_LOCAL_BIGTABLE_RPS`, a positive number of requests a second (default 200)."""
+    """`PIPELINE_LOCAL_BIGTABLE_RPS`, a positive number of requests a second (default 800)."""
     text = os.environ.get(CAPACITY_ENV, "").strip()
     if not text:
         return DEFAULT_CAPACITY_RPS

@@ -55,7 +55,7 @@ def test_load_is_the_rate_over_capacity_capped_at_one():
         meter.stop()
 
 
-@pytest.mark.parametrize(("text", "want"), [("", 200.0), ("35", 35.0), (" 2.5 ", 2.5)])
+@pytest.mark.parametrize(("text", "want"), [("", 800.0), ("35", 35.0), (" 2.5 ", 2.5)])
 def test_capacity_from_env(monkeypatch, text, want):
     monkeypatch.setenv("PIPELINE_LOCAL_BIGTABLE_RPS", text)
     assert capacity_from_env() == want
