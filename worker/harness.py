@@ -71,6 +71,11 @@ class BatchStats:
     # The first processed chunk's compute, apart: it carries what a process pays once (lazy
     # imports, a first read), which the canary's forecast separates from a chunk's time.
     first_chunk_s: float | None = None
+    # Each processed chunk's whole span (claim, begin, compute, done marker), summed, and the
+    # first one's: what a chunk costs a running pod, ledger round trips included (they are
+    # as long as the compute on a busy Bigtable), for the canary's per-chunk time.
+    chunk_span_s: float = 0.0
+    first_span_s: float | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -157,12 +162,20 @@ class BatchRunner:
                 continue
             if self.stop.is_set():
                 return self._preempted()
+            processed, t0 = self.stats.processed, time.perf_counter()
             code = self._chunk(coord)  # type: ignore[arg-type]
+            if self.stats.processed > processed:
+                self._timed_span(time.perf_counter() - t0)
             if code is not None:
                 return code
         if self.stats.transient:
             return EXIT_TRANSIENT
         return EXIT_FATAL if self.stats.fatal else EXIT_OK
+
+    def _timed_span(self, spent: float) -> None:
+        self.stats.chunk_span_s += spent
+        if self.stats.first_span_s is None:
+            self.stats.first_span_s = spent
 
     def finish(self, code: int) -> int:
         """Settle the exit code once (releasing any claim still held) and log the summary."""
@@ -223,6 +236,8 @@ class BatchRunner:
             recovered=s.recovered,
             chunk_compute_s=round(s.chunk_compute_s, 6),
             first_chunk_s=None if s.first_chunk_s is None else round(s.first_chunk_s, 6),
+            chunk_span_s=round(s.chunk_span_s, 6),
+            first_span_s=None if s.first_span_s is None else round(s.first_span_s, 6),
             elapsed_s=round(time.monotonic() - s.started, 6),
             exit_code=code,
             **self.summary_fields,

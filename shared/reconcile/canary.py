@@ -98,13 +98,26 @@ class PodTimes:
     chunk_compute_s: float  # all its chunks' compute
     processed: int = 1  # chunks it computed
     first_chunk_s: float | None = None  # the first of them (None: not reported)
+    # Their whole spans (claim, compute, done marker), all and the first (None: a worker of
+    # before reported compute only)
+    chunk_span_s: float | None = None
+    first_span_s: float | None = None
 
     def warm_chunk_s(self) -> float | None:
-        """One chunk's compute in a running pod: the mean of the chunks after the first
-        (None: fewer than two computed, or the first not reported)."""
-        if self.first_chunk_s is None or self.processed < 2:
+        """One chunk's time in a running pod: the mean of the chunks after the first, their
+        whole spans where reported (the ledger's round trips are a chunk's cost too), else
+        their compute (None: fewer than two computed, or the first not reported)."""
+        if self.processed < 2:
+            return None
+        if self.chunk_span_s is not None and self.first_span_s is not None:
+            return max(0.0, self.chunk_span_s - self.first_span_s) / (self.processed - 1)
+        if self.first_chunk_s is None:
             return None
         return max(0.0, self.chunk_compute_s - self.first_chunk_s) / (self.processed - 1)
+
+
+def _seconds_or_none(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def pod_summary(log_tail: str) -> PodTimes | None:
@@ -116,12 +129,13 @@ def pod_summary(log_tail: str) -> PodTimes | None:
             continue
         try:
             doc = json.loads(line[line.index("{") :])
-            first = doc.get("first_chunk_s")
             return PodTimes(
                 float(doc["startup_s"]),
                 float(doc["chunk_compute_s"]),
                 int(doc.get("processed", 1)),
-                None if first is None else float(first),
+                _seconds_or_none(doc.get("first_chunk_s")),
+                _seconds_or_none(doc.get("chunk_span_s")),
+                _seconds_or_none(doc.get("first_span_s")),
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -66,6 +66,9 @@ def test_demo_build_matches_oracle_rerun_skips_and_a_chunk_built_twice_fails(big
         # the first chunk's compute apart (the canary's forecast separates a pod's cold
         # start from its chunks by it): one of the pod's chunks, never more than all of them
         assert all(0 < s["first_chunk_s"] <= s["chunk_compute_s"] for s in summaries)
+        # a chunk's whole span (claim to done marker) holds its compute, the first apart too
+        assert all(s["chunk_span_s"] > s["chunk_compute_s"] for s in summaries)
+        assert all(s["first_chunk_s"] < s["first_span_s"] <= s["chunk_span_s"] for s in summaries)
         first = layer_runs[0].lines[0]
         assert first["message"] == f"layer {layer} batch 0: {first['chunks']} chunks"
         assert {"severity", "run", "stage", "layer", "index"} <= first.keys()
@@ -75,6 +78,7 @@ def test_demo_build_matches_oracle_rerun_skips_and_a_chunk_built_twice_fails(big
     assert again.code == 0, again.messages()
     assert again.summary()["processed"] == 0 and again.summary()["skipped"] == BATCH
     assert again.summary()["first_chunk_s"] is None  # no chunk computed: none to report
+    assert again.summary()["first_span_s"] is None and again.summary()["chunk_span_s"] == 0
     assert _oracle(client, demo).ok
 
     # Without its done marker a chunk is built again: orphan nodes, and the oracle fails.

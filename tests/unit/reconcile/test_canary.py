@@ -39,6 +39,7 @@ from shared.reconcile.decide import decide
 from shared.reconcile.decision import Alert, Billing, CreateJob, LayerPlan, PatchJob, Plan, Snapshot
 from shared.reconcile.vcpu_budget import VcpuBudget, running_vcpus
 from tests.builders.decide_runs import RAMP, job, make_run, name_for
+from tests.builders.demo_configs import with_batch
 from tests.builders.pod_infos import T0, pod_info
 
 DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml"
@@ -52,10 +53,14 @@ SUMMARY2 = (
     '"processed": 2, "chunk_compute_s": %s, "first_chunk_s": %s, "startup_s": %s, '
     '"exit_code": 0}'
 )
+# The same with the chunks' whole spans (claim to done marker): (..., all spans, the first's).
+SUMMARY2_SPANS = SUMMARY2.replace(
+    '"exit_code"', '"chunk_span_s": %s, "first_span_s": %s, "exit_code"'
+)
 
 
 def _demo(canary: int | None = 8):
-    cfg = load_config(DEMO)
+    cfg = with_batch(load_config(DEMO))  # the figures below are at 32 chunks a pod
     ctl = cfg.controller.model_copy(update={"canary_chunks": canary})
     return cfg.model_copy(update={"controller": ctl})
 
@@ -113,6 +118,7 @@ def test_canary_manifest_caps_max_failed_indexes() -> None:
         ("noise\n" + SUMMARY % (3.5, 12.0), PodTimes(12.0, 3.5)),
         ("2026 INFO " + SUMMARY % (0.25, 1.5) + "\n", PodTimes(1.5, 0.25)),
         (SUMMARY2 % (3.6, 3.5, 1.5), PodTimes(1.5, 3.6, 2, 3.5)),
+        (SUMMARY2_SPANS % (3.6, 3.5, 1.5, 3.8, 3.6), PodTimes(1.5, 3.6, 2, 3.5, 3.8, 3.6)),
         ("layer 2 batch 0: 1 chunks\nlayer 2 batch 0 done: 1 ok", None),  # the images' harness
         ('batch summary: {"chunk_compute_s": 1}', None),  # no start-up
         ("", None),
@@ -130,6 +136,11 @@ def test_pod_summary_from_the_workers_log(log: str, expected: PodTimes | None) -
         (PodTimes(1.5, 3.5, 1, 3.5), None),  # one chunk: cold and warm cannot be told apart
         (PodTimes(1.5, 3.6, 2), None),  # an older worker: no first chunk reported
         (PodTimes(1.5, 3.0, 2, 3.5), 0.0),  # clock noise never makes a negative chunk
+        # the spans where reported: the second chunk's claim and done marker count too
+        (PodTimes(1.5, 3.6, 2, 3.5, 3.85, 3.6), pytest.approx(0.25)),
+        (PodTimes(1.5, 4.0, 4, 1.0, 5.5, 1.0), pytest.approx(1.5)),  # the mean after the first
+        (PodTimes(1.5, 3.5, 1, 3.5, 3.6, 3.6), None),  # one chunk, spans or not
+        (PodTimes(1.5, 3.6, 2, None, 3.8, 3.6), pytest.approx(0.2)),  # spans are enough
     ],
 )
 def test_a_pods_warm_chunk_time(times: PodTimes, warm: float | None) -> None:
