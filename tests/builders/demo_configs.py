@@ -23,6 +23,16 @@ def demo_cfg(size: int = 64, **job) -> PipelineConfig:
     return cfg.model_copy(update={"job": cfg.job.model_copy(update=job)}) if job else cfg
 
 
+#: The batch size of the tables written against the demo at 32 chunks a layer-2 pod (the
+#: template's own may change: `pipeline demo`'s speed is tuned there).
+TABLE_BATCH = 32
+
+
+def with_batch(cfg: PipelineConfig, batch_size: int = TABLE_BATCH) -> PipelineConfig:
+    """`cfg` with the job's batch size replaced."""
+    return cfg.model_copy(update={"job": cfg.job.model_copy(update={"batch_size": batch_size})})
+
+
 def demo_config_file(directory: Path, watershed: str = "volume.npy") -> Path:
     """examples/demo's pipeline.yml and dataset.yml copied into `directory`, the watershed
     `watershed` beside them (an empty file is made there when it is a plain name: what

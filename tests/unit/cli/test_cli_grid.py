@@ -11,10 +11,12 @@ import yaml
 from click.testing import CliRunner
 
 from scripts.cli import main
+from shared.config.config_files import load_config
 from shared.model import grid
 from tests.builders.demo_configs import demo_config_file
 
 DEMO = str(Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml")
+BATCH = load_config(DEMO).job.batch_size  # the template's (64 at layer 2 in the demo)
 
 
 def run(*args: str):
@@ -29,7 +31,7 @@ def test_locate_then_batch_contains_the_chunk(layer, coord):
     assert result.exit_code == 0, result.output
     index = int(result.output.split("-> batch ")[1].split()[0])
     shape = tuple(8 // 2 ** (layer - 2) or 1 for _ in range(3))
-    assert index == grid.coord_to_batch_index(coord, shape, 42, grid.layer_batch_size(32, layer))
+    assert index == grid.coord_to_batch_index(coord, shape, 42, grid.layer_batch_size(BATCH, layer))
     listing = run("batch", "-c", DEMO, str(layer), str(index))
     assert listing.exit_code == 0
     assert f"({coord[0]}, {coord[1]}, {coord[2]})" in listing.output.splitlines()[1:]
@@ -56,7 +58,9 @@ def test_render_prints_a_valid_job():
     assert result.exit_code == 0
     manifest = yaml.safe_load(result.output)
     kubernetes_validate.validate(manifest, "1.33", strict=True)
-    assert manifest["spec"]["completions"] == 4
+    assert manifest["spec"]["completions"] == grid.num_batches(
+        (4, 4, 4), grid.layer_batch_size(BATCH, 3)
+    )
 
 
 def test_validate_config(tmp_path):

@@ -12,9 +12,10 @@ from shared.config.config_files import load_config
 from shared.control.build_metrics import LAYER_PROGRESS, RUN_PROGRESS, progress_entries
 from shared.money.pricing import load_rates
 from shared.reconcile.build_plan import new_run, plan_for
+from tests.builders.demo_configs import with_batch
 from tests.builders.stored_runs import DEMO, NOW
 
-CFG = load_config(DEMO)
+CFG = with_batch(load_config(DEMO))  # the table below is at 32 chunks a pod
 
 
 def running_run(completed: str, parallelism: int, active: int, failed: int, ramp_for_s: float):

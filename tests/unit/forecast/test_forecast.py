@@ -22,6 +22,7 @@ from shared.forecast.simulation.engine import T0, SimSettings, simulate
 from shared.forecast.simulation.runtimes import Runtimes
 from shared.model.phase import Phase
 from shared.reconcile.build_plan import new_run
+from tests.builders.demo_configs import with_batch
 
 DEMO = Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml"
 FLAT = Ramp(start=10, factor=2, period=100, max=10)
@@ -64,7 +65,7 @@ def test_drain_seconds_of_a_layer_under_way(pods, in_flight, want):
 
 
 def _demo(size: int = 128, ramp: Ramp | None = None):
-    cfg = load_config(DEMO)
+    cfg = with_batch(load_config(DEMO))  # the tables below are at 32 chunks a pod
     source = cfg.ds.data_source.model_copy(update={"size": (size,) * 3})
     update = {"dataset_config": cfg.ds.model_copy(update={"data_source": source})}
     if ramp is not None:
