@@ -112,7 +112,8 @@ def build_controller(
 
     def publish_kick(run_id: str, action: str) -> None:
         # The tail watch's hand-off (shared.control.advance_watch): on_kick reconciles it.
-        bus.publish_json("kick", {"run_id": run_id, "action": action})
+        # Within the watch's last margin, so the tick still ends before the next one.
+        bus.publish_json("kick", {"run_id": run_id, "action": action}, timeout_s=2.0)
 
     return Controller(
         FirestoreRunStore(project),
