@@ -108,15 +108,23 @@ def build_controller(
 
     if done_markers == LEDGER:
         done_markers = scan_done_markers
+    bus = PubSubBus(project)
+
+    def publish_kick(run_id: str, action: str) -> None:
+        # The tail watch's hand-off (shared.control.advance_watch): on_kick reconciles it.
+        # Within the watch's last margin, so the tick still ends before the next one.
+        bus.publish_json("kick", {"run_id": run_id, "action": action}, timeout_s=2.0)
+
     return Controller(
         FirestoreRunStore(project),
         cluster,
-        PubSubAlertPublisher(PubSubBus(project)),
+        PubSubAlertPublisher(bus),
         graph_tables=BigtableGraphTables(),
         done_times=_done_times(),
         done_markers=done_markers,
         bigtable_monitor=bigtable_monitor or _bigtable_monitor_from_env(),
         pod_usage=pod_usage or _pod_usage_for(project, cluster),
+        publish_kick=publish_kick,
     )
 
 

@@ -123,7 +123,8 @@ def tick_period_s() -> float:
 
 def watch_policy() -> WatchPolicy:
     """From the tick period; `PIPELINE_WATCH_BUDGET_S` overrides the budget (0 turns the
-    watch off) and `PIPELINE_WATCH_POLL_S` the time between Job GETs."""
+    watch off; a budget set by hand has no hand-offs after it, which could run into the next
+    tick) and `PIPELINE_WATCH_POLL_S` the time between Job GETs."""
     poll = float(os.environ.get("PIPELINE_WATCH_POLL_S", "1"))
     policy = WatchPolicy.for_tick_period(tick_period_s(), poll)
     budget = os.environ.get("PIPELINE_WATCH_BUDGET_S")

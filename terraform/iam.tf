@@ -135,9 +135,17 @@ resource "google_bigtable_instance_iam_member" "controller_reads_graph_tables" {
   member   = google_service_account.controller.member
 }
 
-# The controller publishes only alerts (its own and the dead-letter alerts).
+# The controller publishes alerts (its own and the dead-letter alerts) and kicks: the tick's
+# tail watch hands a run whose layer finished in its last seconds to on_kick
+# (shared/control/advance_watch.py).
 resource "google_pubsub_topic_iam_member" "controller_publishes_alerts" {
   topic  = google_pubsub_topic.topics["alerts"].name
+  role   = "roles/pubsub.publisher"
+  member = google_service_account.controller.member
+}
+
+resource "google_pubsub_topic_iam_member" "controller_publishes_kicks" {
+  topic  = google_pubsub_topic.topics["kick"].name
   role   = "roles/pubsub.publisher"
   member = google_service_account.controller.member
 }

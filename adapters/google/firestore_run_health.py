@@ -10,12 +10,11 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 
-from adapters.google.firestore_layout import ALERTS, FirestoreDocs
+from adapters.google.firestore_layout import ALERTS, HEALTH, FirestoreDocs
 from adapters.google.firestore_outbox import outbox_doc
 from shared.control.alerts import run_unhealthy_body
 from shared.ports.run_store import RunHealth, StaleStateError
 
-HEALTH = "reconcile_health"
 ERROR_CHARS = 2000  # of the last error kept on the run document
 
 
@@ -54,13 +53,26 @@ class FirestoreRunHealth(FirestoreDocs):
                 batch.commit()
             except (gexc.FailedPrecondition, gexc.Aborted):
                 continue
+            finally:
+                # The document's update time has moved on (or is unknown): a commit from what
+                # this client read before reads it again.
+                self._remember_read(run_id, None)
             return RunHealth(failures, new["since"], new["error"], alert_due)
         raise StaleStateError(f"run {run_id}: too much contention recording a failure")
 
     def record_reconcile_success(self, run_id: str) -> None:
+        """End the run's unhealthy spell, if any. The reconcile that succeeded read the run
+        document (load_run) and, if it committed, wrote it under a precondition, so when that
+        read saw no spell there is none to end and nothing is read again. A failure another
+        instance records after that read is left for the next successful tick to clear (two
+        ticks at once only: one tick function records failures)."""
+        seen = self._run_reads.get(run_id)
+        if seen is not None and not seen.health:
+            return
         snap = self._run(run_id).get(field_paths=[HEALTH])
         if snap.exists and (snap.to_dict() or {}).get(HEALTH):
             self._run(run_id).update({HEALTH: firestore.DELETE_FIELD})
+            self._remember_read(run_id, None)
 
     def reconcile_health(self, run_id: str) -> dict[str, Any] | None:
         """The run's unhealthy spell, if any (for `pipeline inspect` and tests)."""

@@ -20,11 +20,13 @@ from google.cloud import firestore
 from adapters.google.firestore_layout import (
     ALERTS,
     CONFIG_VERSIONS,
+    HEALTH,
     JOBS,
     LAYERS,
     PODS,
     RUNS,
     FirestoreDocs,
+    RunRead,
 )
 from adapters.google.firestore_outbox import outbox_doc
 from shared.model.phase import RunStatus
@@ -72,9 +74,16 @@ class FirestoreRuns(FirestoreDocs):
     def load_run(self, run_id: str) -> RunState:
         snap = self._run(run_id).get()
         if not snap.exists:
+            self._remember_read(run_id, None)
             raise RunNotFoundError(f"no run {run_id!r} (see `pipeline runs`)")
+        doc = snap.to_dict()
+        # The layers are read after the run document, so a commit between the two reads
+        # changes the run document too, and the commit from this state fails its precondition.
         layers = [d.to_dict() for d in self._run(run_id).collection(LAYERS).stream()]
-        return RunState.from_docs(snap.to_dict(), layers)
+        self._remember_read(
+            run_id, RunRead(int(doc.get("version", 0)), snap.update_time, bool(doc.get(HEALTH)))
+        )
+        return RunState.from_docs(doc, layers)
 
     def commit(
         self,
@@ -99,17 +108,13 @@ class FirestoreRuns(FirestoreDocs):
         now = datetime.now(UTC)
         # Optimistic concurrency without a transaction: a transaction's read lock makes
         # concurrent reconciles abort each other (the emulator livelocks four of them). A
-        # precondition on the update time of the version we checked is just as strict.
-        snap = run_ref.get()
-        stored = snap.get("version") if snap.exists else None
-        if stored != before.version:
-            raise StaleStateError(
-                f"run {before.run_id}: version {stored} != {before.version} (changed)"
-            )
+        # precondition on the update time of the version decided from is just as strict:
+        # any later write (a commit, a health record) changes it and fails this one.
+        seen = self._version_seen(before)
         self._write_pod_records(run_ref, before.version, pod_records or {})
         batch = self.db.batch()
         batch.update(
-            run_ref, run_doc, option=self.db.write_option(last_update_time=snap.update_time)
+            run_ref, run_doc, option=self.db.write_option(last_update_time=seen.update_time)
         )
         for ls in changed:
             batch.set(run_ref.collection(LAYERS).document(ls.key), ls.to_doc())
@@ -120,10 +125,33 @@ class FirestoreRuns(FirestoreDocs):
         for entry in config_versions:
             batch.set(self._config_version_ref(before.run_id, entry), _config_version_doc(entry))
         try:
-            batch.commit()
+            results = batch.commit()
         except (gexc.FailedPrecondition, gexc.Aborted) as e:
+            self._remember_read(before.run_id, None)  # the next commit reads it afresh
             raise StaleStateError(f"run {before.run_id}: changed while committing ({e})") from None
         after.version = before.version + 1
+        # The run document as written (its update is the batch's first write); its health
+        # field is as seen, since nothing wrote the document in between.
+        self._remember_read(
+            before.run_id, RunRead(after.version, results[0].update_time, seen.health)
+        )
+
+    def _version_seen(self, before: RunState) -> RunRead:
+        """The run document at `before.version` as this client last saw it (load_run), or as
+        read now; StaleStateError if it is at another version by now."""
+        seen = self._run_reads.get(before.run_id)
+        if seen is not None and seen.version == before.version:
+            return seen
+        snap = self._run(before.run_id).get()
+        doc = (snap.to_dict() or {}) if snap.exists else {}
+        stored = doc.get("version") if snap.exists else None
+        if stored != before.version:
+            raise StaleStateError(
+                f"run {before.run_id}: version {stored} != {before.version} (changed)"
+            )
+        seen = RunRead(before.version, snap.update_time, bool(doc.get(HEALTH)))
+        self._remember_read(before.run_id, seen)
+        return seen
 
     def _write_pod_records(
         self,

@@ -65,13 +65,19 @@ class PubSubBus:
             pass
         return path
 
-    def publish(self, topic: str, data: bytes, **attributes: str) -> str:
-        """Publish and wait for the message id (so a failure surfaces here, not later)."""
+    def publish(
+        self, topic: str, data: bytes, *, timeout_s: float = 30.0, **attributes: str
+    ) -> str:
+        """Publish and wait for the message id (so a failure surfaces here, not later), at
+        most `timeout_s` (TimeoutError after: the message may still go out)."""
         future = self.publisher.publish(self.topic_path(topic), data, **attributes)
-        return future.result(timeout=30)
+        return future.result(timeout=timeout_s)
 
-    def publish_json(self, topic: str, body: dict[str, Any], **attributes: str) -> str:
-        return self.publish(topic, json.dumps(body, default=str).encode(), **attributes)
+    def publish_json(
+        self, topic: str, body: dict[str, Any], *, timeout_s: float = 30.0, **attributes: str
+    ) -> str:
+        data = json.dumps(body, default=str).encode()
+        return self.publish(topic, data, timeout_s=timeout_s, **attributes)
 
     def close(self) -> None:
         self.publisher.stop()

@@ -8,9 +8,13 @@ function keeps watching the Jobs of layers that may finish before the tick after
 their tail: every remaining index already has a pod; or, at the rate of progress seen since
 the Job was submitted, done within `horizon_s`) with one Job GET every `poll_s`, until
 `budget_s` after the tick was published (ending before the next tick), and reconciles a run
-as soon as one of its watched Jobs has finished. Kubernetes API GETs are free; Firestore is
-read once per tick for the watch list and again only when a Job has finished. Logic only:
-the I/O is injected.
+as soon as one of its watched Jobs has finished. For the last `handoff_s` before the next
+tick (after the budget, whose margin is room for a reconcile begun at its end) it keeps
+polling, and hands a run whose Job finished to the kick function instead (`hand_off`: a
+kick message), so a layer that finishes then does not wait for the next tick, and the tick
+still ends before the next one. Kubernetes API GETs are free; Firestore is read once per
+tick for the watch list and again only when a Job has finished. Logic only: the I/O is
+injected.
 
 Ticks must never watch into each other (docs/ticks-and-evictions.md): a tick queued behind
 another, or redelivered after a failure, would otherwise run a second full watch into the
@@ -36,30 +40,46 @@ from shared.ports.cluster import JobStatus
 # refuses overlapping deliveries), with room for the tick's own reconciles.
 TICK_MARGIN_S = 10.0
 MAX_BUDGET_S = 50.0
+# After the budget the watch only polls and hands finished runs to the kick function, until
+# this long before the next tick: room for the last poll's GET and the function's return.
+HANDOFF_END_MARGIN_S = 3.0
 
 
 @dataclass(frozen=True)
 class WatchPolicy:
-    """`poll_s` between Job GETs; `budget_s` from the tick's start to the watch's end (0: no
-    watch); `horizon_s`: how soon a layer must be able to finish to be watched."""
+    """`poll_s` between Job GETs; `budget_s` from the tick's start to the end of the watch's
+    reconciles (0: no watch); `horizon_s`: how soon a layer must be able to finish to be
+    watched; `handoff_s`: how long after the budget the watch keeps polling and hands a run
+    whose Job finished to the kick function (0: it stops at the budget)."""
 
     poll_s: float = 1.0  # Kubernetes API GETs are free; a second is the Job status pace
     budget_s: float = MAX_BUDGET_S
     horizon_s: float = 120.0
+    handoff_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.poll_s <= 0 or self.budget_s < 0:
+        if self.poll_s <= 0 or self.budget_s < 0 or self.handoff_s < 0:
             raise ValueError(
-                f"watch policy needs poll_s > 0 and budget_s >= 0, got {self.poll_s}, "
-                f"{self.budget_s} (PIPELINE_WATCH_POLL_S / PIPELINE_WATCH_BUDGET_S)"
+                f"watch policy needs poll_s > 0, budget_s >= 0 and handoff_s >= 0, got "
+                f"{self.poll_s}, {self.budget_s}, {self.handoff_s} (PIPELINE_WATCH_POLL_S / "
+                "PIPELINE_WATCH_BUDGET_S)"
             )
+
+    @property
+    def end_s(self) -> float:
+        """From the tick's start to the watch's end, hand-offs included."""
+        return self.budget_s + self.handoff_s if self.budget_s > 0 else 0.0
 
     @classmethod
     def for_tick_period(cls, tick_period_s: float, poll_s: float = 1.0) -> WatchPolicy:
-        """Watch until `TICK_MARGIN_S` before the next tick, at most `MAX_BUDGET_S`; a tick
-        period that leaves no room for two polls needs no watch (the ticks are fast enough)."""
+        """Reconcile until `TICK_MARGIN_S` before the next tick, at most `MAX_BUDGET_S`, then
+        hand off until `HANDOFF_END_MARGIN_S` before it; a tick period that leaves no room
+        for two polls needs no watch (the ticks are fast enough)."""
         budget = min(MAX_BUDGET_S, tick_period_s - TICK_MARGIN_S)
-        return cls(poll_s, budget if budget >= 2 * poll_s else 0.0, 2 * tick_period_s)
+        if budget < 2 * poll_s:
+            return cls(poll_s, 0.0, 2 * tick_period_s)
+        handoff = TICK_MARGIN_S - HANDOFF_END_MARGIN_S
+        return cls(poll_s, budget, 2 * tick_period_s, handoff if handoff >= poll_s else 0.0)
 
 
 @dataclass(frozen=True)
@@ -96,9 +116,9 @@ def watch_lease_expiry(
     published_at: datetime, tick_period_s: float, policy: WatchPolicy
 ) -> datetime:
     """When a watch's lease lapses if its holder never releases it (its function died): a
-    tick period after the watch's own end, so the next tick's watch, which could overlap a
-    holder still running, is lost rather than run twice."""
-    return published_at + timedelta(seconds=policy.budget_s + tick_period_s)
+    tick period after the watch's own end (hand-offs included), so the next tick's watch,
+    which could overlap a holder still running, is lost rather than run twice."""
+    return published_at + timedelta(seconds=policy.end_s + tick_period_s)
 
 
 def may_finish_soon(ls: LayerState, now: datetime, horizon_s: float) -> bool:
@@ -144,24 +164,33 @@ def watch(
     clock: Callable[[], datetime],
     policy: WatchPolicy,
     started: float | None = None,
+    hand_off: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """Poll the tail layers' Jobs until the budget is spent or nothing is left to watch;
+    """Poll the tail layers' Jobs until the watch's end or nothing is left to watch;
     reconcile a run when one of its watched Jobs has finished (`reconcile` returns the run's
-    fresh state, or None once it needs no more watching). Returns the run ids reconciled, in
-    order. `reconcile` handles (logs) its own errors and returns None after one: the next
-    tick retries that run. The budget runs from `started` (the tick's publish time on the
-    `monotonic` clock; now if None), so a late tick watches less, never into the next one."""
-    deadline = (monotonic() if started is None else started) + policy.budget_s
+    fresh state, or None once it needs no more watching). Returns the run ids reconciled or
+    handed off, in order. `reconcile` handles (logs) its own errors and returns None after
+    one: the next tick retries that run. The budget runs from `started` (the tick's publish
+    time on the `monotonic` clock; now if None), so a late tick watches less, never into the
+    next one. After the budget, for `policy.handoff_s`, a finished run goes to `hand_off`
+    (which handles its own errors) rather than to a reconcile here; without `hand_off` the
+    watch ends with the budget."""
+    start = monotonic() if started is None else started
+    deadline = start + policy.budget_s
+    end = start + (policy.end_s if hand_off is not None else policy.budget_s)
     targets = jobs_to_watch(runs, clock(), policy.horizon_s)
     reconciled: list[str] = []
-    while targets and monotonic() + policy.poll_s <= deadline:
+    while targets and monotonic() + policy.poll_s <= end:
         sleep(policy.poll_s)
         for run_id in list(targets):
             if not any(job_finished(get_job(name)) for name in targets[run_id]):
                 continue
             reconciled.append(run_id)
-            fresh = reconcile(run_id)
             targets.pop(run_id)
+            if monotonic() > deadline and hand_off is not None:
+                hand_off(run_id)  # too near the next tick for a reconcile here
+                continue
+            fresh = reconcile(run_id)
             if fresh is not None:
                 targets.update(jobs_to_watch([fresh], clock(), policy.horizon_s))
     return reconciled

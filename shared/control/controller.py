@@ -19,7 +19,7 @@ from shared.control.job_events import JobEvent
 from shared.control.observe import Observer
 from shared.control.outbox import AlertPublisher, Outbox
 from shared.control.reconciler import Reconciler, ReconcileResult
-from shared.control.triggers import Reconciles, Triggers, TriggerStores
+from shared.control.triggers import PublishKick, Reconciles, Triggers, TriggerStores
 from shared.money.pricing import RateRow, load_rates
 from shared.ports.bigtable_monitor import BigtableMonitor
 from shared.ports.cluster import Cluster
@@ -45,7 +45,8 @@ class Controller:
     lifetime usage of finished Jobs' pods where the cluster does not report it
     (docs/canary-and-rightsize.md; None: the cluster's figures only); `wrap_reconciler`
     wraps the reconciler the triggers run (None: the reconciler itself; a benchmark counts
-    reconciles with it)."""
+    reconciles with it); `publish_kick` publishes a kick message (run id, action), the tail
+    watch's hand-off near the next tick (None: the watch ends at its budget)."""
 
     def __init__(
         self,
@@ -60,6 +61,7 @@ class Controller:
         bigtable_monitor: BigtableMonitor | None = None,
         pod_usage: PodUsageReader | None = None,
         wrap_reconciler: Callable[[Reconciles], Reconciles] | None = None,
+        publish_kick: PublishKick | None = None,
     ) -> None:
         self.cluster = cluster
         observer = Observer(
@@ -81,7 +83,7 @@ class Controller:
         stores = TriggerStores(
             runs=store, leases=store, sightings=store, health=store, watch_leases=store
         )
-        self.triggers = Triggers(stores, cluster, runs, self.outbox, clock)
+        self.triggers = Triggers(stores, cluster, runs, self.outbox, clock, publish_kick)
 
     def reconcile(self, run_id: str) -> ReconcileResult:
         """One reconcile of the run (shared.control.reconciler), whatever asked for it."""

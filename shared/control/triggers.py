@@ -13,7 +13,8 @@ A trigger decides only whether and for which run the reconciler runs; what a rec
   `run_unhealthy` after UNHEALTHY_AFTER failures in a row); raises to be redelivered only
   when every run failed for a transient reason. Then the **tail watch** (`watch_tails`):
   the layers about to finish, watched for what is left of the tick's budget under the
-  **watch lease** (shared.control.advance_watch, docs/ticks-and-evictions.md).
+  **watch lease** (shared.control.advance_watch, docs/ticks-and-evictions.md); in its last
+  seconds a finished run is handed to the kick function (`kick`, action `tail-watch`).
 - **Kick** (`on_kick`): an operator's action already recorded: reconcile that run now.
 
 Each reconcile a trigger ran is logged (`reconciled`, with the trigger). A message a trigger
@@ -81,9 +82,16 @@ class TriggerStores:
     watch_leases: WatchLeases
 
 
+# A kick message's publisher: (run id, action) -> None (the `kick` topic, to `on_kick`).
+PublishKick = Callable[[str, str], None]
+HANDOFF_ACTION = "tail-watch"  # the action of a kick the tail watch hands a run off with
+
+
 class Triggers:
     """The trigger rules around one reconciler (any `Reconciles`: a benchmark may hand a
-    counting wrapper of the real one), publishing through `outbox`."""
+    counting wrapper of the real one), publishing through `outbox`; `kick` publishes a kick
+    message, the tail watch's hand-off in its last seconds (None: the watch ends at its
+    budget)."""
 
     def __init__(
         self,
@@ -92,9 +100,10 @@ class Triggers:
         reconciler: Reconciles,
         outbox: Outbox,
         clock: Callable[[], datetime],
+        kick: PublishKick | None = None,
     ) -> None:
         self.stores, self.cluster, self.reconciler = stores, cluster, reconciler
-        self.outbox, self.clock = outbox, clock
+        self.outbox, self.clock, self.kick = outbox, clock, kick
 
     def reconcile(self, run_id: str) -> ReconcileResult:
         """One reconcile of the run (shared.control.reconciler), whatever asked for it."""
@@ -258,6 +267,14 @@ class Triggers:
                 _log("ERROR", "tail-watch reconcile failed", run=run_id, error=repr(e))
                 return None
 
+        def hand_off(run_id: str) -> None:
+            assert self.kick is not None
+            try:
+                self.kick(run_id, HANDOFF_ACTION)
+                _log("INFO", "tail watch handed off", run=run_id)
+            except Exception as e:  # noqa: BLE001 - the next tick reconciles this run
+                _log("ERROR", "tail watch hand-off failed", run=run_id, error=repr(e))
+
         try:
             runs = []
             for run_id in self.stores.runs.active_runs():
@@ -266,7 +283,15 @@ class Triggers:
                 except RunNotFoundError:  # purged since the query
                     continue
             watch(
-                runs, self.cluster.get_job, reconcile, sleep, monotonic, self.clock, policy, started
+                runs,
+                self.cluster.get_job,
+                reconcile,
+                sleep,
+                monotonic,
+                self.clock,
+                policy,
+                started,
+                hand_off if self.kick is not None else None,
             )
         except Exception as e:  # noqa: BLE001 - the tick itself has succeeded
             _log("ERROR", "tail watch stopped", error=repr(e))

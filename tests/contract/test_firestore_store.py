@@ -12,7 +12,7 @@ from shared.control.job_events import JobEvent
 from shared.control.reconciler import ReconcileResult
 from shared.control.triggers import Reconciles
 from shared.model.phase import Phase
-from shared.model.state import SetupState
+from shared.model.state import RunState, SetupState
 from shared.ports.coalesce import Verdict
 from shared.ports.run_store import RunExistsError, RunNotFoundError, StaleStateError
 from tests.builders.fakes import RecordingCluster
@@ -189,3 +189,74 @@ def test_each_role_adapter_reads_what_the_whole_store_wrote(store, run, firestor
     watch = FirestoreWatchLease(firestore_project)
     assert watch.acquire_watch_lease("a", NOW + timedelta(minutes=1), NOW) is True
     assert store.acquire_watch_lease("b", NOW + timedelta(minutes=1), NOW) is False
+
+
+def _running(before: RunState, job: str) -> RunState:
+    """The state after `before` with layer 2 running `job` (a copy: no read of the store)."""
+    after = RunState.from_docs(before.run_doc(), [ls.to_doc() for ls in before.layers.values()])
+    ls = after.layers["ingest-L2"]
+    ls.phase, ls.job.name = Phase.RUNNING, job
+    return after
+
+
+def test_a_commit_holds_to_the_update_time_its_load_read(store, run, firestore_project):
+    """The commit's precondition is the update time load_run read (no second read of the run
+    document): any write since, another client's commit or a health record (which keeps the
+    version), makes it stale; decided again from a fresh load, it commits."""
+    from adapters.google.firestore_run_health import FirestoreRunHealth
+    from adapters.google.firestore_runs import FirestoreRuns
+
+    other = FirestoreRuns(firestore_project)
+    before = store.load_run("r1")
+    FirestoreRunHealth(firestore_project).record_reconcile_failure("r1", "boom", NOW, 5)
+    with pytest.raises(StaleStateError):
+        store.commit(before, _running(before, "job-a"))
+    # the stale commit forgot what it had seen: the load it retries from is the new one
+    before = store.load_run("r1")
+    store.commit(before, _running(before, "job-a"))
+    assert store.load_run("r1").version == 1
+
+    before = store.load_run("r1")
+    theirs = other.load_run("r1")
+    other.commit(theirs, _running(theirs, "job-b"))
+    with pytest.raises(StaleStateError):
+        store.commit(before, _running(before, "job-c"))
+    assert store.load_run("r1").layers["ingest-L2"].job.name == "job-b"
+
+
+def test_a_commit_from_its_own_last_write_needs_no_load(store, run):
+    """After a commit the client knows the run document's new update time: a commit from the
+    state it wrote goes through, and one from the state before it is stale."""
+    first = store.load_run("r1")
+    second = _running(first, "job-a")
+    store.commit(first, second)
+    third = _running(second, "job-b")
+    store.commit(second, third)
+    assert store.load_run("r1").version == 2
+    with pytest.raises(StaleStateError):
+        store.commit(second, third)
+
+
+def test_a_successful_reconcile_ends_the_spell_its_load_saw(store, run, firestore_project):
+    """record_reconcile_success clears the spell the run's last load saw (and, with nothing
+    seen, reads the document itself); after a load that saw none it reads nothing, so a
+    failure another instance records after that load is left for the next success."""
+    from adapters.google.firestore_run_health import FirestoreRunHealth
+
+    other = FirestoreRunHealth(firestore_project)
+    store.record_reconcile_failure("r1", "boom", NOW, 5)
+    store.load_run("r1")  # the reconcile's observe: the spell is there
+    store.record_reconcile_success("r1")
+    assert store.reconcile_health("r1") is None
+
+    other.record_reconcile_failure("r1", "boom", NOW, 5)
+    store.record_reconcile_success("r1")  # nothing seen since its own write: read, cleared
+    assert store.reconcile_health("r1") is None
+
+    store.load_run("r1")  # no spell
+    other.record_reconcile_failure("r1", "late", NOW, 5)
+    store.record_reconcile_success("r1")
+    assert store.reconcile_health("r1")["error"] == "late"
+    store.load_run("r1")  # the next tick's reconcile sees it and its success ends it
+    store.record_reconcile_success("r1")
+    assert store.reconcile_health("r1") is None

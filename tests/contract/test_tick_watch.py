@@ -102,6 +102,29 @@ def test_without_the_watch_the_layer_waits_for_the_next_tick(env, monkeypatch) -
     assert store.load_run(run_id).layers["ingest-L3"].phase == "waiting"
 
 
+def test_a_layer_that_completes_after_the_budget_is_handed_to_on_kick(env, monkeypatch) -> None:
+    """With 14 s ticks the watch reconciles for 4 s and hands off for 7 s more: a layer seen
+    complete after the budget is not reconciled by the tick but published as a kick
+    (`tail-watch`), which on_kick reconciles."""
+    store, cluster = env
+    monkeypatch.setenv("PIPELINE_TICK_PERIOD_S", "14")
+    bus = PubSubBus(store.db.project)
+    kicks = bus.ensure_subscription("kick", "test-handoff-kicks")
+    run_id, job, n = tail_of_layer_2(store, cluster)
+    # The tick's reconcile is the first GET, the watch's polls (1 s apart) the next: complete
+    # at the sixth poll's GET (5 s or more into the tick), seen at the seventh.
+    cluster.arm(job, n, after=7)
+    tick()
+    assert store.load_run(run_id).layers["ingest-L3"].phase == "waiting"
+    pulled = bus.subscriber.pull(subscription=kicks, max_messages=10, timeout=30)
+    bodies = [json.loads(m.message.data) for m in pulled.received_messages]
+    assert bodies == [{"run_id": run_id, "action": "tail-watch"}]
+    headers, body = envelope(json.dumps(bodies[0]).encode(), "kick")
+    assert client("on_kick").post("/", headers=headers, data=body).status_code == 200
+    assert store.load_run(run_id).layers["ingest-L3"].phase == "running"
+    bus.close()
+
+
 # --- Ticks never watch into each other ---------------------------------------------------
 # Through the local Eventarc stand-in (adapters/local/eventarc.py) on the Pub/Sub
 # emulator, two instances of the tick function, and a fault hook that delays, duplicates and

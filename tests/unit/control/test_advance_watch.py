@@ -178,21 +178,80 @@ def test_a_deleted_job_counts_as_finished() -> None:
 
 
 @pytest.mark.parametrize(
-    ("tick_s", "budget", "horizon"),
+    ("tick_s", "budget", "handoff", "horizon"),
     [
-        (60.0, 50.0, 120.0),
-        (120.0, 50.0, 240.0),
-        (30.0, 20.0, 60.0),
-        (15.0, 5.0, 30.0),  # 5 s of budget: five polls of 1 s
-        (11.5, 0.0, 23.0),  # 1.5 s of budget: not two polls, the ticks are fast enough
-        (2.0, 0.0, 4.0),
+        (60.0, 50.0, 7.0, 120.0),  # reconciles until 50 s, hands off until 57 s
+        (120.0, 50.0, 7.0, 240.0),
+        (30.0, 20.0, 7.0, 60.0),
+        (15.0, 5.0, 7.0, 30.0),  # 5 s of budget: five polls of 1 s
+        (11.5, 0.0, 0.0, 23.0),  # 1.5 s of budget: not two polls, the ticks are fast enough
+        (2.0, 0.0, 0.0, 4.0),
     ],
 )
 def test_policy_for_tick_period_ends_before_the_next_tick(
-    tick_s: float, budget: float, horizon: float
+    tick_s: float, budget: float, handoff: float, horizon: float
 ) -> None:
     policy = WatchPolicy.for_tick_period(tick_s)
-    assert (policy.budget_s, policy.horizon_s) == (budget, horizon)
+    assert (policy.budget_s, policy.handoff_s, policy.horizon_s) == (budget, handoff, horizon)
+    assert policy.end_s <= tick_s - 3.0 or policy.end_s == 0.0
+
+
+def test_a_policy_with_hand_offs_but_no_budget_does_not_watch() -> None:
+    assert WatchPolicy(1.0, 0.0, handoff_s=7.0).end_s == 0.0
+
+
+# Hand-offs after the budget (polls of 1 s, budget 10 s, hand-offs for 5 s more): when the
+# watched Job finishes -> (reconciled here, handed off, the watch's last clock reading)
+HANDOFFS = {
+    "within the budget": (4.0, ["a"], [], 4.0),
+    "at the budget's last poll": (10.0, ["a"], [], 10.0),
+    "after the budget": (12.0, [], ["a"], 12.0),
+    "at the hand-offs' last poll": (15.0, [], ["a"], 15.0),
+    "after the hand-offs": (16.0, [], [], 15.0),
+}
+
+
+@pytest.mark.parametrize(
+    ("finish", "reconciled", "handed", "final_t"), HANDOFFS.values(), ids=HANDOFFS.keys()
+)
+def test_after_the_budget_a_finished_run_is_handed_off_not_reconciled(
+    finish: float, reconciled: list[str], handed: list[str], final_t: float
+) -> None:
+    script = Script({"job-l2": finish})
+    done: list[str] = []
+    kicked: list[str] = []
+
+    def reconcile(run_id: str) -> None:
+        done.append(run_id)
+
+    out = watch(
+        [run_state("a", "running", layer(2, completed="0-95"))],
+        script.get_job,
+        reconcile,
+        script.sleep,
+        lambda: script.t,
+        lambda: NOW,
+        WatchPolicy(poll_s=1.0, budget_s=10.0, handoff_s=5.0),
+        started=0.0,
+        hand_off=kicked.append,
+    )
+    assert (done, kicked, script.t) == (reconciled, handed, final_t)
+    assert out == reconciled + handed
+
+
+def test_without_a_hand_off_the_watch_ends_with_its_budget() -> None:
+    script = Script({"job-l2": 12.0})
+    out = watch(
+        [run_state("a", "running", layer(2, completed="0-95"))],
+        script.get_job,
+        lambda run_id: None,
+        script.sleep,
+        lambda: script.t,
+        lambda: NOW,
+        WatchPolicy(poll_s=1.0, budget_s=10.0, handoff_s=5.0),
+        started=0.0,
+    )
+    assert (out, script.t) == ([], 10.0)
 
 
 def test_bad_policy_names_the_settings() -> None:
@@ -248,5 +307,7 @@ def test_no_watch_configured_is_off_whatever_the_age() -> None:
 def test_a_dead_holders_lease_lapses_a_period_after_its_watch_would_have_ended() -> None:
     policy = WatchPolicy.for_tick_period(60.0)
     expiry = watch_lease_expiry(NOW, 60.0, policy)
-    assert expiry == NOW + timedelta(seconds=110)  # the next tick (NOW + 60) cannot watch
+    # the watch ends at 57 s (50 reconciling, 7 handing off); the next tick (NOW + 60)
+    # cannot watch
+    assert expiry == NOW + timedelta(seconds=117)
     assert expiry < NOW + timedelta(seconds=120)  # the one after it can

@@ -176,6 +176,19 @@ def test_the_agent_may_dead_letter():
     assert subscriber["role"] == "roles/pubsub.subscriber"
 
 
+def test_the_controller_publishes_alerts_and_kicks_only():
+    """Alerts, and the tail watch's hand-offs to on_kick (shared/control/advance_watch.py)."""
+    grants = resources("google_pubsub_topic_iam_member")
+    mine = {
+        name: body
+        for name, body in grants.items()
+        if body.get("member") == "${google_service_account.controller.member}"
+    }
+    assert {body["role"] for body in mine.values()} == {"roles/pubsub.publisher"}
+    topics = sorted(body["topic"] for body in mine.values())
+    assert [t.split('"')[1] if '"' in t else t for t in topics] == ["alerts", "kick"], topics
+
+
 def test_retries_are_on():
     for name, body in resources("google_pubsub_subscription").items():
         if "push_config" not in body:
