@@ -224,6 +224,9 @@ class CloudFacts:
             "alerts_policy": self.api.resource(
                 f"{PUBSUB}/{self.dep.topic_path('alerts')}:getIamPolicy"
             ),
+            "kick_policy": self.api.resource(
+                f"{PUBSUB}/{self.dep.topic_path('kick')}:getIamPolicy"
+            ),
             "bucket_policies": {b: self.api.resource(f"{STORAGE}/b/{b}/iam") for b in buckets},
         }
 

@@ -343,15 +343,17 @@ WORKER_BIGTABLE_ROLES = {"roles/bigtable.user", "roles/bigtable.admin"}
 
 
 def check_grants(facts: Facts, dep: Deployment) -> Outcome:
-    project, instance, alerts = (
+    project, instance, alerts, kick = (
         facts["project_policy"],
         facts["instance_policy"],
         facts["alerts_policy"],
+        facts["kick_policy"],
     )
     for policy, grant in (
         (project, "roles/iam.securityReviewer"),
         (instance, "roles/bigtable.viewer on the instance"),
         (alerts, "roles/pubsub.viewer"),
+        (kick, "roles/pubsub.viewer"),
     ):
         if isinstance(policy, Denied):
             return _denied(policy, grant)
@@ -363,6 +365,13 @@ def check_grants(facts: Facts, dep: Deployment) -> Outcome:
     controller = f"serviceAccount:{dep.email('controller')}"
     if controller not in members_with(alerts, "roles/pubsub.publisher"):
         lacking.append(f"{dep.email('controller')} may not publish alerts")
+    if controller not in members_with(kick, "roles/pubsub.publisher"):
+        # the tick's tail watch hands a layer that finished in its last seconds to a kick
+        lacking.append(
+            f"{dep.email('controller')} may not publish kicks (the tail watch's hand-offs "
+            "then fail and those layers wait for the next tick; terraform/iam.tf "
+            "controller_publishes_kicks)"
+        )
     worker = f"serviceAccount:{dep.worker_email}"
     if not roles_of(instance, worker) & WORKER_BIGTABLE_ROLES:
         lacking.append(f"{dep.worker_email} has no Bigtable role on {dep.bigtable_instance}")

@@ -106,6 +106,7 @@ def test_the_grants_check_names_each_missing_grant(cfg):
         "cave-pipeline-nodes@lab-proj.iam.gserviceaccount.com lacks "
         "roles/container.defaultNodeServiceAccount",
         "may not publish alerts",
+        "may not publish kicks",
         "cave-pipeline-worker@lab-proj.iam.gserviceaccount.com has no Bigtable role on pcg",
         "cannot read gs://lab-data",
     ):
