@@ -78,7 +78,7 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
 def test_bad_config_fails_fast_naming_the_field(tmp_path):
     bad = tmp_path / "pipeline.yml"
     demo = (ROOT / "examples" / "demo" / "pipeline.yml").read_text()
-    bad.write_text(demo.replace("batch_size: 64", "batch_sise: 64"))
+    bad.write_text(demo.replace("batch_size: 128", "batch_sise: 128"))
     (tmp_path / "dataset.yml").write_text((ROOT / "examples" / "demo" / "dataset.yml").read_text())
     proc = _pipeline(60, "demo", "-c", str(bad))
     assert proc.returncode == 2

@@ -16,7 +16,7 @@ from shared.model import grid
 from tests.builders.demo_configs import demo_config_file
 
 DEMO = str(Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml")
-BATCH = load_config(DEMO).job.batch_size  # the template's (64 at layer 2 in the demo)
+BATCH = load_config(DEMO).job.batch_size  # the template's (128 at layer 2 in the demo)
 
 
 def run(*args: str):
