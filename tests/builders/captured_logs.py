@@ -26,6 +26,7 @@ from shared.control.triggers import alert_dead_letter
 from shared.ports.cluster import ClusterError, JobStatus
 from shared.ports.run_store import RunStore
 from shared.reconcile.build_plan import new_run
+from tests.builders.demo_configs import with_batch
 from tests.builders.fakes import RecordingCluster
 from tests.builders.stored_runs import DEMO, NOW
 
@@ -82,7 +83,7 @@ def normalized(line: str) -> dict[str, Any] | None:
 
 def capture(store: RunStore) -> list[dict[str, Any]]:
     """Run the scenario on `store` (an empty emulator project); the lines it logged."""
-    cfg = load_config(DEMO)
+    cfg = with_batch(load_config(DEMO))  # the captured lines are at 32 chunks a pod
     cluster = _FailingCluster()
     published: list[tuple[str, dict[str, Any]]] = []
     clock = [NOW]

@@ -37,9 +37,10 @@ from shared.model.layers import layer_count, layer_shape
 from shared.model.state import RunState
 from shared.ports.run_store import RunNotFoundError
 from shared.reconcile.build_plan import new_run
+from tests.builders.demo_configs import with_batch
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo" / "pipeline.yml"
-CFG = load_config(DEMO)
+CFG = with_batch(load_config(DEMO))
 SHAPE = layer_shape(CFG.layer2_shape(), 2)  # the demo's layer 2 geometry
 SEED, BATCH = CFG.job.perm_seed, grid.layer_batch_size(CFG.job.batch_size, 2)
 N_BATCHES = grid.num_batches(SHAPE, BATCH)
@@ -104,7 +105,7 @@ def cluster(
     """Three Jobs on local Kubernetes, created as the controller: L2 (8 indexes, 3 failed: 3
     and 5 exit 42, 6 exits 1 on every attempt), L3
     (one pod held running) and one whose pod no node fits."""
-    cfg = load_config(DEMO)
+    cfg = with_batch(load_config(DEMO))
     state_dir = tmp_path_factory.mktemp("cluster")
     hold = state_dir / "release"
     names = {
@@ -146,7 +147,7 @@ def store(firestore_project: str) -> FirestoreRunStore:
 @pytest.fixture
 def run(store: FirestoreRunStore, cluster: dict[str, Any]) -> RunState:
     """Run r1: ingest L2 failed with indexes 3,5-6 (and an alert, pod records), L3 running."""
-    cfg = load_config(DEMO)
+    cfg = with_batch(load_config(DEMO))
     store.create_run(new_run(cfg, "r1", ["ingest"], "auto", NOW - timedelta(hours=2)))
     before = store.load_run("r1")
     after = store.load_run("r1")
@@ -319,7 +320,9 @@ def test_costs_total_is_layers_plus_fee(cli, run):
 
 def test_runs_show_a_cost_column_newest_first_and_filter_by_graph(cli, run, store):
     store.create_run(
-        new_run(load_config(DEMO), "r0-older", ["ingest"], "auto", NOW - timedelta(days=3))
+        new_run(
+            with_batch(load_config(DEMO)), "r0-older", ["ingest"], "auto", NOW - timedelta(days=3)
+        )
     )
     out = _ok(cli("runs"))
     assert "cost USD" in out

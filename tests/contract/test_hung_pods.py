@@ -19,6 +19,7 @@ from shared.control.controller import Controller, utcnow
 from shared.model.worker_contract import COMPLETION_INDEX
 from shared.ports.cluster import PodInfo
 from shared.reconcile.build_plan import new_run
+from tests.builders.demo_configs import with_batch
 from tests.builders.fakes import RecordingCluster
 from tests.builders.local_jobs import wait_for
 from tests.builders.stored_runs import DEMO, NOW
@@ -50,7 +51,7 @@ def test_a_hung_worker_is_deleted_alerted_once_and_its_index_retried(
     store, demo, bigtable_table, tmp_path, kube_cluster
 ):
     _, table_id = bigtable_table
-    cfg = load_config(DEMO)
+    cfg = with_batch(load_config(DEMO))  # several batches of layer 2
     cfg = cfg.model_copy(
         update={
             "graph_id": table_id,

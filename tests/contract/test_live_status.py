@@ -20,6 +20,7 @@ import pytest
 from adapters.google.firestore_store import FirestoreRunStore
 from shared.config.config_files import load_config
 from shared.reconcile.build_plan import new_run
+from tests.builders.demo_configs import with_batch
 from tests.builders.stall_proxy import StallProxy
 from tests.builders.terminal_session import TerminalSession
 
@@ -31,7 +32,9 @@ HANG = 60.0  # seconds: a command still there after this has hung
 @pytest.fixture
 def store(firestore_project: str) -> FirestoreRunStore:
     store = FirestoreRunStore(firestore_project)
-    store.create_run(new_run(load_config(DEMO), "r-live", ["ingest"], "auto", datetime.now(UTC)))
+    store.create_run(
+        new_run(load_config(DEMO), "r-live", ["ingest"], "auto", datetime.now(UTC))
+    )
     return store
 
 

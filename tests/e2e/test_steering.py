@@ -105,6 +105,7 @@ def _oom_at_half_a_gib(doc: dict) -> None:
     doc["job"]["resources"]["overrides"] = {3: {"memory": 1.0}, 4: {"memory": 1.0}}
     doc["job"]["task_retries"] = 0
     doc["job"]["oom_memory_factor"] = 1.5
+    doc["job"]["batch_size"] = 32  # two batches of layer 2 at the 64^3 demo
 
 
 def test_oom_kills_are_counted_alerted_and_the_next_attempt_gets_more_memory(

@@ -23,8 +23,11 @@ from shared.jobs.layer_spec import layer_spec
 from shared.model import intervals
 from shared.reconcile.build_plan import new_run
 from shared.reconcile.decision import Alert
+from tests.builders.demo_configs import with_batch
 
-CFG = load_config(Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml")
+CFG = with_batch(
+    load_config(Path(__file__).resolve().parents[3] / "examples" / "demo" / "pipeline.yml")
+)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 RUN = new_run(CFG, "r1", ["ingest"], "auto", T0)
 # A production-sized layer 2 (66,326 batches of 16 chunks) for mass failures.
