@@ -239,18 +239,24 @@ def test_after_the_budget_a_finished_run_is_handed_off_not_reconciled(
     assert out == reconciled + handed
 
 
-def test_without_a_hand_off_the_watch_ends_with_its_budget() -> None:
-    script = Script({"job-l2": 12.0})
-    out = watch(
+def _watch_one_layer(script: Script, policy: WatchPolicy) -> list[str]:
+    """Watch run "a" (layer 2 in its tail) from a tick that started at 0, reconciling to
+    nothing."""
+    return watch(
         [run_state("a", "running", layer(2, completed="0-95"))],
         script.get_job,
         lambda run_id: None,
         script.sleep,
         lambda: script.t,
         lambda: NOW,
-        WatchPolicy(poll_s=1.0, budget_s=10.0, handoff_s=5.0),
+        policy,
         started=0.0,
     )
+
+
+def test_without_a_hand_off_the_watch_ends_with_its_budget() -> None:
+    script = Script({"job-l2": 12.0})
+    out = _watch_one_layer(script, WatchPolicy(poll_s=1.0, budget_s=10.0, handoff_s=5.0))
     assert (out, script.t) == ([], 10.0)
 
 
@@ -262,16 +268,7 @@ def test_bad_policy_names_the_settings() -> None:
 def test_the_budget_counts_from_the_ticks_start() -> None:
     script = Script({"job-l2": 100.0})
     script.t = 30.0  # the tick's reconciles took 30 s
-    watch(
-        [run_state("a", "running", layer(2, completed="0-95"))],
-        script.get_job,
-        lambda run_id: None,
-        script.sleep,
-        lambda: script.t,
-        lambda: NOW,
-        WatchPolicy(poll_s=5.0, budget_s=45.0),
-        started=0.0,
-    )
+    _watch_one_layer(script, WatchPolicy(poll_s=5.0, budget_s=45.0))
     assert script.t == 45.0
 
 
