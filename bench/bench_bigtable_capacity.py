@@ -68,22 +68,30 @@ def measure(meter: BigtableMeter, clients: int, seconds: float) -> dict[str, Any
     (they import and connect first; the clock starts when all are ready)."""
     ctx = mp.get_context("spawn")
     ready, out, go, stop = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Event()
+    # Daemons, stopped in the finally: a bench stopped (Ctrl-C, SIGTERM, a timeout) while
+    # they wait on `go` or run leaves no client process behind.
     procs = [
-        ctx.Process(target=_rounds, args=(meter.address, i, ready, go, stop, out))
+        ctx.Process(target=_rounds, args=(meter.address, i, ready, go, stop, out), daemon=True)
         for i in range(clients)
     ]
-    for p in procs:
-        p.start()
-    for _ in procs:
-        ready.get(timeout=120)
-    before = meter.total
-    go.set()
-    time.sleep(seconds)
-    stop.set()
-    requests = meter.total - before  # the rounds in flight at the stop are counted below too
-    rounds = sum(out.get(timeout=60) for _ in procs)
-    for p in procs:
-        p.join(timeout=30)
+    try:
+        for p in procs:
+            p.start()
+        for _ in procs:
+            ready.get(timeout=120)
+        before = meter.total
+        go.set()
+        time.sleep(seconds)
+        stop.set()
+        requests = meter.total - before  # the rounds in flight at the stop are counted too
+        rounds = sum(out.get(timeout=60) for _ in procs)
+    finally:
+        stop.set()
+        go.set()  # a client still waiting to begin sees the stop at once
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.terminate()
     return {
         "clients": clients,
         "requests_per_s": round(requests / seconds),
