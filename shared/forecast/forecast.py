@@ -73,7 +73,9 @@ def drain_seconds(
     whole waves once the ramp is capped. `in_flight` of the pods already run, started at
     different times (a layer under way): on average half done, and the pods left finish
     staggered, not in waves."""
-    if pods <= 0:
+    if pods <= 0 or pod_s <= 0:
+        # Pods that take no time (observed pods shorter than Kubernetes' one-second
+        # resolution) add none.
         return 0.0
     start_par = ramp.start * ramp.factor ** min(math.floor(ramp_elapsed_s / ramp.period), 64)
     in_flight = min(in_flight, pods, ramp.max, int(start_par))  # no more than run at once

@@ -214,10 +214,11 @@ def test_spot_preemptions_during_the_demo_ingest_leave_a_correct_graph(stack, tm
     # The eviction reaches the kubelet by a watch: a pod evicted twice inside that window is
     # one preemption of one pod. A pod evicted on its last chunk may finish it in its grace
     # period and succeed: no preemption then (it failed nothing), so the evicted pods are
-    # counted by how they ended.
+    # counted by how they ended. An evicted pod is deleted once the Job controller has
+    # counted it: one that went between two reconciles was never seen finished and has no
+    # record (closed at its last sighting, shared.reconcile.pod_accounting), so the records
+    # name how the evicted pods the controller saw ended, not all of them.
     of_layers = {name for name in preempted if "-setup-" not in name}
-    # How they ended, from the controller's pod records: an evicted pod is deleted once the
-    # Job controller has counted it, sometimes before the run ends; its record stays.
     ended = {
         r["name"]: r["phase"]
         for ls in run.layers.values()
@@ -225,9 +226,12 @@ def test_spot_preemptions_during_the_demo_ingest_leave_a_correct_graph(stack, tm
         for r in store.pod_records(run.run_id, ls.key)
     }
     failed_by_eviction = {name for name in of_layers if ended.get(name) == "Failed"}
-    assert of_layers <= {name for name, phase in ended.items() if phase in ("Failed", "Succeeded")}
     assert sum(ls.pods.preempted for ls in run.layers.values()) == len(failed_by_eviction)
     assert sum(ls.pods.failed for ls in run.layers.values()) == 0
+    # The Job controller's own count: the DisruptionTarget rule ignored every eviction, so no
+    # index spent a retry, whether or not the controller saw the pod.
+    jobs = [stack.cluster.get_job(ls.job.name) for ls in run.layers.values() if ls.job.name]
+    assert all(j is not None and j.failed == 0 for j in jobs), jobs
     client = open_bigtable_client(
         cfg.graph_id, cfg.bigtable.project, cfg.bigtable.instance, timedelta(seconds=30)
     )

@@ -36,6 +36,9 @@ FLAT = Ramp(start=10, factor=2, period=100, max=10)
         (11, 10.0, FLAT, 0.0, 20.0),  # a second, short wave
         (100, 10.0, FLAT, 0.0, 100.0),
         (3, 10.0, FLAT, 0.0, 10.0),  # fewer pods than the cap
+        # pods observed shorter than a second (pod times are whole seconds): no time
+        (3, 0.0, FLAT, 0.0, 0.0),
+        (30, 0.0, FLAT, 0.0, 0.0),
         # ramp 1, 2, 4 every 100 s: 100 + 200 pod-seconds in the first two steps, then 4 wide
         (70, 10.0, Ramp(start=1, factor=2, period=100, max=4), 0.0, 200.0 + 100.0),
         # the same, 150 s into the ramp: 2 wide for 50 s, then 4 wide
@@ -62,6 +65,7 @@ FOUR = Ramp(start=4, factor=2, period=100, max=4)
 )
 def test_drain_seconds_of_a_layer_under_way(pods, in_flight, want):
     assert drain_seconds(pods, 10.0, FOUR, 500.0, in_flight) == pytest.approx(want)
+
 
 
 def _demo(size: int = 128, ramp: Ramp | None = None):
