@@ -89,7 +89,7 @@ def state_at(
     run: RunState = new_run(cfg, "replay", ["ingest"], "auto", t0)
     if canary is not None and canary[0] <= t:
         l2 = run.layers[layer_key("ingest", 2)]
-        l2.canary.phase, l2.canary.record = "done", dict(canary[1])
+        l2.canary.phase, l2.canary.record = Phase.SUCCEEDED, dict(canary[1])
     for layer, job in jobs.items():
         ls, status = run.layers[layer_key("ingest", layer)], job["status"]
         created = _at(status["created"])

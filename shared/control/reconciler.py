@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shared.control.build_metrics import progress_entries
@@ -83,7 +83,18 @@ class Reconciler:
 
     def reconcile(self, run_id: str) -> ReconcileResult:
         """Bring one run one step closer to done. Safe to call any number of times; decides
-        again from a fresh observation when the run moved on before the commit."""
+        again from a fresh observation when the run moved on before the commit, and runs one
+        more pass at once when the decision asks for it (`Decision.again`: a canary resized
+        its layer, whose Job the next pass plans), instead of leaving it to the next trigger."""
+        result, again = self._reconcile_once(run_id)
+        if again:
+            follow = self._reconcile_once(run_id)[0]
+            steps = {k: round(v + follow.step_s.get(k, 0.0), 3) for k, v in result.step_s.items()}
+            result = replace(follow, actions=result.actions + follow.actions, step_s=steps)
+        return result
+
+    def _reconcile_once(self, run_id: str) -> tuple[ReconcileResult, bool]:
+        """One pass of the loop; with whether the decision asked for another one."""
         for attempt in range(STALE_RETRIES):
             started = time.monotonic()  # the reconcile's wall time, for its own bill
             obs = self.observer.observe(run_id)
@@ -116,13 +127,14 @@ class Reconciler:
                 "commit": committed - decided,
                 "act": acted - committed,
             }
-            return ReconcileResult(
+            result = ReconcileResult(
                 run_id,
                 decision.state.status,
                 len(decision.actions),
                 attempt,
                 {k: round(v, 3) for k, v in steps.items()},
             )
+            return result, decision.again
         raise StaleStateError(f"run {run_id}: state kept changing under {STALE_RETRIES} reconciles")
 
     def _log_progress(self, obs: Observation, plan: Plan, decision: Decision) -> None:

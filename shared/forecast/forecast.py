@@ -202,14 +202,18 @@ def forecast(
 
 
 def run_forecast(cfg: PipelineConfig, run: RunState, now: datetime) -> RunForecast:
-    """The forecast `pipeline status`, `pipeline demo` and the demo's `eta_forecasts` show:
-    each advance waits about half a controller tick; a canary's measurements, where the run
-    has one, give the per-chunk time before any pod has finished, a pod's start-up and its
-    wait for a place (shared.reconcile.canary), else the defaults stand."""
-    advance = cfg.controller.tick_period_s / 2
+    """The forecast `pipeline status`, `pipeline demo` and the demo's `eta_forecasts` show.
+    A canary's measurements, where the run has one, give the per-chunk time before any pod
+    has finished, a pod's start-up and its wait for a place, and a Job's completion: its last
+    pod done -> the reconcile that saw it done, the trigger's delay included, which is the
+    reconcile that starts the next layer, so no advance is added to it until one is observed
+    (shared.reconcile.canary). Without a canary each advance waits about half a controller
+    tick and the other defaults stand."""
     chunk_s = canary_chunk_s(run) or DEFAULT_CHUNK_S
     overhead = canary_pod_overhead_s(run)
     wait = canary_pod_wait_s(run) or 0.0
+    completion = canary_completion_s(run)
+    advance = cfg.controller.tick_period_s / 2 if completion is None else 0.0
     return forecast(
         run,
         *forecast_inputs(cfg, run),
@@ -218,7 +222,7 @@ def run_forecast(cfg: PipelineConfig, run: RunState, now: datetime) -> RunForeca
         advance,
         POD_OVERHEAD_S if overhead is None else overhead,
         wait,
-        canary_completion_s(run) or 0.0,
+        completion or 0.0,
     )
 
 

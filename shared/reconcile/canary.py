@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -102,6 +102,18 @@ class PodTimes:
     # before reported compute only)
     chunk_span_s: float | None = None
     first_span_s: float | None = None
+    # The batch's own time (its chunks begun to the summary) and when the summary was
+    # written, to the millisecond (None: a worker of before, or a line without them)
+    elapsed_s: float | None = None
+    ended_at: datetime | None = None
+
+    def overhead_s(self, warm_chunk_s: float) -> float | None:
+        """What the pod paid beyond its chunks at `warm_chunk_s` each: the process's start
+        (interpreter, imports, clients), the first chunk's cold part and the batch's own
+        bookkeeping, from the worker's clock (None: `elapsed_s` not reported)."""
+        if self.elapsed_s is None:
+            return None
+        return max(0.0, self.startup_s + self.elapsed_s - self.processed * warm_chunk_s)
 
     def warm_chunk_s(self) -> float | None:
         """One chunk's time in a running pod: the mean of the chunks after the first, their
@@ -136,10 +148,23 @@ def pod_summary(log_tail: str) -> PodTimes | None:
                 _seconds_or_none(doc.get("first_chunk_s")),
                 _seconds_or_none(doc.get("chunk_span_s")),
                 _seconds_or_none(doc.get("first_span_s")),
+                _seconds_or_none(doc.get("elapsed_s")),
+                _precise_time(doc.get("time")),
             )
         except (ValueError, KeyError, TypeError):
             return None
     return None
+
+
+def _precise_time(value: object) -> datetime | None:
+    """A log line's `time` if it has a fraction of a second (the worker's since it writes
+    milliseconds; an older line's whole second says no more than the pod's own end)."""
+    if not isinstance(value, str) or "." not in value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -168,6 +193,9 @@ class CanaryFigures:
     # created -> started, the mean: pod times are whole seconds, so the median of a few
     # pods is 0 or 1 s where the mean is not (None: a record of before)
     start_mean_s: float | None = None
+    # Its last pod's end -> the reconcile that saw its Job done (the Job controller's status
+    # update, the trigger's delay): set by that reconcile (canary_holds). None: not yet.
+    completion_s: float | None = None
 
 
 def canary_figures(
@@ -207,8 +235,12 @@ def _pod_times(done: Sequence[PodInfo], logs: Mapping[str, str]) -> dict[str, fl
     warm = [(p, w, t) for p, t in found if (w := t.warm_chunk_s()) is not None]
     if warm:
         chunks = [w for _, w, _ in warm]
+        # The worker's own clock where it reports its batch's time; else the pod's runtime,
+        # whose whole seconds (Kubernetes' resolution) swamp a short pod's start-up.
         overheads = [
-            max(0.0, (p.finished - p.started).total_seconds() - t.processed * w)  # type: ignore[operator]
+            own
+            if (own := t.overhead_s(w)) is not None
+            else max(0.0, (p.finished - p.started).total_seconds() - t.processed * w)  # type: ignore[operator]
             for p, w, t in warm
         ]
     else:  # pods of one chunk (or an older worker): a chunk is the pod's compute
@@ -221,6 +253,20 @@ def _pod_times(done: Sequence[PodInfo], logs: Mapping[str, str]) -> dict[str, fl
     }
     if overheads:
         out["pod_overhead_p50_s"] = percentile(overheads, 50)
+    return out
+
+
+def pods_ended(pods: Sequence[PodInfo], logs: Mapping[str, str]) -> list[datetime]:
+    """When each finished pod ended: its summary line's time where the worker wrote one to
+    the millisecond, else Kubernetes' finish time, which is cut to the whole second (so a
+    canary's last pod -> the reconcile seeing its Job done read up to a second long)."""
+    out = []
+    for p in pods:
+        if p.finished is None:
+            continue
+        summary = pod_summary(logs.get(p.name, ""))
+        at = summary.ended_at if summary is not None else None
+        out.append(max(p.finished, at) if at is not None else p.finished)
     return out
 
 
@@ -305,6 +351,9 @@ def canary_holds(
         ls.canary.record = {**ls.canary.record, "failed": reason}
         fix = f"see `pipeline inspect` of Job {ls.canary.job}; the layer goes on as configured"
         return False, [("alert", ("canary_failed", {"reason": reason, "fix": fix}))]
+    ended = pods_ended(pods, logs or {})
+    if ended:  # its last pod's end -> this reconcile: the Job's completion, as a layer's
+        figures = replace(figures, completion_s=max(0.0, (now - max(ended)).total_seconds()))
     problems = {}
     try:
         sized = size_layer(figures, plan.job, ls.layer, plan.margin)
@@ -317,9 +366,6 @@ def canary_holds(
         "sized": {"cpu": sized.cpu, "memory_gib": sized.memory_gib},
         "finished_at": now.isoformat(),
     }
-    ended = [p.finished for p in pods if p.finished is not None]
-    if ended:  # its last pod's end -> this reconcile: the Job's completion, as a layer's
-        record["completion_s"] = round(max(0.0, (now - max(ended)).total_seconds()), 4)
     record.update(problems)
     ls.canary.record, ls.canary.phase = record, Phase.SUCCEEDED
     return (sized.cpu, sized.memory_gib) != (planned.cpu, planned.memory_gib), []

@@ -243,6 +243,7 @@ def decide(
     state = copy.deepcopy(run)
     out: list[Action] = []
     records: dict[str, list[PodRecord]] = {}
+    again = False
     if state.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
         return Decision(state, out, now)
     vcpus = VcpuBudget.of(plan.max_vcpus, state, seen.others_vcpus)
@@ -303,6 +304,8 @@ def decide(
             and state.dependencies_met(ls)
         ):
             if canary_step(ls, lp, seen, now, out, vcpus):
+                # Resized by its canary just now: planned at the new size by the next pass.
+                again = again or _canary_ended(ls, run.layers[ls.key])
                 continue
             if state.advance == "auto" or ls.approval.granted:
                 ls.timing.held_by_vcpu_cap = vcpus is not None and not vcpus.room_for_one(lp.cpu)
@@ -319,7 +322,13 @@ def decide(
             state.finish_alerted = True
             out.append(Alert("run_finished", details={"status": RunStatus.SUCCEEDED}))
     records = {k: v for k, v in records.items() if v}
-    return Decision(state, out, now, records, _state_differs(run, state))
+    changed = _state_differs(run, state)
+    return Decision(state, out, now, records, changed, again=again and changed)
+
+
+def _canary_ended(ls: LayerState, before: LayerState) -> bool:
+    """The layer's canary ended in this pass (it was not over when the run was read)."""
+    return ls.canary.phase == Phase.SUCCEEDED and before.canary.phase != Phase.SUCCEEDED
 
 
 def _hung_pods(ls: LayerState, seen: Snapshot, out: list[Action]) -> None:

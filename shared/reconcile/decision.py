@@ -194,3 +194,7 @@ class Decision:
     changed: bool = False
     # Config versions to record with the commit (shared.reconcile.rightsize_version).
     config_versions: list[dict[str, Any]] = field(default_factory=list)
+    # The run has more to do at once: a canary ended and changed its layer's size, and the
+    # layer's Job (or its approval request) is planned at the new size by the next pass.
+    # The reconciler runs that pass right after acting, not at the next trigger (a tick).
+    again: bool = False

@@ -68,8 +68,9 @@ def test_a_canary_sizes_layer_2_and_its_approval_carries_the_forecast(
     peaks = usage.life_usage(ls.canary.job, pods)  # the kubelet's, from /proc
     assert len(peaks) == PODS and all(u.peak_memory_gib > 0.29 for u in peaks.values())
 
-    ctrl.reconcile(run.run_id)  # the canary's figures, size and forecast are recorded
-    ctrl.reconcile(run.run_id)  # the layer, planned at that size, awaits approval
+    # One reconcile: the canary's figures, size and forecast are recorded, and its second
+    # pass plans the layer at that size and asks for its approval (not a tick later).
+    ctrl.reconcile(run.run_id)
     ls = store.load_run(run.run_id).layers["ingest-L2"]
     assert ls.canary.phase == Phase.SUCCEEDED and ls.phase == "waiting"
     assert ls.canary.record["sized"]["memory_gib"] >= 0.75  # 2 x ~0.3 GiB, above the planned 0.5

@@ -57,6 +57,10 @@ SUMMARY2 = (
 SUMMARY2_SPANS = SUMMARY2.replace(
     '"exit_code"', '"chunk_span_s": %s, "first_span_s": %s, "exit_code"'
 )
+# ... and the batch's own time and the line's time, to the millisecond: (..., elapsed, time).
+SUMMARY2_TIMED = SUMMARY2_SPANS.replace(
+    '"exit_code"', '"elapsed_s": %s, "time": "%s", "exit_code"'
+)
 
 
 def _demo(canary: int | None = 8):
@@ -119,6 +123,15 @@ def test_canary_manifest_caps_max_failed_indexes() -> None:
         ("2026 INFO " + SUMMARY % (0.25, 1.5) + "\n", PodTimes(1.5, 0.25)),
         (SUMMARY2 % (3.6, 3.5, 1.5), PodTimes(1.5, 3.6, 2, 3.5)),
         (SUMMARY2_SPANS % (3.6, 3.5, 1.5, 3.8, 3.6), PodTimes(1.5, 3.6, 2, 3.5, 3.8, 3.6)),
+        (
+            SUMMARY2_TIMED % (3.6, 3.5, 1.5, 3.8, 3.6, 4.0, "2026-01-01T00:00:07.250Z"),
+            PodTimes(1.5, 3.6, 2, 3.5, 3.8, 3.6, 4.0, T0 + timedelta(seconds=7.25)),
+        ),
+        # a whole second says no more than the pod's own end: not taken
+        (
+            SUMMARY2_TIMED % (3.6, 3.5, 1.5, 3.8, 3.6, 4.0, "2026-01-01T00:00:07Z"),
+            PodTimes(1.5, 3.6, 2, 3.5, 3.8, 3.6, 4.0),
+        ),
         ("layer 2 batch 0: 1 chunks\nlayer 2 batch 0 done: 1 ok", None),  # the images' harness
         ('batch summary: {"chunk_compute_s": 1}', None),  # no start-up
         ("", None),
@@ -192,6 +205,34 @@ def test_canary_figures_separate_a_pods_start_up_from_its_chunks() -> None:
     assert f.startup_p50_s == 1.0
 
 
+def test_a_pods_start_up_by_the_workers_own_clock() -> None:
+    """Where the worker reports its batch's time, a pod's start-up is its process start
+    plus that time less its chunks at the warm time, to the millisecond: Kubernetes' whole
+    seconds (2 s here) would make it 1.8 s, not 0.85."""
+    pods = [_pod(0, 2.0)]
+    logs = {"p0": SUMMARY2_TIMED % (0.5, 0.45, 0.6, 0.7, 0.6, 0.45, "2026-01-01T00:00:03.5Z")}
+    f = canary_figures(pods, logs)
+    assert f is not None and f.chunk_p50_s == pytest.approx(0.1)
+    assert f.pod_overhead_p50_s == pytest.approx(0.6 + 0.45 - 2 * 0.1)
+
+
+@pytest.mark.parametrize(
+    ("line_time", "ends"),
+    [
+        ("2026-01-01T00:00:04.700Z", [4.7]),  # the summary's time: after the cut second
+        ("2026-01-01T00:00:04Z", [4.0]),  # a whole second: the pod's own end
+        (None, [4.0]),  # no summary line
+    ],
+)
+def test_a_pods_end_to_the_millisecond(line_time: str | None, ends: list[float]) -> None:
+    from shared.reconcile.canary import pods_ended
+
+    pod = _pod(0, 2.0)  # started at 2 s, finished at 4 s (cut to the second)
+    logs = {} if line_time is None else {"p0": SUMMARY2_TIMED % (1, 1, 1, 1, 1, 1, line_time)}
+    got = pods_ended([pod, pod_info("u9", "Running", name="p9", started=T0)], logs)
+    assert [(t - T0).total_seconds() for t in got] == ends
+
+
 FIG = CanaryFigures(8, 10.0, 12.0, 1.0, 2.0, peak_memory_gib=1.7, cpu_p95=0.6, pod_seconds=80)
 
 
@@ -256,12 +297,15 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     running = {ls.canary.job: job(ls.canary.job, completions=4)}
     d2 = decide(Snapshot(d.state, running), plan, None, later)
     assert d2.actions == [] and d2.state.layers["ingest-L2"].phase == "waiting"
+    assert not d.again and not d2.again  # a canary created or running: nothing to do now
     # done: figures kept, layer sized (0.75 vCPU / 1.25 GiB): held one reconcile for the size
     done = {ls.canary.job: job(ls.canary.job, completions=4, condition="Complete")}
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.9, cpu_used=0.5) for i in range(4)]}
     d3 = _decided(Snapshot(d2.state, done, pods), plan, later)
     ls3 = d3.state.layers["ingest-L2"]
     assert ls3.canary.phase == Phase.SUCCEEDED and ls3.phase == "waiting" and d3.actions == []
+    # ... which the reconciler runs at once, not at the next trigger (a tick later)
+    assert d3.again
     assert ls3.canary.record["sized"] == {"cpu": 0.75, "memory_gib": 1.25}
     assert ls3.canary.record["forecast"] == {"wall_s": 99.0} and ls3.canary.record["pods"] == 4
     assert ls3.canary.record["chunks"] == 8
@@ -269,6 +313,7 @@ def test_reconcile_runs_the_canary_first_then_the_layer(advance: str) -> None:
     assert ls3.pods.cpu_seconds == pytest.approx(4 * 10 * 1.0)  # its pods billed to the layer
     # next reconcile: the config carries the sized requests; the layer goes on
     d4 = decide(Snapshot(d3.state), _plan(d3.state, None), None, later)
+    assert not d4.again
     if advance == "auto":
         assert [type(a) for a in d4.actions] == [CreateJob]
         assert d4.state.layers["ingest-L2"].phase == "running"
@@ -286,6 +331,7 @@ def test_a_canary_of_the_planned_size_does_not_hold_the_layer() -> None:
     pods = {ls.canary.job: [_pod(i, 10.0, peak_memory_gib=0.3, cpu_used=0.1) for i in range(4)]}
     d = decide(Snapshot(run, done, pods), _plan(run, _canary_plan()), None, T0)
     assert d.state.layers["ingest-L2"].phase == "running"  # 0.25/0.5 as planned: no wait
+    assert not d.again
 
 
 def test_an_approval_asked_as_the_canary_ends_carries_its_forecast() -> None:
@@ -384,6 +430,27 @@ def test_forecast_build_by_the_simulator_grows_with_the_canarys_chunk_time() -> 
     assert a["pods"] == sum(s.completions for s in specs) + quick.chunks
 
 
+@pytest.mark.parametrize(("completion_s", "shorter"), [(0.5, True), (2.5, False), (6.0, None)])
+def test_forecast_build_takes_the_canarys_own_job_completion(
+    completion_s: float, shorter: bool | None
+) -> None:
+    """The simulated trigger after each layer's Job is done is the canary's measured
+    completion, not half a tick (the demo's 5 s ticks: 2.5 s), four layers over."""
+    cfg = _demo()
+    run = new_run(cfg, "r1", ["ingest"], "auto", T0)
+    quick = replace(FIG, chunk_p50_s=0.1, chunk_p95_s=0.2)
+    args = (Requests(0.25, 0.5), Requests(0.75, 2.25), T0)
+    default = forecast_build(cfg, run, "ingest", 2, quick, *args)["remaining_s"]
+    timed = replace(quick, completion_s=completion_s)
+    got = forecast_build(cfg, run, "ingest", 2, timed, *args)["remaining_s"]
+    if shorter is None:
+        assert got > default
+    elif shorter:
+        assert got < default
+    else:
+        assert got == pytest.approx(default)
+
+
 def test_status_shows_the_canary_and_the_right_size_lines() -> None:
     from scripts.views.status import canary_lines, rightsize_lines
     from shared.reconcile.canary import canary_summary
@@ -442,8 +509,10 @@ def test_the_in_run_forecast_assumes_the_canarys_chunk_time(record: dict, expect
 
 
 def test_the_in_run_forecast_takes_the_canarys_start_up_and_wait() -> None:
-    """A pod's start-up and its wait for a place come from the canary's measurements, not
-    the 10 s constant: pods of 4 s start-up + 32 x 0.1 s, each after a 2 s wait."""
+    """A pod's start-up, its wait for a place and a Job's completion come from the canary's
+    measurements, not the 10 s constant: pods of 4 s start-up + 32 x 0.1 s, each after a 2 s
+    wait, each layer seen done 1.5 s after its last pod by the reconcile that starts the next
+    (no half tick's advance on top of that); an older record falls back on the defaults."""
     from shared.forecast.forecast import POD_OVERHEAD_S, forecast, forecast_inputs, run_forecast
 
     cfg = _demo()
@@ -459,8 +528,9 @@ def test_the_in_run_forecast_takes_the_canarys_start_up_and_wait() -> None:
     }
     inputs, advance = forecast_inputs(cfg, run), cfg.controller.tick_period_s / 2
     got = run_forecast(cfg, run, T0).remaining_s
-    want = forecast(run, *inputs, T0, 0.1, advance, 4.0, 2.0, 1.5).remaining_s
+    want = forecast(run, *inputs, T0, 0.1, 0.0, 4.0, 2.0, 1.5).remaining_s
     assert got == pytest.approx(want)
+    assert got != pytest.approx(forecast(run, *inputs, T0, 0.1, advance, 4.0, 2.0, 1.5).remaining_s)
     assert got != pytest.approx(forecast(run, *inputs, T0, 0.1, advance, 4.0, 2.0).remaining_s)
     assert got != pytest.approx(
         forecast(run, *inputs, T0, 0.1, advance, POD_OVERHEAD_S).remaining_s
