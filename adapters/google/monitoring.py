@@ -35,6 +35,9 @@ TABLE_BYTES = "bigtable.googleapis.com/table/bytes_used"
 LOAD_WINDOW_S = 300.0
 ALIGN_S = 300  # the bill's series, 5-minute means (a multi-day build stays a few pages)
 CACHE_S = 30.0  # one read serves the reconciles of half a tick (the events' bursts)
+# A change of the load shows in the latest point after a sample (60 s), its delay (up to
+# 180 s) and this adapter's cache: the gate's settle time between two steps down.
+LOAD_LAG_S = 60.0 + 180.0 + CACHE_S
 
 
 class MonitoringError(RuntimeError):
@@ -105,6 +108,7 @@ class CloudMonitoring:
         cache_s: float = CACHE_S,
     ) -> None:
         self._session, self.clock, self.cache_s = session, clock, cache_s
+        self.load_lag_s = LOAD_LAG_S - CACHE_S + cache_s
         self._lock = threading.Lock()
         self._cached: dict[tuple[str, str], tuple[float, float | None]] = {}
 

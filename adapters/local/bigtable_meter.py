@@ -131,6 +131,11 @@ class LocalBigtableMonitor:
         self.meter, self.window_s = meter, window_s
         self.capacity_rps = capacity_rps or capacity_from_env()
 
+    @property
+    def load_lag_s(self) -> float:
+        """The load is a rate over the last `window_s`: a change shows in full after it."""
+        return self.window_s
+
     def cpu_load(self, project: str, instance: str) -> float | None:
         return min(1.0, self.meter.rate(self.window_s) / self.capacity_rps)
 

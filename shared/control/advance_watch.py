@@ -73,12 +73,17 @@ class WatchPolicy:
     @classmethod
     def for_tick_period(cls, tick_period_s: float, poll_s: float = 1.0) -> WatchPolicy:
         """Reconcile until `TICK_MARGIN_S` before the next tick, at most `MAX_BUDGET_S`, then
-        hand off until `HANDOFF_END_MARGIN_S` before it; a tick period that leaves no room
-        for two polls needs no watch (the ticks are fast enough)."""
-        budget = min(MAX_BUDGET_S, tick_period_s - TICK_MARGIN_S)
+        hand off until `HANDOFF_END_MARGIN_S` before it. A tick period under three margins
+        (the local stack's seconds; Cloud Scheduler's is a minute) keeps a third of itself
+        (at least two polls) as the margin, half of that for the hand-offs' end, so its
+        layers are watched too: at 5 s ticks a layer whose Job events were dropped would
+        otherwise wait 2.5 s on average for the next tick. A period that leaves no room for
+        two polls needs no watch (the ticks are fast enough)."""
+        margin = min(TICK_MARGIN_S, max(2 * poll_s, tick_period_s / 3))
+        budget = min(MAX_BUDGET_S, tick_period_s - margin)
         if budget < 2 * poll_s:
             return cls(poll_s, 0.0, 2 * tick_period_s)
-        handoff = TICK_MARGIN_S - HANDOFF_END_MARGIN_S
+        handoff = margin - min(HANDOFF_END_MARGIN_S, margin / 2)
         return cls(poll_s, budget, 2 * tick_period_s, handoff if handoff >= poll_s else 0.0)
 
 

@@ -172,6 +172,7 @@ class Observer:
             hung=hung,
             ledger_checks=self._ledger_checks(run, cfg, jobs),
             bigtable_load=self._bigtable_load(cfg) if running else None,
+            bigtable_load_lag_s=self.bigtable_monitor.load_lag_s if self.bigtable_monitor else 0.0,
             canary_logs=canary_logs,
             usage_read=frozenset(usage_read),
         )

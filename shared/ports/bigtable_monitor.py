@@ -23,6 +23,10 @@ class Sample:
 class BigtableMonitor(Protocol):
     """What the controller and the bill read about a Bigtable instance."""
 
+    # How long a change of the instance's load takes to show in `cpu_load` (its sampling
+    # window and reporting delay): the ramp's gate steps down at most once in that time.
+    load_lag_s: float
+
     def cpu_load(self, project: str, instance: str) -> float | None:
         """The instance's CPU load now, 0..1 (the busiest cluster's); None: not known."""
         ...

@@ -37,22 +37,27 @@ class RampGate:
     verdict: Verdict = "ramp"
     reason: str = ""  # empty while the ramp runs freely
     load: float | None = None
+    # How long a change of the load takes to show in it (the monitor's window and delay):
+    # a step down is not followed by another before it can have shown.
+    lag_s: float = 0.0
 
 
 FREE = RampGate()  # no gate: the ramp as configured
 
 
-def gate(load: float | None, cpu_max: float | None) -> RampGate:
-    """The verdict for `load` (0..1, None: not known) against `cpu_max` (None: no gate).
+def gate(load: float | None, cpu_max: float | None, lag_s: float = 0.0) -> RampGate:
+    """The verdict for `load` (0..1, None: not known) against `cpu_max` (None: no gate);
+    `lag_s`: how late the load shows a change (shared.ports.bigtable_monitor).
 
     An unknown load never holds the ramp: a Monitoring outage must not stall a build."""
     if load is None or cpu_max is None or load <= cpu_max:
-        return RampGate("ramp", "", load)
+        return RampGate("ramp", "", load, lag_s)
     pct = f"Bigtable CPU {load:.0%}"
     if load > cpu_max + LOWER_MARGIN:
         limit = f"controller.bigtable_cpu_max {cpu_max:.0%} + {LOWER_MARGIN:.0%}"
-        return RampGate("lower", f"{pct} > {limit}: parallelism lowered one step", load)
-    return RampGate("hold", f"{pct} > controller.bigtable_cpu_max {cpu_max:.0%}: ramp held", load)
+        return RampGate("lower", f"{pct} > {limit}: parallelism lowered one step", load, lag_s)
+    held = f"{pct} > controller.bigtable_cpu_max {cpu_max:.0%}: ramp held"
+    return RampGate("hold", held, load, lag_s)
 
 
 def brief(reason: str) -> str:
@@ -100,11 +105,14 @@ def throttle(
 ) -> Throttled:
     """What a running layer gets under the gate. `target` is what the ramp alone would give,
     `parallelism` what the layer has now, `lowered_at` when the gate last stepped it down:
-    at most one step down per ramp period, because Bigtable's load is seen minutes late
-    (a step each reconcile would overshoot); in between it holds."""
+    at most one step down per ramp period, and none before the last one can show in the
+    load (`g.lag_s`: Bigtable's load is seen minutes late on Cloud Monitoring, over the
+    meter's window locally), since a step each reconcile on a load that still shows the
+    pods already taken away would overshoot to one pod; in between it holds."""
     if g.verdict == "ramp" or parallelism < 1:
         return Throttled(target)
-    recent = lowered_at is not None and (now - lowered_at).total_seconds() < ramp.period
+    settle_s = max(ramp.period, g.lag_s)
+    recent = lowered_at is not None and (now - lowered_at).total_seconds() < settle_s
     if g.verdict == "hold" or recent:
         held = min(target, parallelism)
         return Throttled(held, reanchor(ramp, held, now))

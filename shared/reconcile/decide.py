@@ -247,7 +247,7 @@ def decide(
     if state.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
         return Decision(state, out, now)
     vcpus = VcpuBudget.of(plan.max_vcpus, state, seen.others_vcpus)
-    bigtable = gate(seen.bigtable_load, plan.bigtable_cpu_max)
+    bigtable = gate(seen.bigtable_load, plan.bigtable_cpu_max, seen.bigtable_load_lag_s)
     running = any(ls.phase == Phase.RUNNING for ls in state.layers.values())
     state.ramp_hold = bigtable.reason if running else ""
     for setup in state.setups.values():

@@ -112,6 +112,8 @@ class Snapshot:
     # The graph's Bigtable instance CPU load (0..1), read while layers run (None: not read or
     # not known; shared.reconcile.bigtable_load).
     bigtable_load: float | None = None
+    # How late that load shows a change (the monitor's `load_lag_s`; 0: at once).
+    bigtable_load_lag_s: float = 0.0
     # The log tails of a finished canary's succeeded pods, by pod name (shared.reconcile.canary).
     canary_logs: dict[str, str] = field(default_factory=dict)
     # The finished Jobs whose pods' lifetime usage was read from monitoring this reconcile

@@ -87,9 +87,33 @@ def test_the_ramp_holds_while_the_emulator_is_busy(meter, firestore_project, loa
         assert parallelism > 2 and run.ramp_hold == ""
 
 
+def test_a_step_down_waits_for_the_meters_window(meter, firestore_project):
+    """Stepped down 5 s ago (past the demo's 3 s ramp period) on a load that is still high:
+    the meter's window (60 s here) still counts the pods taken away, so the layer holds
+    rather than stepping down again on a stale rate."""
+    _read_through(meter)
+    monitor = LocalBigtableMonitor(meter, meter.rate(WINDOW_S) / 0.95, window_s=WINDOW_S)
+    store, cluster = FirestoreRunStore(firestore_project), RecordingCluster()
+    _running_layer(store, cluster)
+    later = NOW + timedelta(minutes=5)
+
+    def lowered_just_now(run):
+        run.layers["ingest-L2"].timing.ramp_lowered_at = later - timedelta(seconds=5)
+
+    store.update_run("gate", lowered_just_now)
+    Controller(
+        store, cluster, lambda k, b: None, clock=lambda: later, bigtable_monitor=monitor
+    ).reconcile("gate")
+    run = store.load_run("gate")
+    assert "lowered one step" in run.ramp_hold
+    assert run.layers["ingest-L2"].job.parallelism == 2 and cluster.patches == []
+
+
 class PartialMonitor:
     """Cloud Monitoring answering in part (executionErrors): the load it held, as
     adapters.google.monitoring raises it."""
+
+    load_lag_s = 0.0
 
     def __init__(self, held: float | None) -> None:
         self.held = held

@@ -67,7 +67,6 @@ def test_drain_seconds_of_a_layer_under_way(pods, in_flight, want):
     assert drain_seconds(pods, 10.0, FOUR, 500.0, in_flight) == pytest.approx(want)
 
 
-
 def _demo(size: int = 128, ramp: Ramp | None = None):
     cfg = with_batch(load_config(DEMO))  # the tables below are at 32 chunks a pod
     source = cfg.ds.data_source.model_copy(update={"size": (size,) * 3})

@@ -145,6 +145,8 @@ class _Monitor:
     storage_exact = True
     storage_source = "Cloud Monitoring table/bytes_used"
 
+    load_lag_s = 0.0
+
     def __init__(self, table=None, nodes=None, error: Exception | None = None, partial=""):
         self.table, self.nodes, self.error = table or [], nodes or [], error
         self.partial = partial

@@ -77,10 +77,24 @@ def test_throttle(verdict_load, target, parallelism, want):
     assert (got.lowered_at is not None) == (verdict_load > 0.85)
 
 
-@pytest.mark.parametrize(("since_s", "want"), [(30, 8), (59, 8), (60, 4), (300, 4)])
-def test_at_most_one_step_down_per_ramp_period(since_s, want):
+@pytest.mark.parametrize(
+    ("since_s", "lag_s", "want"),
+    [
+        (30, 0, 8),
+        (59, 0, 8),
+        (60, 0, 4),
+        (300, 0, 4),
+        # a load seen late (Cloud Monitoring: 270 s) still shows the pods taken away by
+        # the last step: no second step until it can show them gone
+        (60, 270, 8),
+        (269, 270, 8),
+        (270, 270, 4),
+        (30, 10, 8),  # the local meter's 10 s window, under a 60 s period: the period rules
+    ],
+)
+def test_at_most_one_step_down_per_ramp_period_and_load_lag(since_s, lag_s, want):
     lowered_at = T0 - timedelta(seconds=since_s)
-    got = throttle(gate(0.95, 0.7), 16, 8, RAMP, T0, lowered_at)
+    got = throttle(gate(0.95, 0.7, lag_s), 16, 8, RAMP, T0, lowered_at)
     assert got.parallelism == want
 
 
@@ -108,14 +122,16 @@ def _run() -> RunState:
     return run
 
 
-def ramp_timeline(loads: list[float]) -> list[tuple[int, str]]:
-    """Parallelism and the status reason after each one-minute tick under `loads`."""
+def ramp_timeline(loads: list[float], lag_s: float = 0.0) -> list[tuple[int, str]]:
+    """Parallelism and the status reason after each one-minute tick under `loads`, seen
+    `lag_s` late (the monitor's load_lag_s)."""
     plan = Plan({"ingest-L2": LayerPlan(1000, RAMP, job_name="j")}, bigtable_cpu_max=0.7)
     run, parallelism, out = _run(), 2, []
     for minute, load in enumerate(loads, start=1):
         now = T0 + timedelta(minutes=minute)
         snap = Snapshot(run, {"j": job("j", completions=1000, parallelism=parallelism)})
-        d = decide(replace(snap, bigtable_load=load), plan, None, now)
+        snap = replace(snap, bigtable_load=load, bigtable_load_lag_s=lag_s)
+        d = decide(snap, plan, None, now)
         run = d.state
         patches = [a for a in d.actions if isinstance(a, PatchJob)]
         parallelism = patches[-1].parallelism if patches else parallelism
@@ -129,6 +145,17 @@ def test_ramp_holds_under_overload_steps_down_above_margin_and_resumes_gradually
     reasons = [r for _, r in timeline]
     assert reasons[0] == "" and "ramp held" in reasons[2]
     assert "lowered one step" in reasons[4] and reasons[7] == ""
+
+
+def test_a_load_seen_late_is_not_stepped_down_again_before_it_can_show_the_step():
+    """Cloud Monitoring shows the load minutes late: the reconciles after a step down still
+    read the load of before, and stepping down on each would reach one pod (8 -> 4 -> 2 -> 1
+    here); with the monitor's lag the gate holds until the step can have shown."""
+    loads = [0.2, 0.2, 0.95, 0.95, 0.95, 0.95, 0.95]
+    assert [p for p, _ in ramp_timeline(loads)] == [4, 8, 4, 2, 1, 1, 1]
+    late = ramp_timeline(loads, lag_s=270.0)  # 4.5 minutes: one step per five ticks
+    assert [p for p, _ in late] == [4, 8, 4, 4, 4, 4, 4]
+    assert "lowered one step" in late[3][1]  # the verdict stands; the step waits
 
 
 def test_an_operator_pin_is_not_throttled():

@@ -58,9 +58,7 @@ SUMMARY2_SPANS = SUMMARY2.replace(
     '"exit_code"', '"chunk_span_s": %s, "first_span_s": %s, "exit_code"'
 )
 # ... and the batch's own time and the line's time, to the millisecond: (..., elapsed, time).
-SUMMARY2_TIMED = SUMMARY2_SPANS.replace(
-    '"exit_code"', '"elapsed_s": %s, "time": "%s", "exit_code"'
-)
+SUMMARY2_TIMED = SUMMARY2_SPANS.replace('"exit_code"', '"elapsed_s": %s, "time": "%s", "exit_code"')
 
 
 def _demo(canary: int | None = 8):
