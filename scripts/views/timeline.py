@@ -15,6 +15,7 @@ COLUMNS: tuple[Part, ...] = (
     Part.APPROVAL_WAIT,
     Part.ADVANCE,
     Part.STARTUP,
+    Part.PROCESS_START,
     Part.COMPUTE,
     Part.TAIL,
     Part.COMPLETION,
@@ -30,7 +31,7 @@ def timeline_table(run_id: str, tl: BuildTimeline) -> Table:
     side), then the run's parts: each second of wall time counted once, `unnamed` the rest."""
     table = titled_table(
         f"run {run_id} · where the wall time went (s)",
-        ("layer", "pods", *(p.value.replace("_", " ") for p in COLUMNS), "pod start-up"),
+        ("layer", "pods", *(p.value.replace("_", " ") for p in COLUMNS), "pods created -> running"),
     )
     for lt in tl.layers:
         startup = lt.pod_startup_median_s

@@ -47,6 +47,7 @@ from shared.reconcile.hung_pods import (
 )
 from shared.reconcile.node_oom import may_be_node_oom, node_oom_victims, parse_node_oom
 from shared.reconcile.oom import with_memory_factors
+from shared.reconcile.process_start import first_succeeded
 from shared.reconcile.root_check import runs_root_check
 from shared.reconcile.run_sizes import with_run_sizes
 from shared.reconcile.setup_step import needs_graph_table
@@ -126,6 +127,15 @@ class Observer:
                 pods[name], _ = self._with_life_usage(name, pods[name])
                 done = [p.name for p in pods[name] if p.phase == "Succeeded"]
                 canary_logs.update({pod: self._pod_tail(pod) for pod in done})
+        # The first pod to succeed in a layer: its log's process start-up, for the build's
+        # timeline (one log read a layer: none succeeded before this reconcile).
+        first_pod_logs = {
+            ls.key: self._pod_tail(first.name)
+            for ls in run.layers.values()
+            if ls.phase == Phase.RUNNING and not ls.pods.succeeded
+            for first in [first_succeeded(pods.get(ls.job.name, []))]
+            if first is not None
+        }
         # A finished layer's pods' usage over their lives, once, when the cluster does not
         # report it (GKE): right-sizing keeps it on the layer as it closes.
         usage_read = set()
@@ -174,6 +184,7 @@ class Observer:
             bigtable_load=self._bigtable_load(cfg) if running else None,
             bigtable_load_lag_s=self.bigtable_monitor.load_lag_s if self.bigtable_monitor else 0.0,
             canary_logs=canary_logs,
+            first_pod_logs=first_pod_logs,
             usage_read=frozenset(usage_read),
         )
         return Observation(snap, cfg, now)

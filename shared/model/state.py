@@ -85,6 +85,10 @@ class Timing:
     ramp_lowered_at: datetime | None = None
     submitted_at: datetime | None = None
     finished_at: datetime | None = None
+    # The first of its pods to finish: its process's start -> its first chunk begun
+    # (interpreter, imports, clients, metadata), from the worker's summary line; None: not
+    # read (no pod finished yet, or an image whose harness reports no timings).
+    process_start_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -234,6 +238,7 @@ _FLAT_KEYS: tuple[tuple[str, str | None, str], ...] = (
     ("resize_cpu", "job", "resize_cpu"),
     ("resize_memory_gib", "job", "resize_memory_gib"),
     ("resize_asked", "job", "resize_asked"),
+    ("process_start_s", "timing", "process_start_s"),
 )
 
 

@@ -53,6 +53,7 @@ from shared.reconcile.pod_accounting import (
     note_earlier_usage,
     record_pods,
 )
+from shared.reconcile.process_start import note_process_start
 from shared.reconcile.resize import resize_step
 from shared.reconcile.root_check import ALERT_KIND as ROOT_CHECK_FAILED
 from shared.reconcile.root_check import root_check_details
@@ -278,6 +279,8 @@ def decide(
                 if evicted is not None:
                     out.append(Alert(EVICTED_REPEATEDLY, ls.stage, ls.layer, evicted))
                 note_chunk_times(ls, records[ls.key], lp.batch_chunks)
+                if (first_log := seen.first_pod_logs.get(ls.key)) is not None:
+                    note_process_start(ls, first_log)
                 _hung_pods(ls, seen, out)
                 if state.status == RunStatus.RUNNING:
                     resize_step(ls, lp, pods[ls.job.name], out)

@@ -116,6 +116,9 @@ class Snapshot:
     bigtable_load_lag_s: float = 0.0
     # The log tails of a finished canary's succeeded pods, by pod name (shared.reconcile.canary).
     canary_logs: dict[str, str] = field(default_factory=dict)
+    # The log tail of the first pod to succeed in a running layer, by layer key, read in
+    # the reconcile that first sees one: its process's start-up (`Timing.process_start_s`).
+    first_pod_logs: dict[str, str] = field(default_factory=dict)
     # The finished Jobs whose pods' lifetime usage was read from monitoring this reconcile
     # (shared.ports.pod_usage; GKE): their earlier-recorded pods' figures are kept as the layer
     # closes.

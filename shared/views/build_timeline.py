@@ -8,7 +8,11 @@ For each layer, in build order, from the run record and its stored pod records
 - `advance`: eligible (ready, and approved where needed) -> its Job created;
 - `startup`: Job created -> its first pod running (the Job controller creating pods, the
   scheduler, the node starting the container);
-- `compute`: first pod running -> the tail's start;
+- `process_start`: that pod running -> its first chunk begun (the interpreter, imports,
+  clients, the graph's metadata: the start-up of the first pod to succeed, as its worker
+  reported it, `Timing.process_start_s`; none for an image's harness, which reports none);
+- `compute`: the first chunk begun (the first pod running, without a process start-up) ->
+  the tail's start;
 - `tail`: the later of the first pod done and the last pod started (from then on no index is
   left to begin: a slot that frees stays idle) -> the last pod done;
 - `completion`: the last pod done -> the Job complete (the Job controller's status update);
@@ -29,7 +33,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from shared.model.stages import dependencies_in
@@ -113,11 +117,17 @@ def layer_timeline(
     first_run = min(started) if started else None
     last_done = max(finished) if finished else None
     tail_from = max(min(done), max(started)) if done and started else None
+    computing = first_run
+    if first_run is not None and ls.timing.process_start_s is not None:
+        computing = first_run + timedelta(seconds=ls.timing.process_start_s)
+        if (end := tail_from or last_done) is not None:
+            computing = min(computing, end)
     spans = [
         *_span(ls.key, Part.APPROVAL_WAIT, t0, ready, approved),
         *_span(ls.key, Part.ADVANCE, t0, eligible, submitted),
         *_span(ls.key, Part.STARTUP, t0, submitted, first_run),
-        *_span(ls.key, Part.COMPUTE, t0, first_run, tail_from or last_done),
+        *_span(ls.key, Part.PROCESS_START, t0, first_run, computing),
+        *_span(ls.key, Part.COMPUTE, t0, computing, tail_from or last_done),
         *_span(ls.key, Part.TAIL, t0, tail_from, last_done),
         *_span(ls.key, Part.COMPLETION, t0, last_done, job_done),
     ]

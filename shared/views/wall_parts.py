@@ -15,6 +15,7 @@ class Part(Enum):
 
     COMPUTE = "compute"
     TAIL = "tail"
+    PROCESS_START = "process_start"
     STARTUP = "startup"
     COMPLETION = "completion"
     SETUP = "setup"

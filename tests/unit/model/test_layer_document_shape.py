@@ -82,6 +82,7 @@ STORED = {
     "resize_cpu": 1.0,
     "resize_memory_gib": 4.0,
     "resize_asked": ["p1"],
+    "process_start_s": 1.25,
 }
 
 
@@ -161,6 +162,7 @@ WHERE = {
     "resize_cpu": "job.resize_cpu",
     "resize_memory_gib": "job.resize_memory_gib",
     "resize_asked": "job.resize_asked",
+    "process_start_s": "timing.process_start_s",
 }
 
 

@@ -83,11 +83,47 @@ CASES = [
 ]
 
 
+# The first pod's process start-up, as its worker reported it (Timing.process_start_s): cut
+# from the compute span's start, never past it.
+PROCESS_CASES = [
+    (
+        "process start-ups of 1.5 s (L2) and 20 s (L3: more than its compute)",
+        {"ingest-L2": 1.5, "ingest-L3": 20.0},
+        {
+            "ingest-L2": {
+                "advance": 1,
+                "startup": 2,
+                "process_start": 1.5,
+                "compute": 7.5,
+                "tail": 6,
+                "completion": 2,
+            },  # fmt: skip
+            "ingest-L3": {"advance": 3, "startup": 3, "process_start": 12, "completion": 1},
+        },
+        {
+            "advance": 4,
+            "startup": 5,
+            "process_start": 13.5,
+            "compute": 7.5,
+            "tail": 6,
+            "completion": 3,
+            UNNAMED: 1,
+        },  # fmt: skip
+    ),
+]
+
+
 @pytest.mark.parametrize(
-    ("name", "advance", "approved_at", "layers", "parts"), CASES, ids=[c[0] for c in CASES]
+    ("name", "advance", "approved_at", "layers", "parts"),
+    [*CASES, *((name, "auto", None, lay, parts) for name, _, lay, parts in PROCESS_CASES)],
+    ids=[c[0] for c in CASES] + [c[0] for c in PROCESS_CASES],
 )
 def test_each_layers_spans_and_the_runs_parts(name, advance, approved_at, layers, parts):
     run = two_layer_run(advance)
+    for case, start_ups, _, _ in PROCESS_CASES:
+        if case == name:
+            for key, seconds in start_ups.items():
+                run.layers[key].timing.process_start_s = seconds
     run.layers["ingest-L3"].approval.at = approved_at
     if approved_at is not None:
         run.layers["ingest-L2"].approval.at = at(0)
