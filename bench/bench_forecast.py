@@ -83,10 +83,16 @@ def state_at(
     t0: datetime,
     t: datetime,
     canary: tuple[datetime, dict[str, Any]] | None = None,
+    ramp: list[list[Any]] | None = None,
 ):
     """The ingest run's layers as stored at `t` (what the pods had done by then); `canary`:
-    when the canary completed and its record (the demo's `--json` figures)."""
+    when the canary completed and its record (the demo's `--json` figures); `ramp`: the
+    demo's `bigtable.ramp_timeline` ([elapsed_s, parallelism, the gate's hold reason] each
+    time one changed), for the running layer's parallelism and the run's hold at `t`."""
     run: RunState = new_run(cfg, "replay", ["ingest"], "auto", t0)
+    seen = [r for r in ramp or [] if r[0] <= (t - t0).total_seconds()]
+    held_at = seen[-1][1] if seen else None
+    run.ramp_hold = seen[-1][2] if seen else ""
     if canary is not None and canary[0] <= t:
         l2 = run.layers[layer_key("ingest", 2)]
         l2.canary.phase, l2.canary.record = Phase.SUCCEEDED, dict(canary[1])
@@ -116,6 +122,11 @@ def state_at(
             and _at(p["started"]) <= t
             and not (p["finished"] and _at(p["finished"]) <= t)
         )
+        ls.job.parallelism = held_at or status.get("parallelism") or 0
+        # the gate re-anchors a held layer's ramp at each hold: at its latest one by `t`
+        holds = [r[0] for r in seen if r[2] and t0 + timedelta(seconds=r[0]) >= created]
+        if holds:
+            ls.timing.ramp_started_at = t0 + timedelta(seconds=max(holds))
         finished = _at(status.get("completion_time"))
         if finished is not None and finished <= t:
             ls.phase, ls.timing.finished_at = Phase.SUCCEEDED, finished
@@ -123,10 +134,13 @@ def state_at(
 
 
 def replay(
-    workdir: Path, wall_s: float | None, canary: dict[str, Any] | None = None
+    workdir: Path,
+    wall_s: float | None,
+    canary: dict[str, Any] | None = None,
+    ramp: list[list[Any]] | None = None,
 ) -> dict[str, float]:
     """The forecast's error at each share of the run's wall time (`canary`: the demo's
-    `--json` canary, held from its Job's completion on)."""
+    `--json` canary, held from its Job's completion on; `ramp`: its ramp timeline)."""
     size = int(np.load(workdir / "volume.npy", mmap_mode="r").shape[0])
     cfg = prepare_config(load_config(ROOT / "examples/demo/pipeline.yml"), workdir, size, None)
     jobs = load_jobs(workdir)
@@ -139,7 +153,7 @@ def replay(
     out = {}
     for share in SHARES:
         t = t0 + timedelta(seconds=share * wall)
-        fc = run_forecast(cfg, state_at(cfg, jobs, t0, t, held), t)
+        fc = run_forecast(cfg, state_at(cfg, jobs, t0, t, held, ramp), t)
         out[f"{share:.2f}"] = round((share * wall + fc.remaining_s - wall) / wall, 3)
     return out
 
@@ -162,15 +176,16 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     for arg in args.runs:
         where, _, tail = arg.partition(":")
-        wall, canary = None, None
+        wall, canary, ramp = None, None, None
         if tail and not tail.endswith(".json"):
             wall = float(tail)
         elif tail:
             summary = json.loads(Path(tail).read_text().strip().splitlines()[-1])
             wall, canary = summary["wall_s"], summary.get("canary")
+            ramp = summary.get("bigtable", {}).get("ramp_timeline")
             if isinstance(canary, list):  # one canary a stage: the demo builds ingest's
                 canary = canary[0]
-        results[where] = dict(replay(Path(where), wall, canary))
+        results[where] = dict(replay(Path(where), wall, canary, ramp))
         cells = " ".join(f"{s}: {e:+.1%}" for s, e in results[where].items())
         print(f"{where}: in-run forecast {cells}")
         if canary:

@@ -99,6 +99,27 @@ def drain_seconds(
     return t + work / max(1, min(ramp.max, pods))
 
 
+def gate_held(ls: LayerState) -> bool:
+    """The Bigtable gate has held or lowered this running layer: its ramp was re-anchored
+    (shared.reconcile.bigtable_load.reanchor moves `ramp_started_at` past the submission;
+    nothing else does)."""
+    started, submitted = ls.timing.ramp_started_at, ls.timing.submitted_at
+    return started is not None and submitted is not None and started > submitted
+
+
+def held_ramp(ramp: Ramp, parallelism: int) -> Ramp:
+    """The ramp of a running layer the Bigtable gate holds now or has held
+    (shared.reconcile.bigtable_load): it stays at its parallelism. The load that holds it
+    comes from the pods that run, so it does not fall for long while they do, and the gate
+    lets it grow only as far as the load allows: a forecast that let the ramp grow again
+    took the 256^3 demo's layer 2, held at 2 pods for most of its 60 s (the hold lifted for
+    a tick now and then), to run at 4."""
+    if parallelism < 1:
+        return ramp
+    held = min(ramp.max, parallelism)
+    return ramp.model_copy(update={"start": held, "max": held})
+
+
 def _pod_seconds(
     run: RunState,
     ls: LayerState,
@@ -184,7 +205,9 @@ def forecast(
             ramp_elapsed = max(0.0, (now - ls.timing.ramp_started_at).total_seconds())
             # pods run at different times once some have finished (and been replaced)
             in_flight = ls.progress.active if ls.pods.succeeded else 0
-            remaining = drain_seconds(left, slot_s, plan.ramp, ramp_elapsed, in_flight)
+            held = run.ramp_hold or gate_held(ls)
+            ramp = held_ramp(plan.ramp, ls.job.parallelism) if held else plan.ramp
+            remaining = drain_seconds(left, slot_s, ramp, ramp_elapsed, in_flight)
         else:
             start += advance_s
             remaining = drain_seconds(left, slot_s, plan.ramp, 0.0)

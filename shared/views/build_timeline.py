@@ -46,13 +46,15 @@ GAP_SHOWN_S = 0.05  # shorter unnamed gaps are rounding, not worth a line
 
 @dataclass(frozen=True)
 class LayerTimeline:
-    """One layer's (or setup's) named spans, seconds since the run was created, and the
-    median of its pods' start-up (created -> running), for the start-up's own split."""
+    """One layer's (or setup's) named spans, seconds since the run was created, the
+    median of its pods' start-up (created -> running), for the start-up's own split, and its
+    first pod's process start-up as the worker reported it (None: not reported)."""
 
     key: str
     spans: tuple[Span, ...]
     pods: int = 0
     pod_startup_median_s: float | None = None
+    process_start_s: float | None = None
 
     def seconds(self, part: Part) -> float:
         """The length of this layer's `part` (0 if it has none)."""
@@ -79,6 +81,7 @@ class BuildTimeline:
                     "layer": lt.key,
                     "pods": lt.pods,
                     "pod_startup_median_s": lt.pod_startup_median_s,
+                    "process_start_s": lt.process_start_s,
                     **{p.value: round(lt.seconds(p), 2) for p in Part if lt.seconds(p)},
                 }
                 for lt in self.layers
@@ -137,7 +140,7 @@ def layer_timeline(
         if (c := plain_datetime(r.get("created"))) and (s := plain_datetime(r.get("started")))
     ]
     median = statistics.median(startups) if startups else None
-    return LayerTimeline(ls.key, tuple(spans), len(pods), median)
+    return LayerTimeline(ls.key, tuple(spans), len(pods), median, ls.timing.process_start_s)
 
 
 def build_timeline(

@@ -73,6 +73,10 @@ def test_pipeline_demo_cli_json_summary(tmp_path):
     layers = [lt["layer"] for lt in timeline["layers"]]
     assert [k for k in layers if "-L" in k] == ["ingest-L2", "ingest-L3", "ingest-L4"]
     assert timeline["wall_s"] == pytest.approx(summary["wall_s"], abs=5.0)
+    # Each layer's first pod's process start-up, as its worker reported it (read by the
+    # controller from that pod's log), apart from its compute.
+    starts = {lt["layer"]: lt["process_start_s"] for lt in timeline["layers"]}
+    assert all(starts[k] > 0 for k in ("ingest-L2", "ingest-L3", "ingest-L4")), starts
 
 
 def test_bad_config_fails_fast_naming_the_field(tmp_path):

@@ -149,6 +149,36 @@ def test_forecast_from_a_run_state(ramp, observed_pod_s, ramp_elapsed_s, want_l2
 
 
 @pytest.mark.parametrize(
+    ("hold", "reanchored", "parallelism", "want_l2"),
+    [
+        ("", False, 2, 40.0),  # the ramp runs: 8 pods of 20 s left, 4 wide (its cap)
+        ("Bigtable CPU 84% > controller.bigtable_cpu_max 70%: ramp held", True, 2, 80.0),
+        ("Bigtable CPU 100% > ...: parallelism lowered one step", True, 1, 160.0),  # 1 wide
+        # held before (its ramp re-anchored), the hold lifted for this reconcile: 2 wide
+        ("", True, 2, 80.0),
+    ],
+)
+def test_a_layer_the_bigtable_gate_holds_stays_at_its_parallelism(
+    hold, reanchored, parallelism, want_l2
+):
+    """The load that holds the ramp comes from the pods that run: the forecast keeps the
+    held layer where it stands instead of letting the ramp grow again (the 256^3 demo's
+    layer 2, held at 2 pods for most of its 60 s, was forecast at 4)."""
+    cfg = _demo(ramp=Ramp(start=2, factor=2, period=3, max=4))
+    run = new_run(cfg, "f", ["ingest"], "auto", T0)
+    run.ramp_hold = hold
+    plans, chunks, rates = forecast_inputs(cfg, run)
+    now = T0 + timedelta(seconds=1000)
+    l2 = run.layers["ingest-L2"]
+    l2.phase, l2.progress.completed_indexes, l2.job.parallelism = "running", "0-7", parallelism
+    l2.timing.submitted_at = now - timedelta(seconds=700)
+    l2.timing.ramp_started_at = now - timedelta(seconds=600 if reanchored else 700)
+    l2.pods.succeeded, l2.pods.succeeded_runtime_s = 8, 8 * 20.0
+    fc = forecast(run, plans, chunks, rates, now, 1.0, 0.0, 10.0)
+    assert {lf.key: lf.remaining_s for lf in fc.layers}["ingest-L2"] == pytest.approx(want_l2)
+
+
+@pytest.mark.parametrize(
     ("wait_s", "want_l2", "want_l3"),
     [
         (0.0, 40.0, 18.0),  # as test_forecast_from_a_run_state: two waves of 20 s pods

@@ -129,6 +129,8 @@ def test_each_layers_spans_and_the_runs_parts(name, advance, approved_at, layers
         run.layers["ingest-L2"].approval.at = at(0)
     tl = build_timeline(run, RECORDS, now=at(100))
     got = {lt.key: {p.value: lt.seconds(p) for p in Part if lt.seconds(p)} for lt in tl.layers}
+    reported = {lt.key: lt.process_start_s for lt in tl.layers}
+    assert reported == {k: run.layers[k].timing.process_start_s for k in reported}
     assert got == {k: {p: float(s) for p, s in v.items() if s} for k, v in layers.items()}
     assert {k: v for k, v in tl.parts.items() if v} == pytest.approx(parts)
     # wall time is the sum of the named parts and the unnamed rest
