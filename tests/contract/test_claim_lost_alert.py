@@ -69,8 +69,8 @@ def test_claim_lost_records_are_alerted_once_per_pod_set(store, run):
     job = store.load_run("r1").layers["ingest-L2"].job.name
     cluster.add(job, 0, "Failed", 1, LOST_LOG)
     cluster.add(job, 1, "Failed", 1, _line(message="transient: boom", exit_code=1))
-    cluster.add(job, 0, "Succeeded", 0, LOST_LOG)  # exit 0: its log is not read
-    cluster.add(job, 1, "Failed", 137, LOST_LOG)  # killed: its log is not read either
+    cluster.add(job, 0, "Succeeded", 0, LOST_LOG)  # exit 0: not read for claim_lost
+    cluster.add(job, 1, "Failed", 137, LOST_LOG)  # killed: its log is not read
     controller.reconcile("r1")
     lost = [body for kind, body in published if kind == "claim_lost"]
     assert len(lost) == 1
@@ -78,7 +78,9 @@ def test_claim_lost_records_are_alerted_once_per_pod_set(store, run):
     assert body["stage"] == "ingest" and body["layer"] == 2 and body["job"] == job
     assert body["chunks"] == [77, 78] and body["chunk_count"] == 2
     assert body["pods"] == [{"pod": f"{job}-0-p0", "index": 0, "chunks": [77, 78]}]
-    assert sorted(cluster.log_reads) == [f"{job}-0-p0", f"{job}-1-p1"]
+    # The two failed pods' logs for the check; the succeeded one's once, as the layer's first
+    # pod to succeed (its process start-up, for the build's timeline), not for claim_lost.
+    assert sorted(cluster.log_reads) == [f"{job}-0-p0", f"{job}-0-p2", f"{job}-1-p1"]
     # The outbox keeps the alert as published, not the check it was committed as: what
     # `pipeline alerts` lists says how many chunk claims were lost.
     [stored] = [a for a in store.all_alerts("r1") if a.kind == "claim_lost"]
@@ -88,6 +90,7 @@ def test_claim_lost_records_are_alerted_once_per_pod_set(store, run):
     controller.reconcile("r1")
     controller.reconcile("r1")
     assert sum(kind == "claim_lost" for kind, _ in published) == 1
+    assert cluster.log_reads.count(f"{job}-0-p2") == 1  # a layer's first pod's log, once
     # A new pod of the layer with a lost claim: a new alert, for it alone.
     cluster.add(job, 1, "Failed", 1, _line(event="claim_lost", chunk_id=5))
     controller.reconcile("r1")

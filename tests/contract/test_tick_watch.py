@@ -103,17 +103,19 @@ def test_without_the_watch_the_layer_waits_for_the_next_tick(env, monkeypatch) -
 
 
 def test_a_layer_that_completes_after_the_budget_is_handed_to_on_kick(env, monkeypatch) -> None:
-    """With 14 s ticks the watch reconciles for 4 s and hands off for 7 s more: a layer seen
-    complete after the budget is not reconciled by the tick but published as a kick
-    (`tail-watch`), which on_kick reconciles."""
+    """With 18 s ticks the watch reconciles for 12 s and hands off for 3 s more (a third of
+    the period its margin, half of that the hand-offs' end): a layer seen complete after the
+    budget is not reconciled by the tick but published as a kick (`tail-watch`), which
+    on_kick reconciles."""
     store, cluster = env
-    monkeypatch.setenv("PIPELINE_TICK_PERIOD_S", "14")
+    monkeypatch.setenv("PIPELINE_TICK_PERIOD_S", "18")
     bus = PubSubBus(store.db.project)
     kicks = bus.ensure_subscription("kick", "test-handoff-kicks")
     run_id, job, n = tail_of_layer_2(store, cluster)
     # The tick's reconcile is the first GET, the watch's polls (1 s apart) the next: complete
-    # at the sixth poll's GET (5 s or more into the tick), seen at the seventh.
-    cluster.arm(job, n, after=7)
+    # at the twelfth poll's GET (11 s or more into the tick), seen at the thirteenth, between
+    # the budget's end (12 s) and the hand-offs' (15 s).
+    cluster.arm(job, n, after=13)
     tick()
     assert store.load_run(run_id).layers["ingest-L3"].phase == "waiting"
     pulled = bus.subscriber.pull(subscription=kicks, max_messages=10, timeout=30)

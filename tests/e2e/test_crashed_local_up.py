@@ -37,13 +37,20 @@ def _up(cwd: Path, log: Path) -> subprocess.Popen[bytes]:
 
 
 def _ready(proc: subprocess.Popen[bytes], stack: Path, log: Path) -> dict:
+    """The stack.json `proc` wrote. A crashed stack's file is there before the next `local up`
+    clears it (a quiet machine read it between the check and the read, or as the crashed
+    stack's): only a file naming `proc` counts."""
     deadline = time.monotonic() + HANG
-    while not stack.exists():
+    while True:
         assert proc.poll() is None, log.read_text()
         assert time.monotonic() < deadline, f"local up not ready in {HANG:.0f} s"
+        try:
+            doc = json.loads(stack.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):  # not yet, or being replaced
+            doc = {}
+        if doc.get("pid") == proc.pid:
+            return doc
         time.sleep(0.5)
-    time.sleep(0.5)  # the file is written in one call; let it land
-    return json.loads(stack.read_text())
 
 
 def _gone(pgids: list[int]) -> bool:
