@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -47,6 +48,7 @@ from adapters.gke.wire import (
     pod_info,
     releasable,
     sort_events,
+    suspension_pending,
     sweep_selector,
 )
 from shared.model.job_generation import controller_uid, events_of_generation, pod_selector
@@ -70,15 +72,24 @@ log = logging.getLogger("cave_pipeline.gke")
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"  # the client would pick json-patch for a dict
 _EPOCH = datetime.min.replace(tzinfo=UTC)
+# How long a drain waits for the Job controller to mark a suspension (it does within a second
+# or so): a Job controller that is down or far behind must not hold a pause for long.
+SUSPENSION_WAIT_S, SUSPENSION_POLL_S = 10.0, 0.2
 
 
 class GkeCluster:
     """Indexed Jobs on a Kubernetes API server, in one namespace."""
 
     def __init__(
-        self, api_client: ApiClient, namespace: str, *, request_timeout: float = 30.0
+        self,
+        api_client: ApiClient,
+        namespace: str,
+        *,
+        request_timeout: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.api_client, self.namespace = api_client, namespace
+        self._sleep = sleep
         self.batch, self.core = BatchV1Api(api_client), CoreV1Api(api_client)
         self.request_timeout = request_timeout
         self._opts = {"_request_timeout": request_timeout}  # every call has a deadline
@@ -219,11 +230,15 @@ class GkeCluster:
             self.batch.create_namespaced_job(self.namespace, manifest, dry_run="All", **self._opts)
 
     def get_job(self, name: str) -> JobStatus | None:
+        found = self._read_job(name)
+        return None if found is None else job_status(found)
+
+    def _read_job(self, name: str) -> dict[str, Any] | None:
         found = None
         action = f"get job {name}"
         with self._call(action, ignore=(404,)):
             found = self._json(action, self.batch.read_namespaced_job, name, self.namespace)
-        return None if found is None else job_status(found)
+        return found
 
     def list_jobs(self, labels: dict[str, str]) -> list[JobStatus]:
         items = self._list(self.batch.list_namespaced_job, "list jobs", label_selector(labels))
@@ -262,7 +277,8 @@ class GkeCluster:
             )
 
     def drain_job(self, name: str, scope: Mapping[str, str] | None = None) -> None:
-        job = self.get_job(name)
+        found = self._suspension_seen(name)
+        job = None if found is None else job_status(found)
         if job is None or job.finished:
             return
         self._delete_pods(job, scope, keep_terminal=True)
@@ -285,6 +301,24 @@ class GkeCluster:
                     _content_type=MERGE_PATCH,
                     **self._opts,
                 )
+
+    def _suspension_seen(self, name: str) -> dict[str, Any] | None:
+        """The Job (wire form) once the Job controller has marked its suspension: a sync it
+        began before it saw the suspension may still create a replacement pod, which a sweep
+        made earlier would miss (on a lost node it then stays until the Node goes). Waits at
+        most SUSPENSION_WAIT_S, then returns the Job as it is."""
+        for _ in range(round(SUSPENSION_WAIT_S / SUSPENSION_POLL_S)):
+            found = self._read_job(name)
+            if found is None or not suspension_pending(found):
+                return found
+            self._sleep(SUSPENSION_POLL_S)
+        log.warning(
+            "job %s: the Job controller has not marked its suspension in %.0f s; "
+            "draining its pods anyway (one it is creating now may stay until its grace ends)",
+            name,
+            SUSPENSION_WAIT_S,
+        )
+        return self._read_job(name)
 
     def _delete_pods(
         self, job: JobStatus, scope: Mapping[str, str] | None, *, keep_terminal: bool

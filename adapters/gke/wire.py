@@ -106,6 +106,18 @@ def releasable(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def suspension_pending(job: Mapping[str, Any]) -> bool:
+    """Whether a Job (wire form) is suspended in its spec but not yet marked so by the Job
+    controller (no Suspended condition True): a running, unfinished Job's controller may still
+    be acting on its older spec."""
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return (
+        bool((job.get("spec") or {}).get("suspend"))
+        and _true_condition(conditions, "Suspended") is None
+        and not any(_true_condition(conditions, kind) for kind, _ in _TERMINAL)
+    )
+
+
 def _true_condition(conditions: Iterable[Mapping[str, Any]], kind: str) -> Mapping | None:
     for cond in conditions:
         if cond.get("type") == kind and str(cond.get("status")) == "True":

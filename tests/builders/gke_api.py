@@ -111,11 +111,14 @@ MANIFEST = {
 }
 
 
-def fake_gke(server: FakeServer, monkeypatch: Any, namespace: str = "pipeline") -> GkeCluster:
-    """A GkeCluster whose requests go to `server` (request timeout 7 s)."""
+def fake_gke(
+    server: FakeServer, monkeypatch: Any, namespace: str = "pipeline", **kwargs: Any
+) -> GkeCluster:
+    """A GkeCluster whose requests go to `server` (request timeout 7 s; `kwargs` to the
+    constructor)."""
     api = ApiClient(Configuration(host=ENDPOINT))
     monkeypatch.setattr(api, "call_api", server)
-    return GkeCluster(api, namespace, request_timeout=7)
+    return GkeCluster(api, namespace, request_timeout=7, **kwargs)
 
 
 def api_object(name: str) -> dict[str, Any]:

@@ -420,6 +420,10 @@ class ProcessKubelet:
             with self._lock:
                 pods = [p for p in self._pods.values() if p.node not in self._lost]
             for pod in pods:
+                if pod.node in self._lost:
+                    # Lost since the round began: its VM writes nothing more (a kill_node's
+                    # exit would otherwise be reported as the pod's failure).
+                    continue
                 try:
                     self._sync(pod)
                 except Exception as e:  # noqa: BLE001 - an outage or a race: next round

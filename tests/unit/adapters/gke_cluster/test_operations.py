@@ -22,10 +22,13 @@ from tests.builders.gke_api import (
     INTERNAL,
     NOT_FOUND,
     WAITING,
+    fake_gke,
     query,
     status_body,
 )
 from tests.builders.k8s_objects import job, pod
+
+SUSPENDED = {"type": "Suspended", "status": "True", "reason": "JobSuspended"}
 
 # -- the other operations ----------------------------------------------------------------
 
@@ -131,7 +134,7 @@ def test_a_drain_spares_terminal_pods_and_releases_the_held_ones(gke, server) ->
     held["metadata"].update(
         deletionTimestamp="2025-06-01T10:05:00Z", finalizers=["batch.kubernetes.io/job-tracking"]
     )
-    server.answer(200, job(active=2, suspend=True))
+    server.answer(200, job(active=2, suspend=True, conditions=[SUSPENDED]))
     server.answer(200, NO_PODS)
     server.answer(200, {**NO_PODS, "items": [held, pod(0, "Failed")]})
     server.answer(200, held)
@@ -151,6 +154,38 @@ def test_a_drain_spares_terminal_pods_and_releases_the_held_ones(gke, server) ->
     assert release["url"] == f"{PODS}/{held['metadata']['name']}"
     assert release["body"] == {"metadata": {"finalizers": None}}
     assert release["headers"]["Content-Type"] == "application/merge-patch+json"
+
+
+def test_a_drain_sweeps_once_the_job_controller_has_marked_the_suspension(
+    server, monkeypatch
+) -> None:
+    """Until the Job controller marks the Job Suspended, a sync it began earlier may still
+    create a replacement pod that an earlier sweep would miss (CI saw one stay on a lost node)."""
+    naps: list[float] = []
+    gke = fake_gke(server, monkeypatch, sleep=naps.append)
+    server.answer(200, job(active=1, suspend=True))
+    server.answer(200, job(active=1, suspend=True))
+    server.answer(200, job(active=0, suspend=True, conditions=[SUSPENDED]))
+    server.answer(200, NO_PODS)
+    server.answer(200, NO_PODS)
+    gke.drain_job("j1", GRAPH)
+    methods = [r["method"] for r in server.requests]
+    assert methods == ["GET", "GET", "GET", "DELETE", "GET"] and naps == [0.2, 0.2]
+
+
+def test_a_drain_waits_for_a_stalled_job_controller_ten_seconds_at_most(
+    server, monkeypatch, caplog
+) -> None:
+    naps: list[float] = []
+    gke = fake_gke(server, monkeypatch, sleep=naps.append)
+    for _ in range(51):
+        server.answer(200, job(active=1, suspend=True))
+    server.answer(200, NO_PODS)
+    server.answer(200, NO_PODS)
+    gke.drain_job("j1", GRAPH)
+    assert sum(naps) == pytest.approx(10.0)
+    assert [r["method"] for r in server.requests][-2:] == ["DELETE", "GET"]
+    assert "has not marked its suspension in 10 s" in caplog.text
 
 
 def test_a_drain_of_a_finished_or_missing_job_does_nothing(gke, server) -> None:
