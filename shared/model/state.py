@@ -7,7 +7,7 @@ precondition, so two reconciles of one run can never both apply a transition.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -460,7 +460,9 @@ class RunState:
 
     def run_doc(self) -> dict[str, Any]:
         """The stored run document (its layers are documents of their own)."""
-        doc = asdict(self)
+        # Without its layers and setups: asdict would convert every layer only to drop it, the
+        # bulk of a reconcile's comparison of the state before and after.
+        doc = asdict(replace(self, layers={}, setups={}))
         doc.pop("layers")
         doc["status"] = RunStatus(self.status).value
         doc["setups"] = {k: s.to_doc() for k, s in self.setups.items()}

@@ -2,7 +2,9 @@
 
 What it reproduces, because the controller's behaviour depends on it: pods start after a
 node start-up delay when no warm node has room; Spot preemptions end a pod without using a
-retry (the index is run again); other failures use the index's retries
+retry (the index is run again, its next pod doing only the chunks the ended one had not
+finished: the worker's done markers keep them); other failures keep their finished chunks
+too, and use the index's retries
 (`backoffLimitPerIndex`), then fail the index, and too many failed indexes fail the Job;
 the Job's own events pass Kubernetes' recorder rate limit (a burst of 25, then one per 5
 minutes per Job) or are dropped. Pods are simulated one per batch, never per chunk.
@@ -11,6 +13,7 @@ minutes per Job) or are dropped. Pods are simulated one per batch, never per chu
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -52,6 +55,8 @@ class SimJob:
     next_index: int = 0
     retry_queue: list[int] = field(default_factory=list)
     attempts_failed: dict[int, int] = field(default_factory=dict)
+    # index -> chunks its ended pod left undone (absent: the whole batch)
+    chunks_left: dict[int, int] = field(default_factory=dict)
     active: int = 0
     done: int = 0
     failed: set[int] = field(default_factory=set)
@@ -103,10 +108,15 @@ class SimCluster:
         return False
 
     def start_pods(
-        self, job: SimJob, now: float, runtime
+        self,
+        job: SimJob,
+        now: float,
+        runtime: Callable[[SimJob, int], float],
+        overhead_s: float = 0.0,
     ) -> list[tuple[float, str, int, str, float]]:
         """Start pods up to the Job's parallelism; returns (end time, job, index, outcome,
-        billed seconds) for each, and the creation event times that survive the limit."""
+        billed seconds) for each. `runtime(job, chunks)` is a pod's seconds for `chunks` of
+        its batch, `overhead_s` of them its start-up before its first chunk."""
         out = []
         if job.suspended or job.condition:
             return out
@@ -124,7 +134,8 @@ class SimCluster:
             self.idle_since = None
             job.active += 1
             job.pods += 1
-            run_s = runtime(job)
+            chunks = job.chunks_left.pop(index, job.chunks_per_batch)
+            full_s = run_s = runtime(job, chunks)
             outcome = "ok"
             if self.params.preemptions_per_hour > 0:
                 cut = self.rng.expovariate(self.params.preemptions_per_hour / 3600.0)
@@ -132,6 +143,8 @@ class SimCluster:
                     run_s, outcome = cut, "preempted"
             if outcome == "ok" and self.rng.random() < self.params.failure_rate:
                 run_s, outcome = self.rng.uniform(0, run_s), "failed"
+            if outcome != "ok":
+                job.chunks_left[index] = chunks - chunks_finished(chunks, full_s, run_s, overhead_s)
             out.append((now + delay + run_s, job.name, index, outcome, run_s))
         return out
 
@@ -184,3 +197,14 @@ class SimCluster:
             reason="FailedIndexes" if job.condition == "Failed" else None,
             completion_time=self.at(job.finished_at) if job.finished_at is not None else None,
         )
+
+
+def chunks_finished(chunks: int, full_s: float, ended_s: float, overhead_s: float) -> int:
+    """Chunks of a pod's `chunks` done when it ended `ended_s` into a run that would have
+    taken `full_s`, `overhead_s` of it start-up: the chunk under way is lost, the others are
+    kept by their done markers. Never all of them: the pod ended before its run's end."""
+    work_s = full_s - min(overhead_s, full_s)
+    if chunks <= 0 or work_s <= 0:
+        return 0
+    done = int(chunks * max(0.0, ended_s - min(overhead_s, full_s)) / work_s)
+    return min(done, chunks - 1)

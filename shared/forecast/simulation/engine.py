@@ -217,11 +217,12 @@ class Simulation:
         self._fill(job, now)
 
     def _fill(self, job: SimJob, now: float) -> None:
-        def runtime(j: SimJob) -> float:
-            return self.s.runtimes.sample(self.rng, j.key, j.chunks_per_batch)
+        def runtime(j: SimJob, chunks: int) -> float:
+            return self.s.runtimes.sample(self.rng, j.key, chunks, j.chunks_per_batch)
 
         before = job.pods
-        for end, name, index, outcome, run_s in self.cluster.start_pods(job, now, runtime):
+        started = self.cluster.start_pods(job, now, runtime, self.s.runtimes.pod_overhead_s)
+        for end, name, index, outcome, run_s in started:
             self.push(end, "pod", name, index, outcome, run_s)
         # One SuccessfulCreate per pod: only the survivors of the rate limit are delivered.
         for _ in range(job.pods - before):

@@ -20,11 +20,15 @@ class Runtimes:
     # layer key -> recorded pod runtimes (seconds, whole pods) of a finished run
     recorded: dict[str, list[float]] = field(default_factory=dict)
 
-    def sample(self, rng: random.Random, key: str, chunks: int) -> float:
-        """One pod's runtime for a batch of `chunks` chunks."""
+    def sample(self, rng: random.Random, key: str, chunks: int, batch: int | None = None) -> float:
+        """One pod's runtime for `chunks` chunks of a batch of `batch` (default: all of it)."""
         observed = self.recorded.get(key)
         if observed:
-            return rng.choice(observed)
+            whole = rng.choice(observed)  # a recorded pod did a whole batch
+            if batch is None or batch <= 0 or chunks >= batch:
+                return whole
+            start = min(self.pod_overhead_s, whole)
+            return start + (whole - start) * max(0, chunks) / batch
         if chunks <= 0:
             return self.pod_overhead_s
         # The sum of `chunks` lognormal chunk times, by its own lognormal (Fenton-Wilkinson):

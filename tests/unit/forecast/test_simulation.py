@@ -7,7 +7,13 @@ import random
 
 import pytest
 
-from shared.forecast.simulation.cluster import ClusterParams, SimCluster, SimJob, TokenBucket
+from shared.forecast.simulation.cluster import (
+    ClusterParams,
+    SimCluster,
+    SimJob,
+    TokenBucket,
+    chunks_finished,
+)
 from shared.forecast.simulation.controller_cost import controller_cost
 from shared.forecast.simulation.engine import T0, SimSettings, simulate
 from shared.forecast.simulation.runtimes import Runtimes, recorded_runtimes
@@ -46,7 +52,7 @@ def test_token_bucket_refills_up_to_the_burst():
 
 
 def start(cluster: SimCluster, j: SimJob, now: float = 0.0):
-    return cluster.start_pods(j, now, lambda _: 100.0)
+    return cluster.start_pods(j, now, lambda _j, _chunks: 100.0)
 
 
 def test_new_pods_wait_for_nodes_then_reuse_them():
@@ -76,6 +82,58 @@ def test_preemption_uses_no_retry_but_failures_do():
     assert j.failed == {0} and j.condition == "Failed"
 
 
+@pytest.mark.parametrize(
+    ("chunks", "full_s", "ended_s", "overhead_s", "done"),
+    [
+        (10, 110.0, 5.0, 10.0, 0),  # still starting: nothing done
+        (10, 110.0, 50.0, 10.0, 4),  # 40 s of 100 s of work: 4 chunks, the 5th lost
+        (10, 110.0, 109.9, 10.0, 9),  # ended in its last chunk: that one is lost
+        (10, 110.0, 500.0, 10.0, 9),  # never all: the pod ended before its run's end
+        (0, 10.0, 5.0, 10.0, 0),  # no chunks
+        (4, 8.0, 6.0, 10.0, 0),  # a run shorter than the start-up: no work measured
+        (4, 40.0, 20.0, 0.0, 2),  # no start-up modelled
+    ],
+)
+def test_chunks_an_ended_pod_finished(chunks, full_s, ended_s, overhead_s, done):
+    assert chunks_finished(chunks, full_s, ended_s, overhead_s) == done
+
+
+class _PreemptAt(random.Random):
+    """Every pod is preempted `after` seconds into its run (when it runs that long)."""
+
+    def __init__(self, after: float) -> None:
+        super().__init__(1)
+        self.after = after
+
+    def expovariate(self, lambd: float) -> float:
+        return self.after
+
+
+def test_a_preempted_index_s_next_pod_does_only_the_chunks_left():
+    """The worker's done markers keep a preempted pod's finished chunks: its index's next
+    pod does the rest (a pod of an hour under a few preemptions an hour is not restarted
+    from its first chunk every time, which took the simulated build 65 hours)."""
+    cluster = SimCluster(ClusterParams(preemptions_per_hour=1.0), _PreemptAt(50.0), T0)
+    j = job(completions=1, parallelism=1, chunks_per_batch=10)
+    cluster.jobs["j"] = j
+    asked: list[int] = []
+
+    def runtime(_j: SimJob, chunks: int) -> float:
+        asked.append(chunks)
+        return 10.0 + 10.0 * chunks  # 10 s of start-up, 10 s a chunk
+
+    outcomes = []
+    for _ in range(10):  # bounded: a model that restarts every pod from its first chunk never ends
+        if j.condition is not None:
+            break
+        ((end, _, index, outcome, run_s),) = cluster.start_pods(j, 0.0, runtime, 10.0)
+        outcomes.append((outcome, run_s))
+        cluster.pod_done(j, index, outcome, run_s, end)
+    assert asked == [10, 6, 2]  # 4 chunks in 50 s, then 4 of 6, then the last 2 in 30 s
+    assert outcomes == [("preempted", 50.0), ("preempted", 50.0), ("ok", 30.0)]
+    assert j.condition == "Complete" and j.pods_preempted == 2 and j.chunks_left == {}
+
+
 def test_job_completes_and_reports_counts_not_index_sets():
     cluster = SimCluster(ClusterParams(), random.Random(1), T0)
     j = job(completions=3, parallelism=3)
@@ -94,6 +152,10 @@ def test_runtime_of_a_batch_scales_with_its_chunks():
     assert mean == pytest.approx(5 + 32 * 10, rel=0.05)
     recorded = Runtimes(recorded={"ingest-L2": [7.0]})
     assert recorded.sample(rng, "ingest-L2", 32) == 7.0
+    # The rest of a recorded pod's batch: its start-up, and its work in proportion.
+    part = Runtimes(pod_overhead_s=10.0, recorded={"ingest-L2": [110.0]})
+    assert part.sample(rng, "ingest-L2", 5, batch=10) == pytest.approx(60.0)
+    assert part.sample(rng, "ingest-L2", 10, batch=10) == 110.0
 
 
 def test_recorded_runtimes_fall_back_to_the_layer_mean():
@@ -146,6 +208,8 @@ def test_preemptions_add_pods_and_time_not_failures():
     rough = simulate(cfg, new_run(cfg, "b", ["ingest"], "auto", T0), stormy)
     assert rough.status == "succeeded" and rough.pods > calm.pods
     assert sum(lr.failed for lr in rough.layers) == 0
+    # Preempted pods resume from their done markers: the build is not started over.
+    assert rough.wall_s < 1.5 * calm.wall_s
 
 
 def test_controller_cost_scales_to_a_month():
