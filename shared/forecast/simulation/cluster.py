@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from shared.forecast.simulation.runtimes import PodRun
 from shared.model import intervals
 from shared.ports.cluster import JobStatus
 
@@ -111,12 +112,11 @@ class SimCluster:
         self,
         job: SimJob,
         now: float,
-        runtime: Callable[[SimJob, int], float],
-        overhead_s: float = 0.0,
+        runtime: Callable[[SimJob, int], PodRun],
     ) -> list[tuple[float, str, int, str, float]]:
         """Start pods up to the Job's parallelism; returns (end time, job, index, outcome,
-        billed seconds) for each. `runtime(job, chunks)` is a pod's seconds for `chunks` of
-        its batch, `overhead_s` of them its start-up before its first chunk."""
+        billed seconds) for each. `runtime(job, chunks)` is a pod's run of `chunks` of its
+        batch."""
         out = []
         if job.suspended or job.condition:
             return out
@@ -135,7 +135,8 @@ class SimCluster:
             job.active += 1
             job.pods += 1
             chunks = job.chunks_left.pop(index, job.chunks_per_batch)
-            full_s = run_s = runtime(job, chunks)
+            run = runtime(job, chunks)
+            run_s = run.seconds
             outcome = "ok"
             if self.params.preemptions_per_hour > 0:
                 cut = self.rng.expovariate(self.params.preemptions_per_hour / 3600.0)
@@ -144,7 +145,7 @@ class SimCluster:
             if outcome == "ok" and self.rng.random() < self.params.failure_rate:
                 run_s, outcome = self.rng.uniform(0, run_s), "failed"
             if outcome != "ok":
-                job.chunks_left[index] = chunks - chunks_finished(chunks, full_s, run_s, overhead_s)
+                job.chunks_left[index] = chunks - chunks_finished(chunks, run, run_s)
             out.append((now + delay + run_s, job.name, index, outcome, run_s))
         return out
 
@@ -199,12 +200,13 @@ class SimCluster:
         )
 
 
-def chunks_finished(chunks: int, full_s: float, ended_s: float, overhead_s: float) -> int:
-    """Chunks of a pod's `chunks` done when it ended `ended_s` into a run that would have
-    taken `full_s`, `overhead_s` of it start-up: the chunk under way is lost, the others are
-    kept by their done markers. Never all of them: the pod ended before its run's end."""
-    work_s = full_s - min(overhead_s, full_s)
+def chunks_finished(chunks: int, run: PodRun, ended_s: float) -> int:
+    """Chunks of a pod's `chunks` done when it ended `ended_s` into `run`: the chunk under
+    way is lost, the others are kept by their done markers. Never all of them: the pod ended
+    before its run's end."""
+    start = min(run.startup_s, run.seconds)
+    work_s = run.seconds - start
     if chunks <= 0 or work_s <= 0:
         return 0
-    done = int(chunks * max(0.0, ended_s - min(overhead_s, full_s)) / work_s)
+    done = int(chunks * max(0.0, ended_s - start) / work_s)
     return min(done, chunks - 1)

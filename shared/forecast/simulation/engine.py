@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from shared.config.config import PipelineConfig
 from shared.forecast.simulation.cluster import ClusterParams, SimCluster, SimJob
-from shared.forecast.simulation.runtimes import Runtimes
+from shared.forecast.simulation.runtimes import PodRun, Runtimes
 from shared.model.grid import layer_batch_size
 from shared.model.layers import layer_shape
 from shared.model.phase import Phase, RunStatus
@@ -217,12 +217,11 @@ class Simulation:
         self._fill(job, now)
 
     def _fill(self, job: SimJob, now: float) -> None:
-        def runtime(j: SimJob, chunks: int) -> float:
-            return self.s.runtimes.sample(self.rng, j.key, chunks, j.chunks_per_batch)
+        def runtime(j: SimJob, chunks: int) -> PodRun:
+            return self.s.runtimes.pod_run(self.rng, j.key, chunks, j.chunks_per_batch)
 
         before = job.pods
-        started = self.cluster.start_pods(job, now, runtime, self.s.runtimes.pod_overhead_s)
-        for end, name, index, outcome, run_s in started:
+        for end, name, index, outcome, run_s in self.cluster.start_pods(job, now, runtime):
             self.push(end, "pod", name, index, outcome, run_s)
         # One SuccessfulCreate per pod: only the survivors of the rate limit are delivered.
         for _ in range(job.pods - before):

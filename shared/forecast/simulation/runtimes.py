@@ -11,6 +11,14 @@ from shared.model.state import RunState
 
 
 @dataclass(frozen=True)
+class PodRun:
+    """One pod's run: its seconds, the first `startup_s` of them before its first chunk."""
+
+    seconds: float
+    startup_s: float
+
+
+@dataclass(frozen=True)
 class Runtimes:
     """Seconds one pod (one batch) takes: sampled per layer key (`ingest-L3`)."""
 
@@ -22,15 +30,22 @@ class Runtimes:
 
     def sample(self, rng: random.Random, key: str, chunks: int, batch: int | None = None) -> float:
         """One pod's runtime for `chunks` chunks of a batch of `batch` (default: all of it)."""
+        return self.pod_run(rng, key, chunks, batch).seconds
+
+    def pod_run(
+        self, rng: random.Random, key: str, chunks: int, batch: int | None = None
+    ) -> PodRun:
+        """One pod's run for `chunks` chunks of a batch of `batch` (default: all of it), with
+        its start-up: the start-up per pod, or all of a recorded pod shorter than that."""
         observed = self.recorded.get(key)
         if observed:
             whole = rng.choice(observed)  # a recorded pod did a whole batch
-            if batch is None or batch <= 0 or chunks >= batch:
-                return whole
             start = min(self.pod_overhead_s, whole)
-            return start + (whole - start) * max(0, chunks) / batch
+            if batch is None or chunks >= batch:
+                return PodRun(whole, start)
+            return PodRun(start + (whole - start) * chunks / batch, start)
         if chunks <= 0:
-            return self.pod_overhead_s
+            return PodRun(self.pod_overhead_s, self.pod_overhead_s)
         # The sum of `chunks` lognormal chunk times, by its own lognormal (Fenton-Wilkinson):
         # one draw per pod, however many chunks it holds.
         mean = self.chunk_seconds
@@ -38,7 +53,8 @@ class Runtimes:
         total_mean, total_var = chunks * mean, chunks * var
         s2 = math.log(1 + total_var / total_mean**2)
         mu = math.log(total_mean) - s2 / 2
-        return self.pod_overhead_s + rng.lognormvariate(mu, math.sqrt(s2))
+        work = rng.lognormvariate(mu, math.sqrt(s2))
+        return PodRun(self.pod_overhead_s + work, self.pod_overhead_s)
 
 
 def recorded_runtimes(

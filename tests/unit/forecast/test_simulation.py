@@ -16,7 +16,7 @@ from shared.forecast.simulation.cluster import (
 )
 from shared.forecast.simulation.controller_cost import controller_cost
 from shared.forecast.simulation.engine import T0, SimSettings, simulate
-from shared.forecast.simulation.runtimes import Runtimes, recorded_runtimes
+from shared.forecast.simulation.runtimes import PodRun, Runtimes, recorded_runtimes
 from shared.model.state import LayerState, PodUsage, RunState
 from shared.reconcile.build_plan import new_run
 from tests.builders.demo_configs import demo_cfg
@@ -52,7 +52,7 @@ def test_token_bucket_refills_up_to_the_burst():
 
 
 def start(cluster: SimCluster, j: SimJob, now: float = 0.0):
-    return cluster.start_pods(j, now, lambda _j, _chunks: 100.0)
+    return cluster.start_pods(j, now, lambda _j, _chunks: PodRun(100.0, 0.0))
 
 
 def test_new_pods_wait_for_nodes_then_reuse_them():
@@ -95,7 +95,7 @@ def test_preemption_uses_no_retry_but_failures_do():
     ],
 )
 def test_chunks_an_ended_pod_finished(chunks, full_s, ended_s, overhead_s, done):
-    assert chunks_finished(chunks, full_s, ended_s, overhead_s) == done
+    assert chunks_finished(chunks, PodRun(full_s, overhead_s), ended_s) == done
 
 
 class _PreemptAt(random.Random):
@@ -118,15 +118,15 @@ def test_a_preempted_index_s_next_pod_does_only_the_chunks_left():
     cluster.jobs["j"] = j
     asked: list[int] = []
 
-    def runtime(_j: SimJob, chunks: int) -> float:
+    def runtime(_j: SimJob, chunks: int) -> PodRun:
         asked.append(chunks)
-        return 10.0 + 10.0 * chunks  # 10 s of start-up, 10 s a chunk
+        return PodRun(10.0 + 10.0 * chunks, 10.0)  # 10 s of start-up, 10 s a chunk
 
     outcomes = []
     for _ in range(10):  # bounded: a model that restarts every pod from its first chunk never ends
         if j.condition is not None:
             break
-        ((end, _, index, outcome, run_s),) = cluster.start_pods(j, 0.0, runtime, 10.0)
+        ((end, _, index, outcome, run_s),) = cluster.start_pods(j, 0.0, runtime)
         outcomes.append((outcome, run_s))
         cluster.pod_done(j, index, outcome, run_s, end)
     assert asked == [10, 6, 2]  # 4 chunks in 50 s, then 4 of 6, then the last 2 in 30 s
@@ -156,6 +156,12 @@ def test_runtime_of_a_batch_scales_with_its_chunks():
     part = Runtimes(pod_overhead_s=10.0, recorded={"ingest-L2": [110.0]})
     assert part.sample(rng, "ingest-L2", 5, batch=10) == pytest.approx(60.0)
     assert part.sample(rng, "ingest-L2", 10, batch=10) == 110.0
+    # Each run carries its start-up, which the cluster counts as no chunk done.
+    assert part.pod_run(rng, "ingest-L2", 5, batch=10) == PodRun(60.0, 10.0)
+    assert Runtimes(pod_overhead_s=10.0, recorded={"k": [4.0]}).pod_run(rng, "k", 1) == PodRun(
+        4.0, 4.0
+    )
+    assert rt.pod_run(rng, "ingest-L2", 32).startup_s == rt.pod_overhead_s
 
 
 def test_recorded_runtimes_fall_back_to_the_layer_mean():
