@@ -75,8 +75,14 @@ def unique(prefix: str) -> str:
     return f"ct-{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll until predicate() is truthy; return its value, or fail naming what was awaited."""
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout: float,
+    what: str,
+    describe: Callable[[], str] | None = None,
+) -> Any:
+    """Poll until predicate() is truthy; return its value, or fail naming what was awaited
+    (and what `describe()` says of the state then)."""
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:
@@ -84,7 +90,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+            seen = f"; {describe()}" if describe is not None else ""
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{seen}")
         time.sleep(delay)
         delay = min(delay * 1.5, 2.0)  # quick locally, gentle on a real API server
 
@@ -306,9 +313,19 @@ def test_a_disrupted_pod_costs_its_index_no_retry(cluster: Target) -> None:
         lambda: any(p.name != pod.name and p.phase == "Running" for p in c.list_pods(name, 0)),
         cluster.timeout,
         f"{name}'s replacement pod",
+        lambda: _pods_and_job(c, name),
     )
     job = c.get_job(name)
     assert (job.failed_indexes, job.finished) == ("", False)
+
+
+def _pods_and_job(c: Any, name: str) -> str:
+    """A Job's pods (phase, node, reasons) and its status, for a failure's message."""
+    pods = ", ".join(
+        f"{p.name} {p.phase} on {p.node or '-'} ({p.reason}, {p.disruption_reason})"
+        for p in c.list_pods(name, 0)
+    )
+    return f"pods: {pods or 'none'}; job: {c.get_job(name)}"
 
 
 # Prints a line, then blocks: a hung worker.
